@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package meshtrain needs to build, test, and run its
+# default job. Safe to run again: apt-get skips what is already installed.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config
+  # GEMM backends (chosen by measurement: see bench/RESULTS.md) and OpenMP
+  libdnnl-dev libopenblas-dev libomp-dev
+  # config, JSON, command line
+  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev python3
+  # data: the King James Bible text and Fashion-MNIST
+  bible-kjv-text bible-kjv dataset-fashion-mnist
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all Debian packages present"
+fi

@@ -1,0 +1,29 @@
+#pragma once
+// Typed errors. Code below main() throws; only main() decides to exit, so a
+// supervisor can restart a rank and a test can assert on the message.
+#include <stdexcept>
+#include <string>
+
+namespace meshtrain {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A job config, override or command-line value that is malformed or out of range.
+struct ConfigError : Error {
+  using Error::Error;
+};
+// A data file that is missing, unreadable or malformed.
+struct DataError : Error {
+  using Error::Error;
+};
+// A checkpoint that is missing, truncated, corrupt or does not match the model.
+struct CheckpointError : Error {
+  using Error::Error;
+};
+// Any I/O failure outside the cases above (a directory that cannot be written...).
+struct IoError : Error {
+  using Error::Error;
+};
+
+}  // namespace meshtrain

@@ -1,0 +1,37 @@
+#pragma once
+// Memory accounting by kind. Every large buffer is an AlignedBuffer, which
+// reports its bytes here, so a run can print current and peak bytes per kind
+// (the ZeRO formulas are checked against these numbers).
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <string_view>
+
+namespace meshtrain {
+
+enum class MemoryKind { Parameters, Gradients, OptimizerState, Activations, Communication, Data, Other };
+inline constexpr size_t kMemoryKindCount = 7;
+
+std::string_view memory_kind_name(MemoryKind kind);
+
+class MemoryTracker {
+ public:
+  static MemoryTracker& global();
+
+  void add(MemoryKind kind, size_t bytes);
+  void sub(MemoryKind kind, size_t bytes);
+  size_t current(MemoryKind kind) const;
+  size_t peak(MemoryKind kind) const;
+  size_t current_total() const;
+  size_t peak_total() const;
+  // Forgets peaks (not current bytes): used between phases of a test or bench.
+  void reset_peaks();
+
+ private:
+  std::array<std::atomic<size_t>, kMemoryKindCount> current_{};
+  std::array<std::atomic<size_t>, kMemoryKindCount> peak_{};
+  std::atomic<size_t> current_total_{0};
+  std::atomic<size_t> peak_total_{0};
+};
+
+}  // namespace meshtrain

@@ -12,6 +12,8 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3
+  # gzip-compressed data files (Fashion-MNIST)
+  zlib1g-dev
   # data: the King James Bible text and Fashion-MNIST
   bible-kjv-text bible-kjv dataset-fashion-mnist
 )

@@ -1,0 +1,96 @@
+#pragma once
+// A training job's configuration: one struct per TOML section. Defaults here
+// are the documented defaults; config_schema.cpp lists every key with its
+// type, range and meaning, and is the only place that reads TOML.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace meshtrain {
+
+struct ModelSection {
+  std::string kind = "gpt";  // gpt | mlp | vit
+  // gpt and vit
+  int64_t n_layer = 4;
+  int64_t n_embd = 256;
+  int64_t n_head = 4;
+  // gpt
+  int64_t block_size = 128;  // context length T
+  int64_t vocab_size = 256;  // byte-level
+  // mlp
+  std::vector<int64_t> hidden = {256, 128};
+  // mlp and vit
+  int64_t classes = 10;
+  // vit
+  int64_t image_size = 28;
+  int64_t patch_size = 7;
+};
+
+struct DataSection {
+  std::string kind = "text";  // text | fashion_mnist
+  std::string path = "data/kjv.txt";
+  double val_fraction = 0.05;
+  int64_t seed = 1234;
+};
+
+struct TrainingSection {
+  int64_t batch_size = 8;  // per device
+  int64_t steps = 200;
+  int64_t seed = 42;
+  int64_t threads = 0;  // 0: all cores
+  int64_t log_every = 10;
+  int64_t eval_every = 100;  // 0: only at the end
+  int64_t eval_batches = 20;
+  std::string out_dir = "runs/default";
+};
+
+struct OptimizerSection {
+  std::string name = "adamw";  // sgd | adamw | lars | lamb
+  double lr = 3e-4;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double trust_coefficient = 0.001;
+  double grad_clip = 1.0;  // 0: no clipping
+};
+
+struct ScheduleSection {
+  int64_t warmup_steps = 0;
+  std::string decay = "cosine";  // cosine | linear | constant
+  double min_lr_ratio = 0.1;
+  std::string scale_rule = "none";  // none | linear | sqrt
+  int64_t reference_batch = 0;  // batch the lr was tuned for; 0: the per-device batch
+};
+
+struct CheckpointSection {
+  std::string dir;    // empty: <training.out_dir>/checkpoints
+  int64_t every = 0;  // 0: only at the end
+  int64_t keep = 3;
+};
+
+struct MetricsSection {
+  std::string path;  // empty: <training.out_dir>/metrics.jsonl
+};
+
+struct ParallelSection {
+  std::string data = "none";
+};
+
+struct JobConfig {
+  ModelSection model;
+  DataSection data;
+  TrainingSection training;
+  OptimizerSection optimizer;
+  ScheduleSection schedule;
+  CheckpointSection checkpoint;
+  MetricsSection metrics;
+  ParallelSection parallel;
+
+  std::string checkpoint_dir() const;
+  std::string metrics_path() const;
+};
+
+}  // namespace meshtrain

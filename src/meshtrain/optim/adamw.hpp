@@ -1,0 +1,31 @@
+#pragma once
+// AdamW with decoupled weight decay, as torch.optim.AdamW (amsgrad off),
+// with t = steps_taken() + 1:
+//   w *= 1 - lr * wd                    (only views with weight_decay)
+//   m = lerp(m, g, 1 - beta1)           v = beta2 * v + (1 - beta2) * g^2
+//   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
+//   w -= lr / (1 - beta1^t) * m / denom
+// Scalars are formed in double and rounded to float once, elementwise math is
+// float, as PyTorch does for fp32 tensors.
+#include "meshtrain/optim/chunks.hpp"
+#include "meshtrain/optim/config.hpp"
+#include "meshtrain/optim/optimizer.hpp"
+
+namespace meshtrain {
+
+class AdamW final : public Optimizer {
+ public:
+  // Expects a validated config (make_optimizer validates).
+  AdamW(const ParamStore& store, const OptimizerConfig& config);
+  std::string name() const override { return "adamw"; }
+  void step(ParamStore& store, float lr) override;
+  std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
+
+ private:
+  UpdateChunks chunks_;
+  double weight_decay_, beta1_, beta2_, eps_;
+  AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (flat_size)
+  AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (flat_size)
+};
+
+}  // namespace meshtrain

@@ -1,0 +1,19 @@
+#pragma once
+// Builds the optimizer a config names, after checking every field it reads.
+#include <memory>
+
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/optim/config.hpp"
+#include "meshtrain/optim/optimizer.hpp"
+
+namespace meshtrain {
+
+// Throws ConfigError naming the key, e.g.
+// "optimizer.name: unknown optimizer 'adamx' (expected sgd, adamw, lars, lamb)".
+void validate_optimizer_config(const OptimizerConfig& config);
+
+// Validates config, then builds state buffers sized store.flat_size() (zeroed).
+// The store need not be allocated yet, but its views must all be declared.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const ParamStore& store);
+
+}  // namespace meshtrain

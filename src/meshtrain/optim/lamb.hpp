@@ -1,0 +1,40 @@
+#pragma once
+// LAMB (You et al., 2019): Adam moments, then a per-view trust ratio.
+// With t = steps_taken() + 1:
+//   m = beta1 * m + (1 - beta1) * g      v = beta2 * v + (1 - beta2) * g^2
+//   u = (m / (1 - beta1^t)) / (sqrt(v) / sqrt(1 - beta2^t) + eps) + wd * w
+//   trust = ||w|| / ||u||   (1 when either norm is 0)
+//   w -= lr * trust * u
+// Views with weight_decay=false take no decay and trust = 1, as in apex
+// FusedLAMB and timm (adaptation only where weight decay applies). No clamp
+// on the trust ratio.
+//
+// Two passes and no buffer for u: pass 1 updates m, v and the per-chunk
+// partial norms of w and u; pass 2 recomputes u from m, v, w (same
+// expression) and applies it. Per-view norms add chunk partials in chunk order.
+#include "meshtrain/optim/chunks.hpp"
+#include "meshtrain/optim/config.hpp"
+#include "meshtrain/optim/optimizer.hpp"
+
+namespace meshtrain {
+
+class Lamb final : public Optimizer {
+ public:
+  // Expects a validated config (make_optimizer validates).
+  Lamb(const ParamStore& store, const OptimizerConfig& config);
+  std::string name() const override { return "lamb"; }
+  void step(ParamStore& store, float lr) override;
+  std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
+  // Trust ratio of each view used by the last step() (1 for excluded views).
+  const std::vector<double>& last_trust_ratios() const { return trust_; }
+
+ private:
+  UpdateChunks chunks_;
+  double weight_decay_, beta1_, beta2_, eps_;
+  AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (flat_size)
+  AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (flat_size)
+  std::vector<double> w_sq_, u_sq_;  // (chunks) partial sums of squares
+  std::vector<double> trust_;        // (views)
+};
+
+}  // namespace meshtrain

@@ -1,0 +1,29 @@
+#pragma once
+// SGD with momentum (dampening 0), optional Nesterov and coupled L2 weight
+// decay, following torch.optim.SGD:
+//   d = g + wd * w                      (wd only on views with weight_decay)
+//   buf = momentum * buf + d            (buf starts at 0, so step 1 gives buf = d)
+//   d = nesterov ? d + momentum * buf : buf
+//   w -= lr * d
+#include "meshtrain/optim/chunks.hpp"
+#include "meshtrain/optim/config.hpp"
+#include "meshtrain/optim/optimizer.hpp"
+
+namespace meshtrain {
+
+class Sgd final : public Optimizer {
+ public:
+  // Expects a validated config (make_optimizer validates).
+  Sgd(const ParamStore& store, const OptimizerConfig& config);
+  std::string name() const override { return "sgd"; }
+  void step(ParamStore& store, float lr) override;
+  std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
+
+ private:
+  UpdateChunks chunks_;
+  float weight_decay_, momentum_;
+  bool nesterov_;
+  AlignedBuffer<float> momentum_buffer_{MemoryKind::OptimizerState};  // (flat_size), empty if momentum == 0
+};
+
+}  // namespace meshtrain

@@ -1,1 +1,32 @@
-int main() { return 0; }
+// The meshtrain command: parses the subcommand and hands over to it. Only
+// this file turns an error into an exit code.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "meshtrain/cli/commands.hpp"
+#include "meshtrain/core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"meshtrain: trains neural networks across processes and machines"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "meshtrain 0.1.0");
+  meshtrain::cli::CommandSet commands;
+  meshtrain::cli::add_train_command(app, commands);
+  meshtrain::cli::add_eval_command(app, commands);
+  meshtrain::cli::add_generate_command(app, commands);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return commands.run_selected();
+  } catch (const meshtrain::Error& e) {
+    std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meshtrain: internal error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,50 @@
+// `meshtrain generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]`
+#include <cstdio>
+#include <memory>
+
+#include "meshtrain/cli/commands.hpp"
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/nn/gpt.hpp"
+#include "meshtrain/train/generate.hpp"
+#include "meshtrain/train/model_factory.hpp"
+#include "meshtrain/train/train_checkpoint.hpp"
+
+namespace meshtrain::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string checkpoint;
+  std::string prompt;
+  SamplingOptions sampling;
+};
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, CommandSet& commands) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* sub = app.add_subcommand("generate", "Sample text from a GPT checkpoint");
+  sub->add_option("checkpoint", args->checkpoint,
+                  "a checkpoint directory (step_*), or a directory of them: the newest complete one")
+      ->required();
+  sub->add_option("--prompt", args->prompt, "text to continue")->required();
+  sub->add_option("--tokens", args->sampling.tokens, "bytes to generate")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--temperature", args->sampling.temperature, "softmax temperature; 0 is greedy")
+      ->check(CLI::Range(0.0, 100.0));
+  sub->add_option("--top-k", args->sampling.top_k, "sample among the k likeliest bytes; 0: all")
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--seed", args->sampling.seed, "sampling seed");
+  commands.add(sub, [args] {
+    const std::string path = resolve_checkpoint(args->checkpoint);
+    JobConfig config = checkpoint_config(path);
+    if (config.model.kind != "gpt")
+      throw ConfigError(path + ": generate needs a GPT checkpoint, this one is '" + config.model.kind + "'");
+    auto model = make_model(config.model);
+    load_train_checkpoint(path, config, *model, nullptr);
+    std::string text = generate_text(static_cast<Gpt&>(*model), args->prompt, args->sampling);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+    return 0;
+  });
+}
+
+}  // namespace meshtrain::cli

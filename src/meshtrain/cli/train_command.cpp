@@ -1,0 +1,48 @@
+// `meshtrain train CONFIG.toml [--section.key=value ...] [--resume] [--stop-at-step N]`
+#include <unistd.h>
+
+#include <memory>
+
+#include "meshtrain/cli/commands.hpp"
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/train/config_schema.hpp"
+#include "meshtrain/train/trainer.hpp"
+
+namespace meshtrain::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config_path;
+  bool resume = false;
+  int64_t stop_at_step = 0;
+};
+
+}  // namespace
+
+void add_train_command(CLI::App& app, CommandSet& commands) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* sub = app.add_subcommand("train", "Train a model in this process from a TOML job config");
+  sub->add_option("config", args->config_path, "job config (TOML)")->required();
+  sub->add_flag("--resume", args->resume, "continue from the newest complete checkpoint, if there is one");
+  sub->add_option("--stop-at-step", args->stop_at_step,
+                  "checkpoint and stop after this step; the schedule still spans training.steps")
+      ->check(CLI::PositiveNumber);
+  sub->allow_extras();
+  sub->footer("Any config key can be overridden as --section.key=value:\n" + job_config_reference());
+  commands.add(sub, [args, sub] {
+    JobConfig config = load_job_config(args->config_path);
+    for (const std::string& extra : sub->remaining()) {
+      if (extra.rfind("--", 0) != 0) throw ConfigError("unexpected argument '" + extra + "'");
+      apply_override(config, extra.substr(2));
+    }
+    validate_job_config(config);
+    TrainOptions options;
+    options.resume = args->resume;
+    options.stop_at_step = args->stop_at_step;
+    options.interactive = isatty(fileno(stdout));
+    train(config, options);
+    return 0;
+  });
+}
+
+}  // namespace meshtrain::cli

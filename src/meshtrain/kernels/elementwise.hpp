@@ -1,0 +1,25 @@
+#pragma once
+// Row-broadcast and element-wise kernels: bias and residual fills, bias
+// gradients, GELU. Every size is in elements.
+#include <cstdint>
+
+namespace meshtrain::kernels {
+
+// out (M, N): each row = bias (N) + residual row (M, N). Either may be null
+// (then it counts as zero). Linear layers call this, then gemm with beta = 1,
+// so bias and residual cost no pass of their own after the matmul.
+void fill_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N);
+
+// dbias (N) += sum over the M rows of dout (M, N).
+void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N);
+
+// out = a + b, n elements; out may alias a or b.
+void residual_forward(float* out, const float* a, const float* b, int64_t n);
+
+// GELU, tanh approximation (GPT-2's "gelu_new"):
+//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+void gelu_forward(float* out, const float* inp, int64_t n);
+// dinp = gelu'(inp) * dout, written; dinp may alias dout.
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+
+}  // namespace meshtrain::kernels

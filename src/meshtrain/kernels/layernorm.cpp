@@ -1,0 +1,75 @@
+#include "meshtrain/kernels/layernorm.hpp"
+
+#include <omp.h>
+
+#include <cmath>
+
+#include "meshtrain/kernels/parallel.hpp"
+
+namespace meshtrain::kernels {
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp + n * C;  // (C)
+    float* o = out + n * C;        // (C)
+    // Two passes over a row that sits in L1: the shifted variance does not
+    // cancel catastrophically the way E[x^2] - E[x]^2 does.
+    float sum = 0;
+    for (int64_t c = 0; c < C; ++c) sum += x[c];
+    const float m = sum / C;
+    float var = 0;
+    for (int64_t c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
+    const float s = 1.0f / std::sqrt(var / C + kLayerNormEps);
+    for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, const float* dresid,
+                        int64_t N, int64_t C) {
+  // Terms: xhat = (x - mean) * rstd, dnorm = dout * weight. Then
+  //   dinp = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)).
+  // Pass 1 (rows): dinp. Pass 2 (columns): dweight += sum_n dout * xhat,
+  // dbias += sum_n dout; splitting columns keeps the sums race-free.
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      const float* x = inp + n * C;
+      const float* dy = dout + n * C;
+      float* dx = dinp + n * C;
+      const float m = mean[n], s = rstd[n];
+      float sum_dnorm = 0, sum_dnorm_xhat = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        const float dnorm = dy[c] * weight[c];
+        sum_dnorm += dnorm;
+        sum_dnorm_xhat += dnorm * (x[c] - m) * s;
+      }
+      const float mean_dnorm = sum_dnorm / C, mean_dnorm_xhat = sum_dnorm_xhat / C;
+      if (dresid) {
+        const float* dr = dresid + n * C;  // may alias dx: read before write, same index
+        for (int64_t c = 0; c < C; ++c)
+          dx[c] = dr[c] + s * (dy[c] * weight[c] - mean_dnorm - (x[c] - m) * s * mean_dnorm_xhat);
+      } else {
+        for (int64_t c = 0; c < C; ++c)
+          dx[c] = s * (dy[c] * weight[c] - mean_dnorm - (x[c] - m) * s * mean_dnorm_xhat);
+      }
+    }
+    const auto [c0, c1] = column_range(C, omp_get_thread_num(), omp_get_num_threads());
+    for (int64_t n = 0; n < N; ++n) {
+      const float* x = inp + n * C;
+      const float* dy = dout + n * C;
+      const float m = mean[n], s = rstd[n];
+      for (int64_t c = c0; c < c1; ++c) {
+        dweight[c] += dy[c] * (x[c] - m) * s;
+        dbias[c] += dy[c];
+      }
+    }
+  }
+}
+
+}  // namespace meshtrain::kernels

@@ -1,0 +1,44 @@
+#include "meshtrain/nn/attention.hpp"
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/attention.hpp"
+
+namespace meshtrain::nn {
+
+SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal)
+    : C_(C),
+      NH_(n_head),
+      causal_(causal),
+      c_attn_(store, prefix + ".c_attn", C, 3 * C),
+      c_proj_(store, prefix + ".c_proj", C, C) {
+  if (n_head <= 0 || C % n_head != 0)
+    throw Error("SelfAttention '" + prefix + "': n_embd " + std::to_string(C) + " is not divisible by n_head " +
+                std::to_string(n_head));
+}
+
+void SelfAttention::init(Rng& rng, float stddev, float proj_stddev) {
+  c_attn_.init(rng, stddev);
+  c_proj_.init(rng, proj_stddev);
+}
+
+float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const float* residual) {
+  B_ = B;
+  T_ = T;
+  qkv_ = c_attn_.forward(inp, B * T);  // (B, T, 3C)
+  att_.ensure(B * NH_ * T * T);
+  y_.ensure(B * T * C_);
+  kernels::attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_);
+  return c_proj_.forward(y_.data(), B * T, residual);
+}
+
+void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
+  if (!qkv_) throw Error("SelfAttention::backward called before forward");
+  float* dy = Workspace::get(ws.dy, B_ * T_ * C_);          // (B, T, C)
+  float* dqkv = Workspace::get(ws.dqkv, B_ * T_ * 3 * C_);  // (B, T, 3C)
+  float* datt = Workspace::get(ws.datt, B_ * NH_ * T_ * T_);
+  c_proj_.backward(dy, dout);
+  kernels::attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_);
+  c_attn_.backward(dinp, dqkv);
+}
+
+}  // namespace meshtrain::nn

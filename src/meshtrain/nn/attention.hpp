@@ -1,0 +1,41 @@
+#pragma once
+// Multi-head self-attention: c_attn (C -> 3C), attention, c_proj (C -> C).
+// Causal for GPT; non-causal (every position sees every other) for ViT.
+// Layer conventions: see linear.hpp.
+#include <cstdint>
+#include <string>
+
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/core/rng.hpp"
+#include "meshtrain/nn/linear.hpp"
+#include "meshtrain/nn/workspace.hpp"
+
+namespace meshtrain::nn {
+
+class SelfAttention {
+ public:
+  // Declares "<prefix>.c_attn.*" (C, 3C) and "<prefix>.c_proj.*" (C, C).
+  SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal);
+
+  // c_attn ~ N(0, stddev), c_proj ~ N(0, proj_stddev), biases 0.
+  void init(Rng& rng, float stddev, float proj_stddev);
+
+  // Returns residual + c_proj(attention(c_attn(inp))), all (B, T, C); residual may be null.
+  float* forward(const float* inp, int64_t B, int64_t T, const float* residual = nullptr);
+
+  // dinp (B, T, C) written from dout (B, T, C); dout must not alias dinp.
+  // The residual's own gradient is dout itself, left to the caller.
+  void backward(float* dinp, const float* dout, Workspace& ws);
+
+ private:
+  int64_t C_, NH_;
+  bool causal_;
+  Linear c_attn_, c_proj_;
+  int64_t B_ = 0, T_ = 0;
+  const float* qkv_ = nullptr;                         // (B, T, 3C), owned by c_attn_
+  AlignedBuffer<float> att_{MemoryKind::Activations};  // (B, NH, T, T) softmax probabilities
+  AlignedBuffer<float> y_{MemoryKind::Activations};    // (B, T, C) heads side by side
+};
+
+}  // namespace meshtrain::nn

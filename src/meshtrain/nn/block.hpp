@@ -1,0 +1,44 @@
+#pragma once
+// A pre-LN transformer block (GPT-2):
+//   x1  = x  + attn(ln_1(x))
+//   out = x1 + mlp(ln_2(x1))
+// The same class serves GPT (causal) and ViT (non-causal attention).
+// Layer conventions: see linear.hpp.
+#include <cstdint>
+#include <string>
+
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/core/rng.hpp"
+#include "meshtrain/nn/attention.hpp"
+#include "meshtrain/nn/layernorm.hpp"
+#include "meshtrain/nn/mlp.hpp"
+#include "meshtrain/nn/workspace.hpp"
+
+namespace meshtrain::nn {
+
+class Block {
+ public:
+  // Declares "<prefix>.ln_1.*", "<prefix>.attn.*", "<prefix>.ln_2.*", "<prefix>.mlp.*".
+  Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal);
+
+  // Linear weights ~ N(0, stddev), the two c_proj weights ~ N(0, proj_stddev), norms 1/0, biases 0.
+  void init(Rng& rng, float stddev, float proj_stddev);
+
+  // out (B, T, C) from x (B, T, C); x must stay alive until backward.
+  float* forward(const float* x, int64_t B, int64_t T);
+
+  // In place: dres holds d out (B, T, C) on entry and d x on return. The
+  // residual stream's gradient passes through both layernorm backwards,
+  // which add the branch gradients into it.
+  void backward(float* dres, Workspace& ws);
+
+ private:
+  LayerNorm ln_1_;
+  SelfAttention attn_;
+  LayerNorm ln_2_;
+  Mlp mlp_;
+  int64_t N_ = 0;  // B * T
+  int64_t C_;
+};
+
+}  // namespace meshtrain::nn

@@ -1,0 +1,37 @@
+#include "meshtrain/nn/cross_entropy.hpp"
+
+#include <string>
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/cross_entropy.hpp"
+
+namespace meshtrain::nn {
+
+ForwardResult SoftmaxCrossEntropy::forward(const float* logits, const int32_t* targets, int64_t N, int64_t V) {
+  if (N <= 0) throw Error("SoftmaxCrossEntropy: no rows");
+  for (int64_t n = 0; n < N; ++n)
+    if (targets[n] < 0 || targets[n] >= V)
+      throw Error("SoftmaxCrossEntropy: target " + std::to_string(targets[n]) + " at row " + std::to_string(n) +
+                  " is outside [0, " + std::to_string(V) + ")");
+  lse_.ensure(N);
+  loss_.ensure(N);
+  logits_ = logits;
+  targets_ = targets;
+  N_ = N;
+  V_ = V;
+  ForwardResult r;
+  r.correct = kernels::softmax_xent_forward(lse_.data(), loss_.data(), logits, targets, N, V);
+  r.count = N;
+  // Summed serially in double: the same loss whatever the thread count.
+  double sum = 0;
+  for (int64_t n = 0; n < N; ++n) sum += loss_[n];
+  r.loss = static_cast<float>(sum / N);
+  return r;
+}
+
+void SoftmaxCrossEntropy::backward(float* dlogits) {
+  if (!logits_) throw Error("SoftmaxCrossEntropy::backward called before forward");
+  kernels::softmax_xent_backward(dlogits, logits_, lse_.data(), targets_, N_, V_, 1.0f / N_);
+}
+
+}  // namespace meshtrain::nn

@@ -1,0 +1,28 @@
+#pragma once
+// Softmax cross-entropy with integer targets, mean over rows.
+#include <cstdint>
+
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/nn/model.hpp"
+
+namespace meshtrain::nn {
+
+class SoftmaxCrossEntropy {
+ public:
+  // Mean loss over N rows of V logits, and how many argmaxes hit the target.
+  // Throws if a target is outside [0, V). Remembers logits and targets.
+  ForwardResult forward(const float* logits, const int32_t* targets, int64_t N, int64_t V);
+
+  // dlogits (N, V) = d(mean loss) / d logits, written; may alias the logits
+  // (the models reuse their logits buffer in place).
+  void backward(float* dlogits);
+
+ private:
+  const float* logits_ = nullptr;
+  const int32_t* targets_ = nullptr;
+  int64_t N_ = 0, V_ = 0;
+  AlignedBuffer<float> lse_{MemoryKind::Activations};   // (N)
+  AlignedBuffer<float> loss_{MemoryKind::Activations};  // (N)
+};
+
+}  // namespace meshtrain::nn

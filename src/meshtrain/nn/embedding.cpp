@@ -1,0 +1,45 @@
+#include "meshtrain/nn/embedding.hpp"
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/embedding.hpp"
+#include "meshtrain/nn/init.hpp"
+
+namespace meshtrain::nn {
+
+Embedding::Embedding(ParamStore& store, const std::string& wte_name, const std::string& wpe_name, int64_t V,
+                     int64_t max_T, int64_t C)
+    : store_(store), V_(V), max_T_(max_T), C_(C) {
+  if (V <= 0 || max_T <= 0 || C <= 0)
+    throw Error("Embedding: sizes must be positive, got V=" + std::to_string(V) +
+                " max_T=" + std::to_string(max_T) + " C=" + std::to_string(C));
+  wte_ = store.declare(wte_name, {V, C}, true);
+  wpe_ = store.declare(wpe_name, {max_T, C}, true);
+}
+
+void Embedding::init(Rng& rng, float stddev) {
+  fill_normal(store_.param(wte_), V_ * C_, rng, stddev);
+  fill_normal(store_.param(wpe_), max_T_ * C_, rng, stddev);
+}
+
+float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
+  if (T > max_T_)
+    throw Error("Embedding: sequence length " + std::to_string(T) + " exceeds block size " + std::to_string(max_T_));
+  // Checked here, serially, because a kernel inside a parallel region cannot throw.
+  for (int64_t i = 0; i < B * T; ++i)
+    if (tokens[i] < 0 || tokens[i] >= V_)
+      throw Error("Embedding: token " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary [0, " + std::to_string(V_) + ")");
+  out_.ensure(B * T * C_);
+  tokens_ = tokens;
+  B_ = B;
+  T_ = T;
+  kernels::encoder_forward(out_.data(), tokens, store_.param(wte_), store_.param(wpe_), B, T, C_);
+  return out_.data();
+}
+
+void Embedding::backward(const float* dout) {
+  if (!tokens_) throw Error("Embedding::backward called before forward");
+  kernels::encoder_backward(store_.grad(wte_), store_.grad(wpe_), dout, tokens_, B_, T_, C_);
+}
+
+}  // namespace meshtrain::nn

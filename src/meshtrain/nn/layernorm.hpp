@@ -1,0 +1,40 @@
+#pragma once
+// Layer normalization over the last dim, with learned weight and bias.
+// Layer conventions: see linear.hpp (owns its output; backward adds into
+// parameter gradients and writes dinp).
+#include <cstdint>
+#include <string>
+
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/param_store.hpp"
+
+namespace meshtrain::nn {
+
+class LayerNorm {
+ public:
+  // Declares "<prefix>.weight" and "<prefix>.bias" (C), neither weight-decayed.
+  LayerNorm(ParamStore& store, const std::string& prefix, int64_t C);
+
+  // weight = 1, bias = 0.
+  void init();
+
+  // out (N, C); saves mean and rstd (N) and the input pointer.
+  float* forward(const float* inp, int64_t N);
+
+  // dinp (N, C) = dresid + dLN/dinp, written. dresid (may be null, may alias
+  // dinp) is the gradient arriving through the residual path around this
+  // norm: adding it here saves a pass. dout must not alias dinp.
+  void backward(float* dinp, const float* dout, const float* dresid = nullptr);
+
+ private:
+  ParamStore& store_;
+  int64_t C_;
+  size_t weight_, bias_;
+  const float* inp_ = nullptr;  // (N, C), borrowed
+  int64_t N_ = 0;
+  AlignedBuffer<float> out_{MemoryKind::Activations};   // (N, C)
+  AlignedBuffer<float> mean_{MemoryKind::Activations};  // (N)
+  AlignedBuffer<float> rstd_{MemoryKind::Activations};  // (N)
+};
+
+}  // namespace meshtrain::nn

@@ -1,0 +1,51 @@
+#include "meshtrain/nn/linear.hpp"
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/elementwise.hpp"
+#include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/nn/init.hpp"
+
+namespace meshtrain::nn {
+
+using kernels::Trans;
+
+Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias)
+    : store_(store), in_(in), out_(out), has_bias_(bias) {
+  if (in <= 0 || out <= 0)
+    throw Error("Linear '" + prefix + "': sizes must be positive, got " + shape_string({in, out}));
+  weight_ = store.declare(prefix + ".weight", {in, out}, true);
+  if (bias) bias_ = store.declare(prefix + ".bias", {out}, false);
+}
+
+void Linear::init(Rng& rng, float stddev) {
+  fill_normal(store_.param(weight_), in_ * out_, rng, stddev);
+  if (has_bias_) fill_constant(store_.param(bias_), out_, 0.0f);
+}
+
+float* Linear::forward(const float* inp, int64_t M, const float* residual) {
+  out_buf_.ensure(M * out_);
+  inp_ = inp;
+  M_ = M;
+  float* out = out_buf_.data();
+  // Bias and residual go in first and gemm adds onto them (beta = 1): one
+  // write pass instead of a read-modify-write pass after the matmul.
+  const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
+  const bool prefill = bias || residual;
+  if (prefill) kernels::fill_rows(out, bias, residual, M, out_);
+  kernels::gemm(Trans::No, Trans::No, static_cast<int>(M), static_cast<int>(out_), static_cast<int>(in_), 1.0f,
+                inp, static_cast<int>(in_), store_.param(weight_), static_cast<int>(out_), prefill ? 1.0f : 0.0f,
+                out, static_cast<int>(out_));
+  return out;
+}
+
+void Linear::backward(float* dinp, const float* dout) {
+  if (!inp_) throw Error("Linear::backward called before forward");
+  const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
+  // dW (in, out) += inp^T (in, M) dout (M, out)
+  kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, 1.0f, store_.grad(weight_), out);
+  if (has_bias_) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
+  // dinp (M, in) = dout (M, out) W^T (out, in)
+  if (dinp) kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp, in);
+}
+
+}  // namespace meshtrain::nn

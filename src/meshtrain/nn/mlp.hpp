@@ -1,0 +1,36 @@
+#pragma once
+// The transformer's feed-forward sublayer: c_fc (C -> 4C), GELU, c_proj (4C -> C).
+// Layer conventions: see linear.hpp.
+#include <cstdint>
+#include <string>
+
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/core/rng.hpp"
+#include "meshtrain/nn/linear.hpp"
+#include "meshtrain/nn/workspace.hpp"
+
+namespace meshtrain::nn {
+
+class Mlp {
+ public:
+  // Declares "<prefix>.c_fc.*" (C, 4C) and "<prefix>.c_proj.*" (4C, C).
+  Mlp(ParamStore& store, const std::string& prefix, int64_t C);
+
+  void init(Rng& rng, float stddev, float proj_stddev);
+
+  // Returns residual + c_proj(gelu(c_fc(inp))), (N, C); residual may be null.
+  float* forward(const float* inp, int64_t N, const float* residual = nullptr);
+
+  // dinp (N, C) written; dout must not alias dinp.
+  void backward(float* dinp, const float* dout, Workspace& ws);
+
+ private:
+  int64_t C_;
+  Linear c_fc_, c_proj_;
+  int64_t N_ = 0;
+  const float* h_ = nullptr;                            // (N, 4C) pre-activation, owned by c_fc_
+  AlignedBuffer<float> gelu_{MemoryKind::Activations};  // (N, 4C)
+};
+
+}  // namespace meshtrain::nn

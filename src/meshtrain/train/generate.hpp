@@ -1,0 +1,22 @@
+#pragma once
+// Text sampling from a byte-level GPT: temperature and top-k over the logits
+// of the last position, with a seeded RNG so one seed gives one text.
+#include <cstdint>
+#include <string>
+
+#include "meshtrain/nn/gpt.hpp"
+
+namespace meshtrain {
+
+struct SamplingOptions {
+  int64_t tokens = 200;     // bytes to add after the prompt
+  double temperature = 0.8; // 0: greedy
+  int64_t top_k = 40;       // 0: the whole vocabulary
+  uint64_t seed = 1;
+};
+
+// Returns the prompt followed by the sampled bytes. The context slides when
+// the text outgrows the model's block_size.
+std::string generate_text(Gpt& model, const std::string& prompt, const SamplingOptions& options);
+
+}  // namespace meshtrain

@@ -1,0 +1,47 @@
+#pragma once
+// A training checkpoint: model.safetensors (the parameters under the model's
+// names, loadable by any safetensors reader) and train_state.safetensors (the
+// optimizer's state buffers as "<state>.<param name>" tensors; step, data
+// position and the job config in its metadata), committed atomically by
+// checkpoint::CheckpointWriter with a manifest of checksums.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "meshtrain/data/sampler.hpp"
+#include "meshtrain/nn/model.hpp"
+#include "meshtrain/optim/optimizer.hpp"
+#include "meshtrain/train/job_config.hpp"
+
+namespace meshtrain {
+
+struct TrainState {
+  int64_t step = 0;   // optimizer steps done
+  SamplerState data;  // where the training data order stands
+};
+
+// Writes and commits a checkpoint for state.step under root, then keeps the
+// newest `keep` complete ones. Returns the committed directory.
+std::string save_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
+                                  const Model& model, Optimizer& optimizer, int64_t keep);
+
+// The newest checkpoint under root that passes its checksums; corrupt newer
+// ones are reported on `log` and skipped. nullopt when there is none.
+std::optional<std::string> find_resume_checkpoint(const std::string& root, std::FILE* log);
+
+// Loads parameters (and optimizer state, when given) into a model built from
+// `config`; a checkpoint of another model shape or optimizer is refused with
+// a CheckpointError naming the difference, before anything is overwritten.
+TrainState load_train_checkpoint(const std::string& path, const JobConfig& config, Model& model,
+                                 Optimizer* optimizer);
+
+// A checkpoint directory given by a user: a step directory itself, or a
+// directory of them (the newest verified one is taken). Verified either way.
+std::string resolve_checkpoint(const std::string& path);
+
+// The job config a checkpoint was trained with.
+JobConfig checkpoint_config(const std::string& path);
+
+}  // namespace meshtrain

@@ -1,0 +1,181 @@
+#include "meshtrain/train/trainer.hpp"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/data/loader.hpp"
+#include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/optim/clip.hpp"
+#include "meshtrain/optim/factory.hpp"
+#include "meshtrain/optim/schedule.hpp"
+#include "meshtrain/train/evaluator.hpp"
+#include "meshtrain/train/metrics_log.hpp"
+#include "meshtrain/train/model_factory.hpp"
+#include "meshtrain/train/progress.hpp"
+#include "meshtrain/train/train_checkpoint.hpp"
+
+namespace meshtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+OptimizerConfig optimizer_config(const OptimizerSection& o) {
+  OptimizerConfig c;
+  c.name = o.name;
+  c.lr = o.lr;
+  c.weight_decay = o.weight_decay;
+  c.beta1 = o.beta1;
+  c.beta2 = o.beta2;
+  c.eps = o.eps;
+  c.momentum = o.momentum;
+  c.nesterov = o.nesterov;
+  c.trust_coefficient = o.trust_coefficient;
+  return c;
+}
+
+DataConfig data_config(const DataSection& d) {
+  return DataConfig{.kind = d.kind, .path = d.path, .val_fraction = d.val_fraction,
+                    .seed = static_cast<uint64_t>(d.seed)};
+}
+
+// Fails before any training if checkpoints could not be written later,
+// so a long run does not die at its first checkpoint.
+void check_writable_dir(const std::string& dir, const char* key) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw IoError(std::string(key) + ": cannot create directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+  auto probe = std::filesystem::path(dir) / ".meshtrain-write-test";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (!f) throw IoError(std::string(key) + ": directory '" + dir + "' is not writable");
+  std::fclose(f);
+  std::filesystem::remove(probe, ec);
+}
+
+}  // namespace
+
+TrainSummary train(const JobConfig& config, const TrainOptions& options) {
+  const auto& tc = config.training;
+  if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
+
+  // Everything that can fail on bad input fails here, before the first step.
+  const bool is_text = config.data.kind == "text";
+  DataLoader loader = DataLoader::from_config(data_config(config.data), is_text ? config.model.block_size : 0,
+                                              tc.batch_size, /*rank=*/0, /*world_size=*/1);
+  std::unique_ptr<Model> model = make_model(config.model);
+  const std::string ckpt_root = config.checkpoint_dir();
+  check_writable_dir(ckpt_root, "checkpoint.dir");
+  auto optimizer = make_optimizer(optimizer_config(config.optimizer), model->store());
+  ScheduleConfig schedule{.warmup_steps = config.schedule.warmup_steps, .decay = config.schedule.decay,
+                          .total_steps = tc.steps, .min_lr_ratio = config.schedule.min_lr_ratio};
+  validate_schedule(schedule);
+
+  const int world_size = 1;
+  const int64_t global_batch = tc.batch_size * world_size;
+  const int64_t reference_batch = config.schedule.reference_batch > 0 ? config.schedule.reference_batch : tc.batch_size;
+  const double base_lr = effective_base_lr(config.optimizer.lr, global_batch, reference_batch, config.schedule.scale_rule);
+
+  Rng init_rng(static_cast<uint64_t>(tc.seed));
+  model->init_parameters(init_rng);
+  int64_t step = 0;
+  if (options.resume) {
+    if (auto latest = find_resume_checkpoint(ckpt_root, options.out)) {
+      TrainState state = load_train_checkpoint(*latest, config, *model, optimizer.get());
+      loader.restore(state.data);
+      step = state.step;
+      std::fprintf(options.out, "resuming from step %lld (%s)\n", (long long)step, latest->c_str());
+    } else {
+      std::fprintf(options.out, "no checkpoint in %s: starting from step 0\n", ckpt_root.c_str());
+    }
+  }
+  const int64_t last_step = options.stop_at_step > 0 ? std::min(options.stop_at_step, tc.steps) : tc.steps;
+  TrainSummary summary{.first_step = step, .last_step = step};
+  if (step >= last_step) {
+    std::fprintf(options.out, "already finished: step %lld of %lld\n", (long long)step, (long long)last_step);
+    return summary;
+  }
+
+  const int64_t preds_per_sample = is_text ? config.model.block_size : 1;
+  const char* unit = is_text ? "tok/s" : "samples/s";
+  std::fprintf(options.out,
+               "model %s: %zu parameters | per-device batch %lld, global batch %lld (%d worker) | "
+               "base lr %.4g, scale rule %s (reference batch %lld) -> effective lr %.4g | %s %s | "
+               "%d threads, GEMM %s\n",
+               model->kind().c_str(), model->store().parameter_count(), (long long)tc.batch_size,
+               (long long)global_batch, world_size, config.optimizer.lr, config.schedule.scale_rule.c_str(),
+               (long long)reference_batch, base_lr, optimizer->name().c_str(), config.schedule.decay.c_str(),
+               omp_get_max_threads(), kernels::gemm_backend_name());
+
+  MetricsLog metrics(config.metrics_path());
+  Progress progress(options.out, options.interactive);
+  Batch batch, eval_batch;
+  auto run_eval = [&](int64_t at_step) {
+    EvalResult r = evaluate(*model, loader, tc.eval_batches, eval_batch);
+    metrics.write({{"step", at_step}, {"val_loss", r.loss}, {"val_accuracy", r.accuracy}, {"val_batches", r.batches}});
+    char line[160];
+    std::snprintf(line, sizeof line, "step %lld: val_loss %.4f val_accuracy %.4f (%lld batches)", (long long)at_step,
+                  r.loss, r.accuracy, (long long)r.batches);
+    progress.message(line);
+    summary.val_loss = r.loss;
+    summary.val_accuracy = r.accuracy;
+  };
+  auto save = [&](int64_t at_step) {
+    std::string path = save_train_checkpoint(ckpt_root, TrainState{at_step, loader.state()}, config, *model,
+                                             *optimizer, config.checkpoint.keep);
+    progress.message("checkpoint " + path);
+  };
+
+  const auto run_start = Clock::now();
+  const int64_t first_step = step;
+  double throughput_ema = 0;
+  while (step < last_step) {
+    const auto t0 = Clock::now();
+    loader.next_batch(batch);
+    model->store().zero_grads();
+    ForwardResult fwd = model->forward(batch);
+    model->backward();
+    const float grad_norm = clip_grad_norm(model->store(), static_cast<float>(config.optimizer.grad_clip));
+    if (!std::isfinite(fwd.loss) || !std::isfinite(grad_norm))
+      throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
+                  std::to_string(fwd.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");
+    const double lr = scheduled_lr(schedule, base_lr, step);
+    optimizer->step(model->store(), static_cast<float>(lr));
+    ++step;
+    const double step_s = seconds_since(t0);
+    const double per_s = static_cast<double>(batch.batch_size * preds_per_sample * world_size) / step_s;
+    throughput_ema = step == first_step + 1 ? per_s : 0.9 * throughput_ema + 0.1 * per_s;
+    summary.final_loss = fwd.loss;
+    summary.last_step = step;
+
+    const bool log_now = step % tc.log_every == 0 || step == last_step;
+    if (log_now) {
+      nlohmann::json rec = {{"step", step}, {"loss", fwd.loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                            {"step_ms", step_s * 1e3}, {"batch_size", tc.batch_size}, {"global_batch", global_batch},
+                            {"elapsed_s", seconds_since(run_start)}};
+      rec[is_text ? "tokens_per_s" : "samples_per_s"] = per_s;
+      metrics.write(rec);
+    }
+    const double elapsed = seconds_since(run_start);
+    progress.update({.step = step, .total_steps = tc.steps, .loss = fwd.loss, .lr = lr, .throughput = throughput_ema,
+                     .unit = unit, .seconds_left = elapsed / (step - first_step) * (last_step - step)},
+                    log_now);
+    if (tc.eval_every > 0 && step % tc.eval_every == 0 && step != last_step) run_eval(step);
+    if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 && step != last_step) save(step);
+  }
+  run_eval(step);
+  save(step);
+  progress.finish();
+  std::fprintf(options.out, "done: %lld steps in %s, final loss %.4f, val_loss %.4f\n",
+               (long long)(step - first_step), format_duration(seconds_since(run_start)).c_str(), summary.final_loss,
+               summary.val_loss);
+  return summary;
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,45 @@
+# Bad input gets one clear message, a non-zero exit, and loses nothing.
+source "$(dirname "$0")/lib.sh"
+make_text text.txt 100000
+tiny_config job.toml "$WORK/text.txt"
+
+printf '[model]\nn_layer = = 2\n' > malformed.toml
+expect_failure "malformed.toml:2" "$MESHTRAIN" train malformed.toml
+expect_failure "model.kind: unknown value 'gpt9'" "$MESHTRAIN" train job.toml --model.kind=gpt9
+expect_failure "training.stepz: unknown key" "$MESHTRAIN" train job.toml --training.stepz=3
+expect_failure "optimizer.lr: value -1" "$MESHTRAIN" train job.toml --optimizer.lr=-1
+expect_failure "optimizer.beta1" "$MESHTRAIN" train job.toml --optimizer.beta1=1.5
+expect_failure "missing.txt" "$MESHTRAIN" train job.toml --data.path="$WORK/missing.txt"
+expect_failure "nonexistent.toml" "$MESHTRAIN" train "$WORK/nonexistent.toml"
+
+# A checkpoint directory that cannot be written: error before training, nothing created.
+mkdir ro && chmod 500 ro
+if [ "$(id -u)" -ne 0 ]; then
+  expect_failure "ro" "$MESHTRAIN" train job.toml --checkpoint.dir="$WORK/ro/ckpt"
+fi
+# A checkpoint "directory" that is a file.
+touch notadir
+expect_failure "notadir" "$MESHTRAIN" train job.toml --checkpoint.dir="$WORK/notadir"
+
+# A good run, then a corrupt newest checkpoint: resume refuses it clearly and
+# the good checkpoint is left as it was.
+"$MESHTRAIN" train job.toml --training.steps=10 > good.log 2>&1 || { cat good.log; fail "good run"; }
+ck="$WORK/run/checkpoints/step_00000010"
+sum_before="$(sha256sum "$ck/model.safetensors")"
+cp -r "$ck" "$WORK/run/checkpoints/step_00000015"
+# Truncate the copy's model file: the manifest checksum no longer matches.
+truncate -s 100 "$WORK/run/checkpoints/step_00000015/model.safetensors"
+expect_failure "step_00000015" "$MESHTRAIN" eval "$WORK/run/checkpoints/step_00000015"
+[ "$(sha256sum "$ck/model.safetensors")" = "$sum_before" ] || fail "good checkpoint changed"
+
+# A checkpoint of another model shape is refused with the tensor named.
+expect_failure "shape" "$MESHTRAIN" train job.toml --model.n_embd=64 --resume --checkpoint.dir="$WORK/run/checkpoints" --training.steps=12
+[ "$(sha256sum "$ck/model.safetensors")" = "$sum_before" ] || fail "good checkpoint changed"
+
+# eval/generate of a path with no checkpoint.
+mkdir empty
+expect_failure "no complete checkpoint" "$MESHTRAIN" eval "$WORK/empty"
+expect_failure "no complete checkpoint" "$MESHTRAIN" generate "$WORK/empty" --prompt hi
+# Every subcommand has --help.
+for sub in train eval generate; do "$MESHTRAIN" "$sub" --help | grep -qi usage || fail "$sub --help"; done
+echo "bad input handled"

@@ -1,0 +1,73 @@
+#include "meshtrain/kernels/elementwise.hpp"
+
+#include "kernel_test_util.hpp"
+#include "meshtrain/kernels/fast_math.hpp"
+
+namespace meshtrain::kernels {
+namespace {
+
+using namespace testing;
+
+double gelu_ref(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+TEST(FastMath, ExpAndTanhAreAccurate) {
+  for (float x = -80; x < 80; x += 0.01f) {
+    const double e = std::exp(static_cast<double>(x));
+    ASSERT_NEAR(fast_exp(x), e, 3e-7 * e) << x;
+    ASSERT_NEAR(fast_tanh(x), std::tanh(static_cast<double>(x)), 5e-7) << x;
+  }
+  EXPECT_EQ(fast_tanh(1e6f), 1.0f);
+  EXPECT_EQ(fast_tanh(-1e6f), -1.0f);
+  EXPECT_LT(fast_exp(-1e6f), 1e-37f);
+}
+
+TEST(GeluKernel, ForwardAndBackwardMatchReference) {
+  for (int64_t n : {1, 17, 40000}) {  // 40000 crosses the parallel threshold
+    Rng rng(n);
+    auto x = random_vector(n, rng, 3.0f), dy = random_vector(n, rng);
+    std::vector<float> y(n), dx(n);
+    gelu_forward(y.data(), x.data(), n);
+    gelu_backward(dx.data(), x.data(), dy.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = x[i], eps = 1e-5;
+      ASSERT_NEAR(y[i], gelu_ref(xi), 1e-6 + 1e-6 * std::fabs(xi)) << i;
+      const double g = (gelu_ref(xi + eps) - gelu_ref(xi - eps)) / (2 * eps) * dy[i];
+      ASSERT_NEAR(dx[i], g, 1e-5 + 1e-5 * std::fabs(g)) << i;
+    }
+    gelu_backward(dy.data(), x.data(), dy.data(), n);  // in place
+    expect_close(dy, dx, 0, 0, "in-place gelu backward");
+  }
+}
+
+TEST(RowKernels, FillRowsAndBiasBackward) {
+  for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {300, 70}, {2, 33}}) {
+    Rng rng(M * N);
+    auto bias = random_vector(N, rng), res = random_vector(M * N, rng);
+    std::vector<float> out(M * N);
+    fill_rows(out.data(), bias.data(), res.data(), M, N);
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_FLOAT_EQ(out[i], res[i] + bias[i % N]);
+    fill_rows(out.data(), bias.data(), nullptr, M, N);
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_FLOAT_EQ(out[i], bias[i % N]);
+    fill_rows(out.data(), nullptr, res.data(), M, N);
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_FLOAT_EQ(out[i], res[i]);
+    fill_rows(out.data(), nullptr, nullptr, M, N);
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(out[i], 0.0f);
+
+    std::vector<float> db(N, 0.5f);
+    std::vector<double> want(N, 0.5);
+    for (int64_t i = 0; i < M * N; ++i) want[i % N] += res[i];
+    bias_backward(db.data(), res.data(), M, N);
+    expect_close(db, want, 1e-4, 1e-5, "dbias");
+  }
+}
+
+TEST(RowKernels, ResidualAdd) {
+  Rng rng(3);
+  auto a = random_vector(50000, rng), b = random_vector(50000, rng);
+  std::vector<float> out(a.size());
+  residual_forward(out.data(), a.data(), b.data(), 50000);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(out[i], a[i] + b[i]);
+}
+
+}  // namespace
+}  // namespace meshtrain::kernels

@@ -33,7 +33,7 @@ expect_failure "step_00000015" "$MESHTRAIN" eval "$WORK/run/checkpoints/step_000
 [ "$(sha256sum "$ck/model.safetensors")" = "$sum_before" ] || fail "good checkpoint changed"
 
 # A checkpoint of another model shape is refused with the tensor named.
-expect_failure "shape" "$MESHTRAIN" train job.toml --model.n_embd=64 --resume --checkpoint.dir="$WORK/run/checkpoints" --training.steps=12
+expect_failure "does not match the model" "$MESHTRAIN" train job.toml --model.n_embd=64 --resume --checkpoint.dir="$WORK/run/checkpoints" --training.steps=12
 [ "$(sha256sum "$ck/model.safetensors")" = "$sum_before" ] || fail "good checkpoint changed"
 
 # eval/generate of a path with no checkpoint.

@@ -1,0 +1,70 @@
+#include "meshtrain/checkpoint/param_io.hpp"
+
+#include <unordered_set>
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::checkpoint {
+
+namespace {
+// Enough differences to see the pattern (a renamed layer, a changed width)
+// without flooding the message for a completely different model.
+constexpr size_t kMaxListed = 5;
+
+void require_allocated(const ParamStore& store) {
+  if (!store.allocated()) throw CheckpointError("ParamStore must be allocated before saving or loading");
+}
+}  // namespace
+
+std::vector<TensorEntry> view_tensors(const ParamStore& store, const float* flat, std::string_view prefix) {
+  require_allocated(store);
+  std::vector<TensorEntry> entries;
+  entries.reserve(store.views().size());
+  for (const ParamView& v : store.views())
+    entries.push_back({std::string(prefix) + v.name, Dtype::F32, v.shape, flat + v.offset, v.numel * sizeof(float)});
+  return entries;
+}
+
+void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store, float* flat,
+                       std::string_view prefix) {
+  require_allocated(store);
+  std::vector<std::string> differences;
+  size_t count = 0;
+  auto note = [&](std::string text) {
+    if (count++ < kMaxListed) differences.push_back(std::move(text));
+  };
+  std::unordered_set<std::string> expected;
+  for (const ParamView& v : store.views()) {
+    const std::string name = std::string(prefix) + v.name;
+    expected.insert(name);
+    const TensorInfo* t = reader.find(name);
+    if (!t)
+      note("missing tensor '" + name + "' " + shape_string(v.shape));
+    else if (t->dtype != Dtype::F32 || t->shape != v.shape)
+      note("tensor '" + name + "': model has F32 " + shape_string(v.shape) + ", file has " +
+           std::string(dtype_name(t->dtype)) + " " + shape_string(t->shape));
+  }
+  for (const TensorInfo& t : reader.tensors())
+    if (t.name.starts_with(prefix) && !expected.count(t.name))
+      note("extra tensor '" + t.name + "' " + shape_string(t.shape) + " not in the model");
+  if (count > 0) {
+    std::string msg = "checkpoint " + reader.path().string() + " does not match the model (" +
+                      std::to_string(count) + " difference" + (count > 1 ? "s" : "") + "):";
+    for (const auto& d : differences) msg += "\n  " + d;
+    if (count > differences.size()) msg += "\n  ... and " + std::to_string(count - differences.size()) + " more";
+    throw CheckpointError(msg);
+  }
+  for (const ParamView& v : store.views())
+    reader.read<float>(std::string(prefix) + v.name, v.shape, std::span<float>(flat + v.offset, v.numel));
+}
+
+void save_params(const ParamStore& store, const std::filesystem::path& path, const Metadata& metadata) {
+  write_safetensors(path, view_tensors(store, store.params().data()), metadata);
+}
+
+void load_params(ParamStore& store, const std::filesystem::path& path) {
+  SafetensorsReader reader(path);
+  read_view_tensors(reader, store, store.params().data());
+}
+
+}  // namespace meshtrain::checkpoint

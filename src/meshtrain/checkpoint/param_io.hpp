@@ -1,0 +1,36 @@
+#pragma once
+// ParamStore <-> safetensors: every view of a flat buffer in the store's
+// layout becomes one F32 tensor named after the view (Hugging Face names for
+// GPT), with the view's shape. Loading demands an exact match with the model:
+// same names, same shapes, nothing missing, nothing extra.
+//
+// The same helpers save other buffers of the store's layout (optimizer
+// state) under a prefix, e.g. "exp_avg." + view name, so one train-state file
+// can hold several of them.
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+#include "meshtrain/checkpoint/safetensors_reader.hpp"
+#include "meshtrain/checkpoint/safetensors_writer.hpp"
+#include "meshtrain/core/param_store.hpp"
+
+namespace meshtrain::checkpoint {
+
+// Entries for every view of `flat` (flat_size() floats in the store's
+// layout), named prefix + view name. `flat` must outlive the write.
+std::vector<TensorEntry> view_tensors(const ParamStore& store, const float* flat, std::string_view prefix = "");
+
+// Fills every view of `flat` from the tensors named prefix + view name. Only
+// tensors whose names start with `prefix` are compared with the model (so
+// other prefixes in the same file are ignored); any missing, extra or
+// misshapen one is a CheckpointError listing the first few differences,
+// raised before anything is written into `flat`.
+void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store, float* flat,
+                       std::string_view prefix = "");
+
+// The model's parameters to/from one file.
+void save_params(const ParamStore& store, const std::filesystem::path& path, const Metadata& metadata = {});
+void load_params(ParamStore& store, const std::filesystem::path& path);
+
+}  // namespace meshtrain::checkpoint

@@ -41,5 +41,9 @@ mkdir empty
 expect_failure "no complete checkpoint" "$MESHTRAIN" eval "$WORK/empty"
 expect_failure "no complete checkpoint" "$MESHTRAIN" generate "$WORK/empty" --prompt hi
 # Every subcommand has --help.
-for sub in train eval generate; do "$MESHTRAIN" "$sub" --help | grep -qi usage || fail "$sub --help"; done
+for sub in train eval generate; do
+  help="$("$MESHTRAIN" "$sub" --help)" || fail "$sub --help exits non-zero"
+  grep -q "Usage:" <<< "$help" || fail "$sub --help prints no usage"
+done
+grep -q -- "--training.steps" <<< "$("$MESHTRAIN" train --help)" || fail "train --help lacks the config keys"
 echo "bad input handled"

@@ -48,7 +48,7 @@ steps = 20
 log_every = 5
 eval_every = 10
 eval_batches = 2
-threads = 2
+threads = 1
 out_dir = "$WORK/run"
 [optimizer]
 name = "adamw"

@@ -6,12 +6,14 @@
 //           the MR values a(i, k) side by side, so one broadcast per row.
 //   B panel NR columns of op(B) over kc steps, packed k-major: for each k the
 //           NR values b(k, j) contiguous, so two aligned zmm loads.
-//   KC      depth of one pass over K; a B panel (KC x NR) stays in L1.
-//   MC      rows of op(A) packed at once; the A block (MC x KC) stays in L2.
-//   NC      columns of op(B) packed at once; the B block (KC x NC) in L2/L3.
+//   KC      depth of one pass over K; an A panel (MR x KC) stays in L1.
+//   NC      columns of op(B) packed at once; the B block (KC x NC) stays in
+//           L2 and is streamed through by every A panel.
+//   MC      rows of op(A) packed at once; the A block (MC x KC) sits in L3.
 //
-// Loop nest: jc (NC) > pc (KC, packs B) > ic (MC, packs A) > jr (NR) > ir
-// (MR) > microkernel. Packing turns every transpose/leading-dim case into the
+// Loop nest: ic (MC) > pc (KC, packs A) > jc (NC, packs B) > ir (MR) > jr
+// (NR) > microkernel. (BLIS's order with A and B swapped: here the broadcast
+// operand is A, so its panel is the one held in L1.) Packing turns every transpose/leading-dim case into the
 // same two contiguous streams, so the microkernel has one form. Rows and
 // columns past the edge of C are zero in the panels and masked at the store.
 //
@@ -197,22 +199,22 @@ MESHTRAIN_AVX512 void gemm_avx512_st(Trans trans_a, Trans trans_b, int M, int N,
     return;
   }
 
-  for (int jc = 0; jc < N; jc += NC) {
-    const int nc = std::min(NC, N - jc);
+  for (int ic = 0; ic < M; ic += MC) {
+    const int mc = std::min(MC, M - ic);
     for (int pc = 0; pc < K; pc += KC) {
       const int kc = std::min(KC, K - pc);
       const float beta_pass = pc == 0 ? beta : 1.0f;  // later K passes accumulate
-      pack_b(trans_b, B, ldb, pc, kc, jc, nc, Bp);
-      for (int ic = 0; ic < M; ic += MC) {
-        const int mc = std::min(MC, M - ic);
-        pack_a(trans_a, A, lda, ic, mc, pc, kc, Ap);
-        for (int jr = 0; jr < nc; jr += NR) {
-          const int nr = std::min(NR, nc - jr);
-          const float* bp = Bp + static_cast<size_t>(jr) * kc;
-          for (int ir = 0; ir < mc; ir += MR) {
-            const int mr = std::min(MR, mc - ir);
+      pack_a(trans_a, A, lda, ic, mc, pc, kc, Ap);
+      for (int jc = 0; jc < N; jc += NC) {
+        const int nc = std::min(NC, N - jc);
+        pack_b(trans_b, B, ldb, pc, kc, jc, nc, Bp);
+        for (int ir = 0; ir < mc; ir += MR) {
+          const int mr = std::min(MR, mc - ir);
+          const float* ap = Ap + static_cast<size_t>(ir) * kc;
+          for (int jr = 0; jr < nc; jr += NR) {
+            const int nr = std::min(NR, nc - jr);
             float* c = C + static_cast<size_t>(ic + ir) * ldc + jc + jr;
-            microkernel(kc, Ap + static_cast<size_t>(ir) * kc, bp, c, ldc, alpha, beta_pass, mr, nr);
+            microkernel(kc, ap, Bp + static_cast<size_t>(jr) * kc, c, ldc, alpha, beta_pass, mr, nr);
           }
         }
       }

@@ -19,12 +19,13 @@ void gemm_avx512_st(Trans trans_a, Trans trans_b, int M, int N, int K, float alp
 inline constexpr int kGemmMR = 14;
 inline constexpr int kGemmNR = 32;
 
-// Cache blocking (see gemm_avx512.cpp): mc rows of op(A) x kc depth stay in
-// L2, kc x nc of op(B) in L2/L3. Defaults were tuned with bench_gemm.
+// Cache blocking (see gemm_avx512.cpp): an MR x kc panel of op(A) stays in
+// L1, kc x nc of op(B) in L2, mc x kc of op(A) in L3. Defaults were tuned
+// with bench_gemm --sweep.
 struct GemmBlocking {
-  int mc = 14 * 18;
-  int kc = 256;
-  int nc = 32 * 64;
+  int mc = 14 * 37;
+  int kc = 512;
+  int nc = 32 * 12;
 };
 GemmBlocking gemm_blocking();
 // For benchmarks that sweep the blocking; not thread-safe against running GEMMs.

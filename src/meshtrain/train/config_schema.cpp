@@ -287,6 +287,10 @@ void validate_job_config(const JobConfig& c) {
   if (c.data.kind == "fashion_mnist" && m.kind == "vit" && m.image_size != 28)
     fail(origin, "model.image_size", "Fashion-MNIST images are 28x28, not " + std::to_string(m.image_size));
   if (c.data.kind == "text" && c.data.path.empty()) fail(origin, "data.path", "a text dataset needs a path");
+  if (c.schedule.decay != "constant" && c.schedule.warmup_steps >= c.training.steps)
+    fail(origin, "schedule.warmup_steps", "warmup of " + std::to_string(c.schedule.warmup_steps) +
+                                              " steps must be shorter than training.steps (" +
+                                              std::to_string(c.training.steps) + ") to leave room for decay");
   if (c.training.out_dir.empty()) fail(origin, "training.out_dir", "must not be empty");
 }
 

@@ -59,6 +59,12 @@ void check_writable_dir(const std::string& dir, const char* key) {
   std::filesystem::remove(probe, ec);
 }
 
+// The global gradient norm, clipped to max_norm when that is > 0.
+float gradient_norm(ParamStore& store, double max_norm) {
+  if (max_norm > 0) return clip_grad_norm(store, static_cast<float>(max_norm));
+  return static_cast<float>(std::sqrt(squared_norm_range(store.grads(), 0, store.flat_size())));
+}
+
 }  // namespace
 
 TrainSummary train(const JobConfig& config, const TrainOptions& options) {
@@ -141,7 +147,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
     model->store().zero_grads();
     ForwardResult fwd = model->forward(batch);
     model->backward();
-    const float grad_norm = clip_grad_norm(model->store(), static_cast<float>(config.optimizer.grad_clip));
+    const float grad_norm = gradient_norm(model->store(), config.optimizer.grad_clip);
     if (!std::isfinite(fwd.loss) || !std::isfinite(grad_norm))
       throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
                   std::to_string(fwd.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");

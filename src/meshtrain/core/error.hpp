@@ -21,6 +21,11 @@ struct DataError : Error {
 struct CheckpointError : Error {
   using Error::Error;
 };
+// A communication failure: a peer that died or timed out, a malformed or
+// unauthenticated frame, mismatched sizes across ranks, a port in use.
+struct CommError : Error {
+  using Error::Error;
+};
 // Any I/O failure outside the cases above (a directory that cannot be written...).
 struct IoError : Error {
   using Error::Error;

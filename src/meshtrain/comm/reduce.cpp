@@ -1,0 +1,72 @@
+#include "meshtrain/comm/reduce.hpp"
+
+#include <algorithm>
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::comm {
+namespace {
+
+template <class T>
+void apply(T* __restrict dst, const T* __restrict src, size_t n, ReduceOp op) {
+  // Plain loops that the compiler vectorizes; no threads, since callers
+  // reduce chunk by chunk while the transport moves the next one.
+  switch (op) {
+    case ReduceOp::Sum:
+      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+      break;
+    case ReduceOp::Max:
+      for (size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
+      break;
+    case ReduceOp::Min:
+      for (size_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]);
+      break;
+  }
+}
+
+}  // namespace
+
+size_t dtype_bytes(DataType dtype) {
+  switch (dtype) {
+    case DataType::F32: return 4;
+    case DataType::F64: return 8;
+    case DataType::I32: return 4;
+    case DataType::I64: return 8;
+  }
+  return 1;
+}
+
+std::string_view dtype_name(DataType dtype) {
+  switch (dtype) {
+    case DataType::F32: return "f32";
+    case DataType::F64: return "f64";
+    case DataType::I32: return "i32";
+    case DataType::I64: return "i64";
+  }
+  return "?";
+}
+
+std::string_view reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
+void reduce_into(void* dst, const void* src, size_t bytes, const Reduction& r) {
+  const size_t width = dtype_bytes(r.dtype);
+  if (bytes % width != 0)
+    throw CommError("reduce_into: " + std::to_string(bytes) + " bytes is not a whole number of " +
+                    std::string(dtype_name(r.dtype)) + " elements");
+  const size_t n = bytes / width;
+  switch (r.dtype) {
+    case DataType::F32: apply(static_cast<float*>(dst), static_cast<const float*>(src), n, r.op); break;
+    case DataType::F64: apply(static_cast<double*>(dst), static_cast<const double*>(src), n, r.op); break;
+    case DataType::I32: apply(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, r.op); break;
+    case DataType::I64: apply(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, r.op); break;
+  }
+}
+
+}  // namespace meshtrain::comm

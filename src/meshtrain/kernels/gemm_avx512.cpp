@@ -21,6 +21,9 @@
 // builds with any -march; gemm.cpp calls it only after a CPU check.
 #include "meshtrain/kernels/gemm_avx512.hpp"
 
+// GCC 12 flags its own _mm512_undefined_* helpers as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -50,30 +53,61 @@ Scratch& scratch() {
   return s;
 }
 
-__mmask16 lane_mask(int n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
+MESHTRAIN_AVX512 inline __mmask16 lane_mask(int n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
 
 // ---- packing ---------------------------------------------------------------
 
+// In place: r[k][i] <- r[i][k] for a 16 x 16 block held in 16 zmm rows.
+MESHTRAIN_AVX512 inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    __m512 *a = t + 4 * q, *o = u + 4 * q;
+    o[0] = _mm512_shuffle_ps(a[0], a[2], _MM_SHUFFLE(1, 0, 1, 0));
+    o[1] = _mm512_shuffle_ps(a[0], a[2], _MM_SHUFFLE(3, 2, 3, 2));
+    o[2] = _mm512_shuffle_ps(a[1], a[3], _MM_SHUFFLE(1, 0, 1, 0));
+    o[3] = _mm512_shuffle_ps(a[1], a[3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 4; ++i) {
+      t[8 * h + i] = _mm512_shuffle_f32x4(u[8 * h + i], u[8 * h + 4 + i], 0x88);
+      t[8 * h + 4 + i] = _mm512_shuffle_f32x4(u[8 * h + i], u[8 * h + 4 + i], 0xdd);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+  }
+}
+
 // Packs op(A)[i0 : i0+mc, p0 : p0+kc] into ceil(mc/MR) panels of kc x MR.
-void pack_a(Trans ta, const float* A, int lda, int i0, int mc, int p0, int kc, float* dst) {
+MESHTRAIN_AVX512 void pack_a(Trans ta, const float* A, int lda, int i0, int mc, int p0, int kc, float* dst) {
+  const __mmask16 panel_row = lane_mask(MR);
   for (int ir = 0; ir < mc; ir += MR) {
     int mr = std::min(MR, mc - ir);
     float* panel = dst + static_cast<size_t>(ir) * kc;  // (kc, MR)
     if (ta == Trans::No) {
-      // a(i, k) = A[(i0+ir+i) * lda + p0 + k]: each row contiguous in k.
-      for (int i = 0; i < mr; ++i) {
-        const float* row = A + static_cast<size_t>(i0 + ir + i) * lda + p0;
-        for (int k = 0; k < kc; ++k) panel[k * MR + i] = row[k];
+      // a(i, k) = A[(i0+ir+i) * lda + p0 + k]: rows contiguous in k, so
+      // transpose 16 k at a time (rows past mr are zero).
+      const float* rows = A + static_cast<size_t>(i0 + ir) * lda + p0;
+      int k = 0;
+      for (; k + 16 <= kc; k += 16) {
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i)
+          r[i] = i < mr ? _mm512_loadu_ps(rows + static_cast<size_t>(i) * lda + k) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int kk = 0; kk < 16; ++kk) _mm512_mask_storeu_ps(panel + (k + kk) * MR, panel_row, r[kk]);
       }
-      for (int i = mr; i < MR; ++i)
-        for (int k = 0; k < kc; ++k) panel[k * MR + i] = 0.0f;
+      for (; k < kc; ++k)
+        for (int i = 0; i < MR; ++i) panel[k * MR + i] = i < mr ? rows[static_cast<size_t>(i) * lda + k] : 0.0f;
     } else {
       // a(i, k) = A[(p0+k) * lda + i0+ir+i]: each k contiguous in i.
+      const __mmask16 m = lane_mask(mr);
       for (int k = 0; k < kc; ++k) {
         const float* src = A + static_cast<size_t>(p0 + k) * lda + i0 + ir;
-        float* d = panel + k * MR;
-        for (int i = 0; i < mr; ++i) d[i] = src[i];
-        for (int i = mr; i < MR; ++i) d[i] = 0.0f;
+        _mm512_mask_storeu_ps(panel + k * MR, panel_row, _mm512_maskz_loadu_ps(m, src));
       }
     }
   }
@@ -93,13 +127,20 @@ MESHTRAIN_AVX512 void pack_b(Trans tb, const float* B, int ldb, int p0, int kc, 
         _mm512_store_ps(panel + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
       }
     } else {
-      // b(k, j) = B[(j0+jr+j) * ldb + p0+k]: each column contiguous in k.
-      for (int j = 0; j < nr; ++j) {
-        const float* col = B + static_cast<size_t>(j0 + jr + j) * ldb + p0;
-        for (int k = 0; k < kc; ++k) panel[k * NR + j] = col[k];
-      }
-      for (int j = nr; j < NR; ++j)
-        for (int k = 0; k < kc; ++k) panel[k * NR + j] = 0.0f;
+      // b(k, j) = B[(j0+jr+j) * ldb + p0+k]: columns contiguous in k, so
+      // transpose 16 columns x 16 k at a time (columns past nr are zero).
+      const float* cols = B + static_cast<size_t>(j0 + jr) * ldb + p0;
+      int k = 0;
+      for (; k + 16 <= kc; k += 16)
+        for (int h = 0; h < NR; h += 16) {
+          __m512 r[16];
+          for (int j = 0; j < 16; ++j)
+            r[j] = h + j < nr ? _mm512_loadu_ps(cols + static_cast<size_t>(h + j) * ldb + k) : _mm512_setzero_ps();
+          transpose16(r);
+          for (int kk = 0; kk < 16; ++kk) _mm512_store_ps(panel + (k + kk) * NR + h, r[kk]);
+        }
+      for (; k < kc; ++k)
+        for (int j = 0; j < NR; ++j) panel[k * NR + j] = j < nr ? cols[static_cast<size_t>(j) * ldb + k] : 0.0f;
     }
   }
 }
@@ -113,6 +154,12 @@ MESHTRAIN_AVX512 void microkernel(int kc, const float* __restrict Ap, const floa
   __m512 acc0[MR], acc1[MR];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  // Fetch the C tile now, so its misses (C is often bigger than L2 and
+  // revisited once per K pass) overlap the K loop instead of stalling the store.
+  for (int i = 0; i < mr; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(C + static_cast<size_t>(i) * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(C + static_cast<size_t>(i) * ldc + nr - 1), _MM_HINT_T0);
+  }
 
   for (int k = 0; k < kc; ++k) {
     __m512 b0 = _mm512_load_ps(Bp);

@@ -9,6 +9,11 @@ namespace meshtrain::kernels::detail {
 // True when the CPU and OS support the AVX-512 subset the kernel uses.
 bool avx512_gemm_supported();
 
+// kernels::gemm on the packed kernel whatever MESHTRAIN_GEMM says, with the
+// same threading contract. Requires avx512_gemm_supported().
+void gemm_packed(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                 const float* B, int ldb, float beta, float* C, int ldc);
+
 // Single-threaded C = alpha * op(A) * op(B) + beta * C. Requires
 // avx512_gemm_supported(); M, N > 0, K >= 0.
 void gemm_avx512_st(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const float* A,

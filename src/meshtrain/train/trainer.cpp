@@ -166,6 +166,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                             {"step_ms", step_s * 1e3}, {"batch_size", tc.batch_size}, {"global_batch", global_batch},
                             {"elapsed_s", seconds_since(run_start)}};
       rec[is_text ? "tokens_per_s" : "samples_per_s"] = per_s;
+      rec["gflop_per_s"] = per_s * model->flops_per_sample() / 1e9;  // per prediction (token or image)
       metrics.write(rec);
     }
     const double elapsed = seconds_since(run_start);

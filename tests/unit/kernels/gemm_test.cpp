@@ -1,7 +1,9 @@
 // kernels::gemm against a naive double-precision reference, over every
 // transpose combination, odd and empty sizes, padded leading dims, alpha and
 // beta variants, NaN garbage in C with beta = 0, and calls from inside an
-// OpenMP parallel region.
+// OpenMP parallel region. Each case runs through kernels::gemm (whatever
+// MESHTRAIN_GEMM selects) and through the packed AVX-512 kernel directly
+// when the CPU has AVX-512.
 #include "meshtrain/kernels/gemm.hpp"
 
 #include <gtest/gtest.h>
@@ -12,6 +14,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "meshtrain/kernels/gemm_avx512.hpp"
 
 namespace meshtrain::kernels {
 namespace {
@@ -63,8 +67,16 @@ std::vector<double> reference(const Case& c, const Operands& o) {
   return ref;
 }
 
-void run_gemm(const Case& c, Operands& o) {
-  gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, o.A.data(), o.lda, o.B.data(), o.ldb, c.beta, o.C.data(), o.ldc);
+enum class Path { Public, Packed };
+
+std::vector<Path> paths() {
+  if (detail::avx512_gemm_supported()) return {Path::Public, Path::Packed};
+  return {Path::Public};
+}
+
+void run_gemm(const Case& c, Operands& o, Path path) {
+  auto fn = path == Path::Public ? &gemm : &detail::gemm_packed;
+  fn(c.ta, c.tb, c.M, c.N, c.K, c.alpha, o.A.data(), o.lda, o.B.data(), o.ldb, c.beta, o.C.data(), o.ldc);
 }
 
 // Checks C against the reference, and that padding past each row is untouched.
@@ -91,8 +103,12 @@ void check(const Case& c, unsigned seed = 1, bool nan_c = false) {
   Operands o = make_operands(c, rng, nan_c);
   Operands before = o;
   std::vector<double> ref = reference(c, o);
-  run_gemm(c, o);
-  expect_matches(c, before, o, ref);
+  for (Path path : paths()) {
+    SCOPED_TRACE(path == Path::Public ? gemm_backend_name() : "packed");
+    o = before;
+    run_gemm(c, o, path);
+    expect_matches(c, before, o, ref);
+  }
 }
 
 const Trans kTrans[] = {Trans::No, Trans::Yes};
@@ -163,9 +179,12 @@ TEST(Gemm, InsideParallelRegionRunsPerThread) {
     before.push_back(ops.back());
     refs.push_back(reference(c, ops.back()));
   }
+  for (Path path : paths()) {
+    ops = before;
 #pragma omp parallel for num_threads(2)
-  for (int h = 0; h < heads; ++h) run_gemm(cases[h], ops[h]);
-  for (int h = 0; h < heads; ++h) expect_matches(cases[h], before[h], ops[h], refs[h]);
+    for (int h = 0; h < heads; ++h) run_gemm(cases[h], ops[h], path);
+    for (int h = 0; h < heads; ++h) expect_matches(cases[h], before[h], ops[h], refs[h]);
+  }
 }
 
 TEST(Gemm, BackendNamed) { EXPECT_NE(std::string(gemm_backend_name()), ""); }

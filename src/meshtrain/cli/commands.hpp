@@ -27,5 +27,6 @@ class CommandSet {
 void add_train_command(CLI::App& app, CommandSet& commands);
 void add_eval_command(CLI::App& app, CommandSet& commands);
 void add_generate_command(CLI::App& app, CommandSet& commands);
+void add_launch_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace meshtrain::cli

@@ -1,0 +1,28 @@
+// `meshtrain launch --nproc N [--master-addr A] [--master-port P] -- COMMAND...`
+#include <memory>
+
+#include "meshtrain/cli/commands.hpp"
+#include "meshtrain/cluster/local_launcher.hpp"
+
+namespace meshtrain::cli {
+
+void add_launch_command(CLI::App& app, CommandSet& commands) {
+  auto options = std::make_shared<LaunchOptions>();
+  CLI::App* sub = app.add_subcommand("launch", "Start N local ranks of a command with the environment they need");
+  sub->add_option("--nproc", options->nproc, "ranks to start")->required()->check(CLI::Range(1, 4096));
+  sub->add_option("--master-addr", options->master_addr, "rendezvous address given to the ranks (MASTER_ADDR)");
+  sub->add_option("--master-port", options->master_port, "rendezvous port (MASTER_PORT); 0 picks a free one")
+      ->check(CLI::Range(0, 65535));
+  sub->add_option("command", options->command, "the command every rank runs (after --)")->required();
+  sub->footer(
+      "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,\n"
+      "MESHTRAIN_JOB_ID and MESHTRAIN_JOB_TOKEN. Output lines are prefixed with [rank k]. When a rank\n"
+      "fails the others are stopped and launch exits with the failed rank's status.");
+  commands.add(sub, [options] {
+    LaunchResult r = launch_local(*options);
+    if (r.exit_code != 0) std::fprintf(stderr, "meshtrain launch: %s\n", r.failure.c_str());
+    return r.exit_code;
+  });
+}
+
+}  // namespace meshtrain::cli

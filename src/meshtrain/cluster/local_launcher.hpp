@@ -1,0 +1,43 @@
+#pragma once
+// Starts N local ranks of one command, like torchrun: each child gets the
+// environment a rank needs to find its peers (below), its stdout and stderr
+// are forwarded line by line with a "[rank k] " prefix, and when any rank
+// fails the others are stopped (SIGTERM, then SIGKILL after a grace period)
+// and the launch fails with that rank's status.
+//
+// Environment set for rank k of N (torchrun names, so the same binary also
+// runs under torchrun):
+//   RANK=k  WORLD_SIZE=N  LOCAL_RANK=k  LOCAL_WORLD_SIZE=N
+//   MASTER_ADDR=127.0.0.1  MASTER_PORT=<free port>
+//   MESHTRAIN_JOB_ID=<unique per launch>  MESHTRAIN_JOB_TOKEN=<random secret>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace meshtrain {
+
+struct LaunchOptions {
+  int nproc = 1;
+  std::vector<std::string> command;  // argv of every rank
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free port
+  std::chrono::milliseconds grace{5000};  // between SIGTERM and SIGKILL
+};
+
+struct LaunchResult {
+  int exit_code = 0;       // 0 when every rank succeeded
+  int failed_rank = -1;    // the first rank that failed, or -1
+  std::string failure;     // "rank 2 exited with status 3" / "rank 1 killed by signal 9"
+};
+
+// Runs the ranks to completion. Throws Error when a rank cannot be started.
+LaunchResult launch_local(const LaunchOptions& options, std::FILE* out = stdout);
+
+// A TCP port on addr that was free a moment ago (bind to port 0, read it back).
+int pick_free_port(const std::string& addr);
+
+// 32 hex characters from the kernel's random source.
+std::string random_token();
+
+}  // namespace meshtrain

@@ -1,0 +1,72 @@
+#include "meshtrain/comm/collectives/cost_model.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <string>
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::comm {
+
+std::string_view algorithm_name(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::Auto: return "auto";
+    case AllReduceAlgorithm::Ring: return "ring";
+    case AllReduceAlgorithm::Tree: return "tree";
+    case AllReduceAlgorithm::HalvingDoubling: return "halving-doubling";
+  }
+  return "?";
+}
+
+std::string_view reduce_kind_name(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::Sum: return "sum";
+    case ReduceKind::Avg: return "avg";
+    case ReduceKind::Max: return "max";
+    case ReduceKind::Min: return "min";
+  }
+  return "?";
+}
+
+const AlgorithmCost& CostTable::row(AllReduceAlgorithm algorithm) const {
+  for (const AlgorithmCost& r : all_reduce)
+    if (r.algorithm == algorithm) return r;
+  throw CommError("cost table has no row for all-reduce algorithm " + std::string(algorithm_name(algorithm)));
+}
+
+double all_reduce_seconds(const CostTable& table, AllReduceAlgorithm algorithm, size_t bytes, int ranks) {
+  if (ranks <= 1) return 0.0;
+  const AlgorithmCost& cost = table.row(algorithm);
+  const double n = ranks, b = double(bytes);
+  switch (algorithm) {
+    case AllReduceAlgorithm::Ring:
+      return 2 * (n - 1) * cost.alpha_s + 2 * (n - 1) / n * b * cost.beta_s_per_byte;
+    case AllReduceAlgorithm::Tree: {
+      const double depth = std::bit_width(unsigned(ranks)) - 1;
+      const size_t chunk = std::max<size_t>(table.tree_chunk_bytes, 1);
+      const double chunks = std::max<size_t>((bytes + chunk - 1) / chunk, 1);
+      const double chunk_bytes = double(std::min(bytes, chunk));
+      return 2 * (depth + chunks - 1) * (cost.alpha_s + 2 * chunk_bytes * cost.beta_s_per_byte);
+    }
+    case AllReduceAlgorithm::HalvingDoubling: {
+      const unsigned p = std::bit_floor(unsigned(ranks));
+      double t = 2 * std::countr_zero(p) * cost.alpha_s + 2 * (p - 1.0) / p * b * cost.beta_s_per_byte;
+      if (p != unsigned(ranks)) t += 2 * cost.alpha_s + 2 * b * cost.beta_s_per_byte;
+      return t;
+    }
+    case AllReduceAlgorithm::Auto: break;
+  }
+  throw CommError("all_reduce_seconds: pick a concrete algorithm, not auto");
+}
+
+AllReduceAlgorithm choose_all_reduce(const CostTable& table, size_t bytes, int ranks) {
+  AllReduceAlgorithm best = AllReduceAlgorithm::Ring;
+  double best_s = all_reduce_seconds(table, best, bytes, ranks);
+  for (AllReduceAlgorithm a : {AllReduceAlgorithm::HalvingDoubling, AllReduceAlgorithm::Tree}) {
+    const double s = all_reduce_seconds(table, a, bytes, ranks);
+    if (s < best_s) best = a, best_s = s;
+  }
+  return best;
+}
+
+}  // namespace meshtrain::comm

@@ -1,0 +1,46 @@
+#pragma once
+// Alpha-beta cost model of the all-reduce algorithms, kept as data: one row
+// per algorithm with a per-message latency (alpha) and a per-byte time
+// (beta). The runtime's AllReduceAlgorithm::Auto and the planner read the
+// same table; benchmarks (bench/) replace the default rows with measured ones.
+//
+// Time of one all-reduce of B bytes over n ranks, with p = 2^floor(log2 n),
+// h = floor(log2 n) (depth of the binary tree), C = ceil(B / chunk):
+//   ring              2(n-1) alpha + 2(n-1)/n B beta
+//   tree              2(h + C - 1) (alpha + 2 min(B, chunk) beta)   (a node
+//                     takes chunks from two children per pipeline step)
+//   halving-doubling  2 log2(p) alpha + 2(p-1)/p B beta, plus the fold for
+//                     n != p: 2 alpha + 2 B beta
+// Auto picks the smallest estimate (ties: ring, then halving-doubling, then tree).
+#include <array>
+#include <cstddef>
+
+#include "meshtrain/comm/collectives/algorithm.hpp"
+
+namespace meshtrain::comm {
+
+struct AlgorithmCost {
+  AllReduceAlgorithm algorithm;
+  double alpha_s;          // seconds per message step (latency, synchronization)
+  double beta_s_per_byte;  // seconds per byte moved and reduced
+};
+
+struct CostTable {
+  // Defaults: shared memory on one host, ~5 us per step and ~10 GB/s per
+  // link; halving-doubling's strided halves reduce a little slower.
+  std::array<AlgorithmCost, 3> all_reduce{{
+      {AllReduceAlgorithm::Ring, 5e-6, 1.0e-10},
+      {AllReduceAlgorithm::HalvingDoubling, 5e-6, 1.1e-10},
+      {AllReduceAlgorithm::Tree, 5e-6, 1.0e-10},
+  }};
+  size_t tree_chunk_bytes = size_t{64} << 10;
+
+  const AlgorithmCost& row(AllReduceAlgorithm algorithm) const;
+};
+
+// Estimated seconds for one all-reduce of `bytes` over `ranks` ranks.
+double all_reduce_seconds(const CostTable& table, AllReduceAlgorithm algorithm, size_t bytes, int ranks);
+// The algorithm with the smallest estimate (never Auto).
+AllReduceAlgorithm choose_all_reduce(const CostTable& table, size_t bytes, int ranks);
+
+}  // namespace meshtrain::comm

@@ -1,0 +1,69 @@
+#pragma once
+// A Communicator owns a process's Transport and the ONE communication thread
+// that drives it. Every process group of the process submits its operations
+// to the same FIFO queue, and they run one at a time in submission order.
+//
+// Ordering rule (as with NCCL): every rank must submit the collectives of
+// the groups it shares with other ranks in the same order. Two ranks that
+// queue all_reduce on the world group and then on a tp group must both do
+// so in that order; otherwise they wait on each other's messages and fail at
+// the transport's timeout.
+//
+// Failure: when an operation fails, the transport is closed at once (peers
+// blocked on this rank get a CommError instead of waiting for their
+// timeout) and the communicator is broken: every later operation fails with
+// a CommError that quotes the first failure. Recovery is a new communicator
+// (the supervisor restarts the job).
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "meshtrain/comm/collectives/collectives.hpp"
+#include "meshtrain/comm/group/work.hpp"
+#include "meshtrain/comm/transport/transport.hpp"
+
+namespace meshtrain::comm {
+
+class Communicator {
+ public:
+  explicit Communicator(std::unique_ptr<Transport> transport, CollectiveOptions options = {});
+  // Runs what is queued, then stops the thread and closes the transport.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& transport_name() const { return transport_name_; }
+  const CollectiveOptions& options() const { return options_; }
+  bool broken() const;
+
+  // Queues `op`, run later on the communication thread with the transport.
+  // A CommError (or any exception) it throws is given to the Work, prefixed
+  // with `description`.
+  WorkHandle submit(std::string description, std::function<void(Transport&)> op);
+
+ private:
+  struct Pending {
+    WorkHandle work;
+    std::function<void(Transport&)> op;
+  };
+  void run();
+
+  std::unique_ptr<Transport> transport_;  // used only by the thread; reset on the first failure
+  const int rank_, size_;
+  const std::string transport_name_;
+  const CollectiveOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable queued_cv_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  std::string broken_;  // the first failure, empty while healthy
+  std::thread thread_;  // last: starts after everything above exists
+};
+
+}  // namespace meshtrain::comm

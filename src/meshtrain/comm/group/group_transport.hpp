@@ -1,0 +1,33 @@
+#pragma once
+// A view of a transport restricted to the members of a process group: its
+// ranks are group ranks 0 .. size-1, translated to the transport's global
+// ranks on every exchange. Collectives run on it unchanged.
+#include <span>
+#include <vector>
+
+#include "meshtrain/comm/transport/transport.hpp"
+
+namespace meshtrain::comm {
+
+class GroupTransport final : public Transport {
+ public:
+  // members[g] is the global rank of group rank g; group_rank is this process's.
+  GroupTransport(Transport& global, std::span<const int> members, int group_rank)
+      : global_(global), members_(members), group_rank_(group_rank) {}
+
+  int rank() const override { return group_rank_; }
+  int size() const override { return int(members_.size()); }
+  std::string_view name() const override { return global_.name(); }
+  void exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs) override;
+
+ private:
+  int global_rank(int group_rank) const;
+
+  Transport& global_;
+  std::span<const int> members_;
+  int group_rank_;
+  std::vector<SendOp> sends_;
+  std::vector<RecvOp> recvs_;
+};
+
+}  // namespace meshtrain::comm

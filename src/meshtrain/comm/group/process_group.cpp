@@ -1,0 +1,152 @@
+#include "meshtrain/comm/group/process_group.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "meshtrain/comm/group/group_transport.hpp"
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::comm {
+namespace {
+
+std::vector<int> iota_ranks(int n) {
+  std::vector<int> ranks(static_cast<size_t>(n));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return ranks;
+}
+
+std::string shape(size_t count, DataType dtype) {
+  return std::to_string(count) + " x " + std::string(dtype_name(dtype));
+}
+
+std::string rank_list(std::span<const int> ranks) {
+  std::string out = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Communicator> comm)
+    : ProcessGroup(comm, iota_ranks(comm ? comm->size() : 0)) {}
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Communicator> comm, std::vector<int> members) : comm_(std::move(comm)) {
+  if (!comm_) throw CommError("ProcessGroup: no communicator given");
+  const int world = comm_->size();
+  if (members.empty()) throw CommError("ProcessGroup: a group needs at least one member");
+  for (int m : members)
+    if (m < 0 || m >= world)
+      throw CommError("ProcessGroup " + rank_list(members) + ": rank " + std::to_string(m) +
+                      " is outside the world of " + std::to_string(world));
+  std::vector<int> sorted = members;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw CommError("ProcessGroup " + rank_list(members) + ": a rank appears twice");
+  const auto self = std::find(members.begin(), members.end(), comm_->rank());
+  if (self == members.end())
+    throw CommError("ProcessGroup " + rank_list(members) + ": this process (rank " + std::to_string(comm_->rank()) +
+                    ") is not a member");
+  rank_ = int(self - members.begin());
+  members_ = std::make_shared<const std::vector<int>>(std::move(members));
+}
+
+int ProcessGroup::global_rank(int group_rank) const {
+  check_group_rank("global_rank", "rank", group_rank);
+  return (*members_)[size_t(group_rank)];
+}
+
+void ProcessGroup::check_group_rank(const char* what, const char* role, int group_rank) const {
+  if (group_rank < 0 || group_rank >= size())
+    throw CommError(std::string(what) + " on group " + rank_list(*members_) + ": " + role + " " +
+                    std::to_string(group_rank) + " is outside the group of " + std::to_string(size()));
+}
+
+WorkHandle ProcessGroup::submit(std::string description,
+                                std::function<void(Transport&, const CollectiveOptions&)> op) {
+  description += " on group " + rank_list(*members_);
+  return comm_->submit(std::move(description),
+                       [members = members_, rank = rank_, op = std::move(op), comm = comm_.get()](Transport& global) {
+                         GroupTransport group(global, *members, rank);
+                         op(group, comm->options());
+                       });
+}
+
+WorkHandle ProcessGroup::all_reduce_async(Buffer data, ReduceKind op, AllReduceAlgorithm algorithm) {
+  return submit("all_reduce(" + std::string(algorithm_name(algorithm)) + ", " + std::string(reduce_kind_name(op)) +
+                    ", " + shape(data.count, data.dtype) + ")",
+                [=](Transport& t, const CollectiveOptions& o) { comm::all_reduce(t, data, op, algorithm, o); });
+}
+
+WorkHandle ProcessGroup::reduce_scatter_async(ConstBuffer input, Buffer output, ReduceKind op) {
+  if (input.dtype != output.dtype || input.count != size_t(size()) * output.count)
+    throw CommError("reduce_scatter: input " + shape(input.count, input.dtype) + " must be " +
+                    std::to_string(size()) + " ranks x output " + shape(output.count, output.dtype));
+  return submit("reduce_scatter(" + std::string(reduce_kind_name(op)) + ", " + shape(output.count, output.dtype) +
+                    " per rank)",
+                [=](Transport& t, const CollectiveOptions& o) { comm::reduce_scatter(t, input, output, op, o); });
+}
+
+WorkHandle ProcessGroup::all_gather_async(ConstBuffer input, Buffer output) {
+  if (input.dtype != output.dtype || output.count != size_t(size()) * input.count)
+    throw CommError("all_gather: output " + shape(output.count, output.dtype) + " must be " +
+                    std::to_string(size()) + " ranks x input " + shape(input.count, input.dtype));
+  return submit("all_gather(" + shape(input.count, input.dtype) + " per rank)",
+                [=](Transport& t, const CollectiveOptions& o) { comm::all_gather(t, input, output, o); });
+}
+
+WorkHandle ProcessGroup::broadcast_async(Buffer data, int root) {
+  check_group_rank("broadcast", "root", root);
+  return submit("broadcast(root " + std::to_string(root) + ", " + shape(data.count, data.dtype) + ")",
+                [=](Transport& t, const CollectiveOptions& o) { comm::broadcast(t, data, root, o); });
+}
+
+WorkHandle ProcessGroup::reduce_async(Buffer data, int root, ReduceKind op) {
+  check_group_rank("reduce", "root", root);
+  return submit("reduce(root " + std::to_string(root) + ", " + std::string(reduce_kind_name(op)) + ", " +
+                    shape(data.count, data.dtype) + ")",
+                [=](Transport& t, const CollectiveOptions& o) { comm::reduce(t, data, root, op, o); });
+}
+
+WorkHandle ProcessGroup::all_to_all_async(ConstBuffer input, Buffer output) {
+  if (input.dtype != output.dtype || input.count != output.count || input.count % size_t(size()) != 0)
+    throw CommError("all_to_all: input " + shape(input.count, input.dtype) + " and output " +
+                    shape(output.count, output.dtype) + " must be the same multiple of " + std::to_string(size()));
+  return submit("all_to_all(" + shape(input.count, input.dtype) + ")",
+                [=](Transport& t, const CollectiveOptions& o) { comm::all_to_all(t, input, output, o); });
+}
+
+WorkHandle ProcessGroup::all_to_all_v_async(ConstBuffer input, std::vector<size_t> send_counts, Buffer output,
+                                            std::vector<size_t> recv_counts) {
+  const size_t n = size_t(size());
+  const size_t sent = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0});
+  const size_t received = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+  if (send_counts.size() != n || recv_counts.size() != n || sent != input.count || received != output.count ||
+      input.dtype != output.dtype)
+    throw CommError("all_to_all_v: need " + std::to_string(n) + " send and receive counts adding up to input " +
+                    shape(input.count, input.dtype) + " and output " + shape(output.count, output.dtype));
+  return submit("all_to_all_v(" + shape(input.count, input.dtype) + " out, " + std::to_string(output.count) + " in)",
+                [=, s = std::move(send_counts), r = std::move(recv_counts)](Transport& t, const CollectiveOptions& o) {
+                  comm::all_to_all_v(t, input, s, output, r, o);
+                });
+}
+
+WorkHandle ProcessGroup::barrier_async() {
+  return submit("barrier", [](Transport& t, const CollectiveOptions&) { comm::barrier(t); });
+}
+
+WorkHandle ProcessGroup::send_async(ConstBuffer data, int peer) {
+  check_group_rank("send", "peer", peer);
+  if (peer == rank_) throw CommError("send: a rank cannot send to itself (group rank " + std::to_string(peer) + ")");
+  return submit("send(to " + std::to_string(peer) + ", " + shape(data.count, data.dtype) + ")",
+                [=](Transport& t, const CollectiveOptions&) { t.send(peer, data.data, data.bytes()); });
+}
+
+WorkHandle ProcessGroup::recv_async(Buffer data, int peer) {
+  check_group_rank("recv", "peer", peer);
+  if (peer == rank_) throw CommError("recv: a rank cannot receive from itself (group rank " + std::to_string(peer) + ")");
+  return submit("recv(from " + std::to_string(peer) + ", " + shape(data.count, data.dtype) + ")",
+                [=](Transport& t, const CollectiveOptions&) { t.recv(peer, data.data, data.bytes()); });
+}
+
+}  // namespace meshtrain::comm

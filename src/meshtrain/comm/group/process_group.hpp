@@ -1,0 +1,80 @@
+#pragma once
+// A process group: some ranks of a Communicator's world, numbered 0 .. size-1
+// in the order of `members` (their global ranks). Collectives on a group run
+// on the shared communication thread over a GroupTransport that translates
+// group ranks to global ranks.
+//
+// Every collective has a non-blocking form (name_async, returning a Work
+// handle) and a blocking one (name, which waits). Arguments are checked when
+// the call is made, and a bad one (a root or peer outside the group, buffer
+// sizes that do not fit) throws CommError right there, without touching the
+// communicator. Buffers must stay alive until the Work completes.
+//
+// Order: see communicator.hpp — all ranks of a group submit its collectives
+// in the same order.
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "meshtrain/comm/collectives/collectives.hpp"
+#include "meshtrain/comm/group/communicator.hpp"
+#include "meshtrain/comm/group/work.hpp"
+
+namespace meshtrain::comm {
+
+class ProcessGroup {
+ public:
+  // The whole world.
+  explicit ProcessGroup(std::shared_ptr<Communicator> comm);
+  // members: distinct global ranks in group-rank order; must include this
+  // process's rank (comm->rank()).
+  ProcessGroup(std::shared_ptr<Communicator> comm, std::vector<int> members);
+
+  int rank() const { return rank_; }
+  int size() const { return int(members_->size()); }
+  std::span<const int> members() const { return *members_; }
+  int global_rank(int group_rank) const;
+  Communicator& communicator() const { return *comm_; }
+
+  WorkHandle all_reduce_async(Buffer data, ReduceKind op = ReduceKind::Sum,
+                              AllReduceAlgorithm algorithm = AllReduceAlgorithm::Auto);
+  WorkHandle reduce_scatter_async(ConstBuffer input, Buffer output, ReduceKind op = ReduceKind::Sum);
+  WorkHandle all_gather_async(ConstBuffer input, Buffer output);
+  WorkHandle broadcast_async(Buffer data, int root);
+  WorkHandle reduce_async(Buffer data, int root, ReduceKind op = ReduceKind::Sum);
+  WorkHandle all_to_all_async(ConstBuffer input, Buffer output);
+  WorkHandle all_to_all_v_async(ConstBuffer input, std::vector<size_t> send_counts, Buffer output,
+                                std::vector<size_t> recv_counts);
+  WorkHandle barrier_async();
+  WorkHandle send_async(ConstBuffer data, int peer);
+  WorkHandle recv_async(Buffer data, int peer);
+
+  void all_reduce(Buffer data, ReduceKind op = ReduceKind::Sum,
+                  AllReduceAlgorithm algorithm = AllReduceAlgorithm::Auto) {
+    all_reduce_async(data, op, algorithm)->wait();
+  }
+  void reduce_scatter(ConstBuffer input, Buffer output, ReduceKind op = ReduceKind::Sum) {
+    reduce_scatter_async(input, output, op)->wait();
+  }
+  void all_gather(ConstBuffer input, Buffer output) { all_gather_async(input, output)->wait(); }
+  void broadcast(Buffer data, int root) { broadcast_async(data, root)->wait(); }
+  void reduce(Buffer data, int root, ReduceKind op = ReduceKind::Sum) { reduce_async(data, root, op)->wait(); }
+  void all_to_all(ConstBuffer input, Buffer output) { all_to_all_async(input, output)->wait(); }
+  void all_to_all_v(ConstBuffer input, std::vector<size_t> send_counts, Buffer output,
+                    std::vector<size_t> recv_counts) {
+    all_to_all_v_async(input, std::move(send_counts), output, std::move(recv_counts))->wait();
+  }
+  void barrier() { barrier_async()->wait(); }
+  void send(ConstBuffer data, int peer) { send_async(data, peer)->wait(); }
+  void recv(Buffer data, int peer) { recv_async(data, peer)->wait(); }
+
+ private:
+  WorkHandle submit(std::string description, std::function<void(Transport&, const CollectiveOptions&)> op);
+  void check_group_rank(const char* what, const char* role, int group_rank) const;
+
+  std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<const std::vector<int>> members_;  // shared with queued operations
+  int rank_ = -1;
+};
+
+}  // namespace meshtrain::comm

@@ -1,0 +1,26 @@
+// The cost table behind AllReduceAlgorithm::Auto.
+#include "meshtrain/comm/collectives/cost_model.hpp"
+
+#include <gtest/gtest.h>
+
+namespace meshtrain::comm {
+namespace {
+
+TEST(CostModelTest, RingForLargeMessagesLatencyAlgorithmsForSmallOnes) {
+  const CostTable table;
+  EXPECT_EQ(choose_all_reduce(table, size_t{256} << 20, 8), AllReduceAlgorithm::Ring);
+  EXPECT_EQ(choose_all_reduce(table, 4096, 8), AllReduceAlgorithm::HalvingDoubling);
+  EXPECT_EQ(choose_all_reduce(table, 4096, 3), AllReduceAlgorithm::Tree);  // the fold costs 2 extra steps
+  EXPECT_EQ(all_reduce_seconds(table, AllReduceAlgorithm::Tree, 1 << 20, 1), 0.0);
+}
+
+TEST(CostModelTest, TheTableIsData) {
+  CostTable table;
+  for (AlgorithmCost& row : table.all_reduce)
+    if (row.algorithm != AllReduceAlgorithm::Tree) row.alpha_s = 1.0;  // make everything but tree slow
+  EXPECT_EQ(choose_all_reduce(table, 4096, 8), AllReduceAlgorithm::Tree);
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(table, AllReduceAlgorithm::Ring, 0, 4), 6.0);  // 2(n-1) steps
+}
+
+}  // namespace
+}  // namespace meshtrain::comm

@@ -11,9 +11,10 @@
 // no TCP store (only file, hash and redis stores), reports failures as
 // enforce-style exceptions raised on its own event-loop thread, and receives
 // into registered UnboundBuffers, so reducing would need a second copy and
-// its Pair/Buffer lifecycle adapted to exchange(). What we need from it is
-// ~600 lines of sockets and poll(); owning them keeps every error message,
-// limit and check in this folder and adds no dependency.
+// its Pair/Buffer lifecycle adapted to exchange(). What we need comes to
+// about a thousand lines of sockets and poll(), store included; owning them
+// keeps every error message, limit and check in two folders and adds no
+// dependency.
 //
 // Terms:
 //   mesh       one TCP connection per pair of ranks; the lower rank connects

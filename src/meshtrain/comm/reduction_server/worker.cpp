@@ -1,0 +1,57 @@
+#include "meshtrain/comm/reduction_server/worker.hpp"
+
+#include <vector>
+
+#include "meshtrain/comm/reduction_server/chunk_plan.hpp"
+
+namespace meshtrain::comm::reduction_server {
+namespace {
+
+void send_requests(Transport& t, const Topology& topo, const Request& request) {
+  std::vector<SendOp> sends;
+  for (int reducer : topo.reducers) sends.push_back({reducer, &request, sizeof request});
+  t.exchange(sends, {});
+}
+
+}  // namespace
+
+void all_reduce(Transport& t, const Topology& topo, Buffer data, ReduceKind op, uint64_t sequence) {
+  Request request;
+  request.dtype = static_cast<uint8_t>(data.dtype);
+  request.op = static_cast<uint8_t>(op);
+  request.sequence = sequence;
+  request.count = data.count;
+  request.chunk_bytes = topo.chunk_bytes;
+  send_requests(t, topo, request);
+  if (data.count == 0) return;
+
+  const int R = int(topo.reducers.size());
+  const size_t width = dtype_bytes(data.dtype);
+  const ChunkPlan plan(data.count, R, topo.chunk_bytes, width);
+  auto* bytes = static_cast<std::byte*>(data.data);
+  std::vector<SendOp> sends;
+  std::vector<RecvOp> recvs;
+  // Iteration c sends chunk c and receives the reduced chunk c - 1, so the
+  // reducers' replies overlap the next chunk's upload.
+  for (size_t c = 0; c <= plan.max_chunks(); ++c) {
+    sends.clear();
+    recvs.clear();
+    for (int j = 0; j < R; ++j) {
+      if (c < plan.chunks(j))
+        sends.push_back({topo.reducers[size_t(j)], bytes + plan.chunk_begin(j, c) * width,
+                         plan.chunk_elems_of(j, c) * width});
+      if (c >= 1 && c - 1 < plan.chunks(j))
+        recvs.push_back({topo.reducers[size_t(j)], bytes + plan.chunk_begin(j, c - 1) * width,
+                         plan.chunk_elems_of(j, c - 1) * width, nullptr});
+    }
+    t.exchange(sends, recvs);
+  }
+}
+
+void shutdown(Transport& t, const Topology& topo) {
+  Request request;
+  request.kind = RequestKind::Shutdown;
+  send_requests(t, topo, request);
+}
+
+}  // namespace meshtrain::comm::reduction_server

@@ -11,6 +11,7 @@
 
 #include "meshtrain/comm/reduce.hpp"
 #include "meshtrain/comm/transport/shm/segment.hpp"
+#include "meshtrain/comm/transport/shm/stream_copy.hpp"
 
 namespace meshtrain::comm::shm {
 
@@ -96,6 +97,8 @@ class RingReceiver {
     if (meta.chunk_bytes != 0) {
       if (r.reduce != nullptr) {
         reduce_into(r.data + r.offset, src, meta.chunk_bytes, *r.reduce);
+      } else if (r.bytes >= kStreamingCopyBytes) {
+        stream_copy(r.data + r.offset, src, meta.chunk_bytes);
       } else {
         std::memcpy(r.data + r.offset, src, meta.chunk_bytes);
       }

@@ -4,7 +4,10 @@
 // A rank with nothing to do (no slot to fill, no chunk to take) backs off in
 // three phases, measured from its last progress:
 //   spin   (first kSpinWindow)  re-check after a few _mm_pause: a chunk from
-//          a peer on another core arrives within microseconds;
+//          a peer on another core arrives within microseconds. Kept short
+//          (and skipped when ranks outnumber cores): when both ranks share
+//          a core, the peer runs only once we yield, so a 50 us window made
+//          a 4 KiB round trip cost 2 x 52 us; 3 us gives ~5 us;
 //   yield  (until kYieldWindow) re-check after sched_yield: with more ranks
 //          than cores the peer we wait for may need this core;
 //   sleep  (after that)         futex-wait on the rank's doorbell, bounded by
@@ -23,7 +26,7 @@
 
 namespace meshtrain::comm::shm {
 
-inline constexpr std::chrono::microseconds kSpinWindow{50};
+inline constexpr std::chrono::microseconds kSpinWindow{3};
 inline constexpr std::chrono::microseconds kYieldWindow{2000};
 inline constexpr std::chrono::milliseconds kSleepSlice{5};
 // How often a waiting rank checks whether its peers are still alive.

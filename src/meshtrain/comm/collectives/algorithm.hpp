@@ -11,6 +11,8 @@ enum class AllReduceAlgorithm {
   Ring,             // ring_all_reduce.cpp: bandwidth-optimal, 2(n-1) steps
   Tree,             // tree_all_reduce.cpp: pipelined binary tree, 2 log2(n) deep
   HalvingDoubling,  // halving_doubling_all_reduce.cpp: 2 log2(n) steps, 2x data
+  ReductionServer,  // reduction_server/: through reducer processes, 2 steps, 1x data
+                    // (needs ProcessGroup::use_reducers; never chosen by Auto)
 };
 
 // Sum, Max, Min combine element-wise. Avg is Sum followed by x / n on the

@@ -2,6 +2,7 @@
 // Every rank computes the same choice from the same byte count and group
 // size, so they agree without talking.
 #include "meshtrain/comm/collectives/collectives.hpp"
+#include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm {
 
@@ -12,6 +13,8 @@ void all_reduce(Transport& t, Buffer data, ReduceKind op, AllReduceAlgorithm alg
     case AllReduceAlgorithm::Ring: ring_all_reduce(t, data, op, options); return;
     case AllReduceAlgorithm::Tree: tree_all_reduce(t, data, op, options); return;
     case AllReduceAlgorithm::HalvingDoubling: halving_doubling_all_reduce(t, data, op, options); return;
+    case AllReduceAlgorithm::ReductionServer:
+      throw CommError("all_reduce: reduction_server needs reducer processes (ProcessGroup::use_reducers)");
     case AllReduceAlgorithm::Auto: break;
   }
 }

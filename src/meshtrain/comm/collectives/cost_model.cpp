@@ -14,6 +14,7 @@ std::string_view algorithm_name(AllReduceAlgorithm algorithm) {
     case AllReduceAlgorithm::Ring: return "ring";
     case AllReduceAlgorithm::Tree: return "tree";
     case AllReduceAlgorithm::HalvingDoubling: return "halving-doubling";
+    case AllReduceAlgorithm::ReductionServer: return "reduction_server";
   }
   return "?";
 }
@@ -54,6 +55,10 @@ double all_reduce_seconds(const CostTable& table, AllReduceAlgorithm algorithm, 
       if (p != unsigned(ranks)) t += 2 * cost.alpha_s + 2 * b * cost.beta_s_per_byte;
       return t;
     }
+    case AllReduceAlgorithm::ReductionServer:
+      // Every worker sends and receives its B bytes once, in two latency
+      // steps, when the reducers' links together match the workers'.
+      return 2 * cost.alpha_s + b * cost.beta_s_per_byte;
     case AllReduceAlgorithm::Auto: break;
   }
   throw CommError("all_reduce_seconds: pick a concrete algorithm, not auto");

@@ -28,10 +28,11 @@ struct AlgorithmCost {
 struct CostTable {
   // Defaults: shared memory on one host, ~5 us per step and ~10 GB/s per
   // link; halving-doubling's strided halves reduce a little slower.
-  std::array<AlgorithmCost, 3> all_reduce{{
+  std::array<AlgorithmCost, 4> all_reduce{{
       {AllReduceAlgorithm::Ring, 5e-6, 1.0e-10},
       {AllReduceAlgorithm::HalvingDoubling, 5e-6, 1.1e-10},
       {AllReduceAlgorithm::Tree, 5e-6, 1.0e-10},
+      {AllReduceAlgorithm::ReductionServer, 5e-6, 1.0e-10},
   }};
   size_t tree_chunk_bytes = size_t{64} << 10;
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "meshtrain/comm/group/group_transport.hpp"
+#include "meshtrain/comm/reduction_server/worker.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm {
@@ -72,7 +73,42 @@ WorkHandle ProcessGroup::submit(std::string description,
                        });
 }
 
+void ProcessGroup::use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes) {
+  if (reducer_ranks.empty()) throw CommError("use_reducers: no reducer ranks given");
+  for (int r : reducer_ranks) {
+    if (r < 0 || r >= comm_->size())
+      throw CommError("use_reducers: reducer rank " + std::to_string(r) + " is outside the world of " +
+                      std::to_string(comm_->size()));
+    if (std::find(members_->begin(), members_->end(), r) != members_->end())
+      throw CommError("use_reducers: rank " + std::to_string(r) + " is a member of the group, not a reducer");
+  }
+  reducers_ = std::make_shared<Reducers>(Reducers{std::move(reducer_ranks), chunk_bytes, 0});
+}
+
+WorkHandle ProcessGroup::shutdown_reducers_async() {
+  if (!reducers_) throw CommError("shutdown_reducers: the group has no reducers");
+  auto reducers = reducers_;
+  auto members = members_;
+  return comm_->submit("reduction_server shutdown", [reducers, members](Transport& world) {
+    reduction_server::shutdown(world, {*members, reducers->ranks, reducers->chunk_bytes});
+  });
+}
+
 WorkHandle ProcessGroup::all_reduce_async(Buffer data, ReduceKind op, AllReduceAlgorithm algorithm) {
+  if (algorithm == AllReduceAlgorithm::ReductionServer) {
+    if (!reducers_)
+      throw CommError("all_reduce: reduction_server needs reducer processes (ProcessGroup::use_reducers)");
+    auto reducers = reducers_;
+    auto members = members_;
+    const uint64_t sequence = reducers->sequence++;
+    // The world transport, not the group's: the reducers are outside the group.
+    return comm_->submit("all_reduce(reduction_server, " + std::string(reduce_kind_name(op)) + ", " +
+                             shape(data.count, data.dtype) + ")",
+                         [=](Transport& world) {
+                           reduction_server::all_reduce(world, {*members, reducers->ranks, reducers->chunk_bytes},
+                                                        data, op, sequence);
+                         });
+  }
   return submit("all_reduce(" + std::string(algorithm_name(algorithm)) + ", " + std::string(reduce_kind_name(op)) +
                     ", " + shape(data.count, data.dtype) + ")",
                 [=](Transport& t, const CollectiveOptions& o) { comm::all_reduce(t, data, op, algorithm, o); });

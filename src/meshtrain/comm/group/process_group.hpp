@@ -36,6 +36,14 @@ class ProcessGroup {
   int global_rank(int group_rank) const;
   Communicator& communicator() const { return *comm_; }
 
+  // Makes AllReduceAlgorithm::ReductionServer available: all-reduces of this
+  // group then go through these reducer processes (global ranks outside the
+  // group, running reduction_server::serve).
+  void use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes = size_t{1} << 20);
+  bool has_reducers() const { return reducers_ != nullptr; }
+  // Tells the reducers this rank is done; call once at the end of a job.
+  WorkHandle shutdown_reducers_async();
+
   WorkHandle all_reduce_async(Buffer data, ReduceKind op = ReduceKind::Sum,
                               AllReduceAlgorithm algorithm = AllReduceAlgorithm::Auto);
   WorkHandle reduce_scatter_async(ConstBuffer input, Buffer output, ReduceKind op = ReduceKind::Sum);
@@ -72,7 +80,14 @@ class ProcessGroup {
   WorkHandle submit(std::string description, std::function<void(Transport&, const CollectiveOptions&)> op);
   void check_group_rank(const char* what, const char* role, int group_rank) const;
 
+  struct Reducers {
+    std::vector<int> ranks;
+    size_t chunk_bytes = 0;
+    uint64_t sequence = 0;  // all-reduces submitted; touched only by the submitting thread
+  };
+
   std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<Reducers> reducers_;
   std::shared_ptr<const std::vector<int>> members_;  // shared with queued operations
   int rank_ = -1;
 };

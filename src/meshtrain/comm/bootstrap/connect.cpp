@@ -1,0 +1,44 @@
+#include "meshtrain/comm/bootstrap/connect.hpp"
+
+#include "meshtrain/comm/transport/shm/shm_transport.hpp"
+#include "meshtrain/comm/transport/tcp/tcp_transport.hpp"
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::comm {
+
+std::unique_ptr<Transport> connect_transport(const LaunchEnv& env, const std::string& kind,
+                                             const TransportOptions& options) {
+  std::string chosen = kind;
+  if (chosen == "auto") chosen = env.local_world_size == env.world_size ? "shm" : "tcp";
+  if (chosen == "shm") {
+    if (env.local_world_size != env.world_size)
+      throw ConfigError("transport shm: only " + std::to_string(env.local_world_size) + " of " +
+                        std::to_string(env.world_size) + " ranks are on this host; use tcp");
+    ShmOptions o;
+    o.job_id = env.job_id;
+    o.token = env.token;
+    o.rank = env.rank;
+    o.world_size = env.world_size;
+    o.transport = options;
+    return connect_shm(o);
+  }
+  if (chosen == "tcp") {
+    TcpOptions o;
+    o.rank = env.rank;
+    o.world_size = env.world_size;
+    o.master_addr = env.master_addr;
+    o.master_port = static_cast<uint16_t>(env.master_port);
+    o.token = env.token;
+    o.job_id = env.job_id;
+    // Peers on other hosts need an address they can reach: listen where the
+    // rendezvous lives when it is not loopback.
+    if (env.master_addr != "127.0.0.1" && env.master_addr != "localhost") o.bind_addr = "0.0.0.0";
+    o.connect_timeout = options.timeout;  // peers that never show up fail within the timeout
+    o.transport = options;
+    return connect_tcp(o);
+  }
+  if (chosen == "mpi") throw ConfigError("transport mpi: this build has no MPI transport");
+  throw ConfigError("transport: unknown kind '" + kind + "' (expected auto, shm, tcp, mpi)");
+}
+
+}  // namespace meshtrain::comm

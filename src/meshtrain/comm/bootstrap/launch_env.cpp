@@ -1,0 +1,83 @@
+#include "meshtrain/comm/bootstrap/launch_env.hpp"
+
+#include <cstdlib>
+#include <optional>
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::comm {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return std::string(v);
+}
+
+int env_int(const char* name, int lo, int hi) {
+  auto text = env(name);
+  if (!text) throw ConfigError(std::string("environment: ") + name + " is not set");
+  try {
+    size_t used = 0;
+    long v = std::stol(*text, &used);
+    if (used == text->size() && v >= lo && v <= hi) return int(v);
+  } catch (const std::exception&) {
+  }
+  throw ConfigError(std::string("environment: ") + name + "='" + *text + "' is not an integer in [" +
+                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+// "4(x2),3" (Slurm's SLURM_TASKS_PER_NODE) -> the first node's count.
+int first_node_tasks(const std::string& spec) {
+  try {
+    return std::stoi(spec);
+  } catch (const std::exception&) {
+    throw ConfigError("environment: SLURM_TASKS_PER_NODE='" + spec + "' is malformed");
+  }
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env() {
+  LaunchEnv e;
+  constexpr int kMaxWorld = 1 << 20;
+  if (env("RANK") || env("WORLD_SIZE")) {
+    e.launcher = env("MESHTRAIN_JOB_ID") ? "meshtrain" : "torchrun";
+    e.world_size = env_int("WORLD_SIZE", 1, kMaxWorld);
+    e.rank = env_int("RANK", 0, e.world_size - 1);
+    e.local_rank = env("LOCAL_RANK") ? env_int("LOCAL_RANK", 0, e.world_size - 1) : e.rank;
+    e.local_world_size = env("LOCAL_WORLD_SIZE") ? env_int("LOCAL_WORLD_SIZE", 1, e.world_size) : e.world_size;
+  } else if (env("SLURM_PROCID")) {
+    e.launcher = "slurm";
+    e.world_size = env_int("SLURM_NTASKS", 1, kMaxWorld);
+    e.rank = env_int("SLURM_PROCID", 0, e.world_size - 1);
+    e.local_rank = env("SLURM_LOCALID") ? env_int("SLURM_LOCALID", 0, e.world_size - 1) : 0;
+    if (env("SLURM_NTASKS_PER_NODE"))
+      e.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 1, e.world_size);
+    else if (auto spec = env("SLURM_TASKS_PER_NODE"))
+      e.local_world_size = first_node_tasks(*spec);
+    else
+      e.local_world_size = 1;
+    if (auto job = env("SLURM_JOB_ID")) e.job_id = "slurm-" + *job + "-" + env("SLURM_STEP_ID").value_or("0");
+  } else if (env("OMPI_COMM_WORLD_RANK")) {
+    e.launcher = "mpirun";
+    e.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1, kMaxWorld);
+    e.rank = env_int("OMPI_COMM_WORLD_RANK", 0, e.world_size - 1);
+    e.local_rank = env("OMPI_COMM_WORLD_LOCAL_RANK") ? env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, e.world_size - 1) : 0;
+    e.local_world_size =
+        env("OMPI_COMM_WORLD_LOCAL_SIZE") ? env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, e.world_size) : 1;
+  }
+  if (e.local_rank >= e.local_world_size)
+    throw ConfigError("environment: local rank " + std::to_string(e.local_rank) + " is outside the local world of " +
+                      std::to_string(e.local_world_size));
+  if (auto addr = env("MASTER_ADDR")) e.master_addr = *addr;
+  if (env("MASTER_PORT")) e.master_port = env_int("MASTER_PORT", 1, 65535);
+  if (auto id = env("MESHTRAIN_JOB_ID")) e.job_id = *id;
+  if (e.job_id.empty()) e.job_id = "port" + std::to_string(e.master_port);
+  // Without a launcher-made secret the job still runs; connections then
+  // prove only that they belong to this job id (see the README's network notes).
+  e.token = env("MESHTRAIN_JOB_TOKEN").value_or("meshtrain-job-" + e.job_id);
+  return e;
+}
+
+}  // namespace meshtrain::comm

@@ -1,0 +1,33 @@
+#pragma once
+// Where a rank learns who it is and where its peers are: the environment its
+// launcher set. Recognized, in this order:
+//   meshtrain launch / torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+//                                MASTER_ADDR, MASTER_PORT (+ MESHTRAIN_JOB_ID,
+//                                MESHTRAIN_JOB_TOKEN from meshtrain launch)
+//   Slurm (srun)                 SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+//                                SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE,
+//                                SLURM_JOB_ID, MASTER_ADDR/MASTER_PORT if set
+//   Open MPI (mpirun)            OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+//                                OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
+// With none of them, the process is rank 0 of 1.
+#include <string>
+
+namespace meshtrain::comm {
+
+struct LaunchEnv {
+  std::string launcher = "none";  // "meshtrain", "torchrun", "slurm", "mpirun", "none"
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string job_id;  // names shared-memory segments; unique per job
+  std::string token;   // per-job secret for rendezvous and data connections
+};
+
+// Reads the environment. Throws ConfigError naming the variable when one is
+// malformed or inconsistent (RANK outside [0, WORLD_SIZE), ...).
+LaunchEnv read_launch_env();
+
+}  // namespace meshtrain::comm

@@ -28,5 +28,6 @@ void add_train_command(CLI::App& app, CommandSet& commands);
 void add_eval_command(CLI::App& app, CommandSet& commands);
 void add_generate_command(CLI::App& app, CommandSet& commands);
 void add_launch_command(CLI::App& app, CommandSet& commands);
+void add_reducer_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace meshtrain::cli

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
+#include "meshtrain/cli/self_executable.hpp"
 #include "meshtrain/cluster/local_launcher.hpp"
 
 namespace meshtrain::cli {
@@ -13,12 +14,16 @@ void add_launch_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--master-addr", options->master_addr, "rendezvous address given to the ranks (MASTER_ADDR)");
   sub->add_option("--master-port", options->master_port, "rendezvous port (MASTER_PORT); 0 picks a free one")
       ->check(CLI::Range(0, 65535));
+  sub->add_option("--reducers", options->reducers,
+                  "also start R reducer ranks (meshtrain reducer) for the reduction_server all-reduce")
+      ->check(CLI::Range(0, 4096));
   sub->add_option("command", options->command, "the command every rank runs (after --)")->required();
   sub->footer(
       "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,\n"
       "MESHTRAIN_JOB_ID and MESHTRAIN_JOB_TOKEN. Output lines are prefixed with [rank k]. When a rank\n"
       "fails the others are stopped and launch exits with the failed rank's status.");
   commands.add(sub, [options] {
+    options->reducer_command = {self_executable(), "reducer"};
     LaunchResult r = launch_local(*options);
     if (r.exit_code != 0) std::fprintf(stderr, "meshtrain launch: %s\n", r.failure.c_str());
     return r.exit_code;

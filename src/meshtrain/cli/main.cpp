@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   meshtrain::cli::add_eval_command(app, commands);
   meshtrain::cli::add_generate_command(app, commands);
   meshtrain::cli::add_launch_command(app, commands);
+  meshtrain::cli::add_reducer_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

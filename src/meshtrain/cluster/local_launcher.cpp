@@ -59,13 +59,15 @@ void forward(Child& c, int stream, const char* data, size_t n, std::FILE* out, b
 
 pid_t spawn(const LaunchOptions& o, int rank, const std::string& job_id, const std::string& token, int port,
             int out_fd, int err_fd) {
+  const int world = o.nproc + o.reducers;
   std::vector<std::string> env_kv = {
-      "RANK=" + std::to_string(rank),        "WORLD_SIZE=" + std::to_string(o.nproc),
-      "LOCAL_RANK=" + std::to_string(rank),  "LOCAL_WORLD_SIZE=" + std::to_string(o.nproc),
+      "RANK=" + std::to_string(rank),        "WORLD_SIZE=" + std::to_string(world),
+      "LOCAL_RANK=" + std::to_string(rank),  "LOCAL_WORLD_SIZE=" + std::to_string(world),
+      "MESHTRAIN_NUM_REDUCERS=" + std::to_string(o.reducers),
       "MASTER_ADDR=" + o.master_addr,        "MASTER_PORT=" + std::to_string(port),
       "MESHTRAIN_JOB_ID=" + job_id,          "MESHTRAIN_JOB_TOKEN=" + token};
   std::vector<char*> argv;
-  for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : rank < o.nproc ? o.command : o.reducer_command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) throw Error(std::string("launch: fork failed: ") + std::strerror(errno));
@@ -120,12 +122,15 @@ std::string random_token() {
 LaunchResult launch_local(const LaunchOptions& o, std::FILE* out) {
   if (o.nproc < 1) throw Error("launch: --nproc must be at least 1, got " + std::to_string(o.nproc));
   if (o.command.empty()) throw Error("launch: no command given (usage: meshtrain launch --nproc N -- COMMAND...)");
+  if (o.reducers < 0) throw Error("launch: --reducers must not be negative, got " + std::to_string(o.reducers));
+  if (o.reducers > 0 && o.reducer_command.empty()) throw Error("launch: reducers need a reducer command");
   const int port = o.master_port > 0 ? o.master_port : pick_free_port(o.master_addr);
   const std::string token = random_token();
   const std::string job_id = "job-" + std::to_string(getpid()) + "-" + token.substr(0, 8);
 
-  std::vector<Child> children(o.nproc);
-  for (int r = 0; r < o.nproc; ++r) {
+  const int world = o.nproc + o.reducers;
+  std::vector<Child> children(world);
+  for (int r = 0; r < world; ++r) {
     int out_pipe[2], err_pipe[2];
     if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
       throw Error(std::string("launch: pipe failed: ") + std::strerror(errno));
@@ -139,12 +144,12 @@ LaunchResult launch_local(const LaunchOptions& o, std::FILE* out) {
 
   LaunchResult result;
   std::optional<Clock::time_point> kill_at;  // set once we start stopping the others
-  int running = o.nproc;
+  int running = world;
   char buf[65536];
   while (running > 0) {
     std::vector<pollfd> pfds;
     std::vector<std::pair<int, int>> owner;  // (child, stream) per pollfd
-    for (int r = 0; r < o.nproc; ++r)
+    for (int r = 0; r < world; ++r)
       for (int s = 0; s < 2; ++s)
         if (children[r].fds[s] >= 0) {
           pfds.push_back({children[r].fds[s], POLLIN, 0});

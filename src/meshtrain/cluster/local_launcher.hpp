@@ -10,6 +10,9 @@
 //   RANK=k  WORLD_SIZE=N  LOCAL_RANK=k  LOCAL_WORLD_SIZE=N
 //   MASTER_ADDR=127.0.0.1  MASTER_PORT=<free port>
 //   MESHTRAIN_JOB_ID=<unique per launch>  MESHTRAIN_JOB_TOKEN=<random secret>
+//   MESHTRAIN_NUM_REDUCERS=R
+// With R reducers (the Reduction Server), ranks N .. N+R-1 run
+// reducer_command instead, and WORLD_SIZE counts them too (N + R).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -20,6 +23,8 @@ namespace meshtrain {
 struct LaunchOptions {
   int nproc = 1;
   std::vector<std::string> command;  // argv of every rank
+  int reducers = 0;                           // R: extra ranks that run reducer_command
+  std::vector<std::string> reducer_command;  // e.g. {"/path/to/meshtrain", "reducer"}
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free port
   std::chrono::milliseconds grace{5000};  // between SIGTERM and SIGKILL

@@ -1,0 +1,61 @@
+// `meshtrain reducer`: a Reduction Server process (worker pool 2). It holds no
+// model; it sums its segment of every all-reduce for the workers until they
+// all shut down. Started by `meshtrain launch --reducers R`, or by a cluster
+// spec, with the job's launch environment; the last R ranks are reducers.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <numeric>
+
+#include "meshtrain/cli/commands.hpp"
+#include "meshtrain/comm/bootstrap/connect.hpp"
+#include "meshtrain/comm/reduction_server/reducer.hpp"
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::cli {
+namespace {
+
+struct ReducerArgs {
+  std::string transport = "auto";
+  double timeout_s = 3600;
+};
+
+}  // namespace
+
+void add_reducer_command(CLI::App& app, CommandSet& commands) {
+  auto args = std::make_shared<ReducerArgs>();
+  CLI::App* sub = app.add_subcommand("reducer", "Run a Reduction Server reducer (no model, no accelerator)");
+  sub->add_option("--transport", args->transport, "auto, shm or tcp (as the workers use)")
+      ->check(CLI::IsMember({"auto", "shm", "tcp", "mpi"}));
+  sub->add_option("--timeout", args->timeout_s,
+                  "seconds without progress before giving up; a dead worker is reported at once anyway")
+      ->check(CLI::PositiveNumber);
+  sub->footer(
+      "Reads the launch environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, MESHTRAIN_JOB_ID,\n"
+      "MESHTRAIN_JOB_TOKEN) and MESHTRAIN_NUM_REDUCERS=R: ranks WORLD_SIZE-R .. WORLD_SIZE-1 are reducers,\n"
+      "the others workers. Reducer j owns segment j of every all-reduce.");
+  commands.add(sub, [args] {
+    const comm::LaunchEnv env = comm::read_launch_env();
+    const char* r_text = std::getenv("MESHTRAIN_NUM_REDUCERS");
+    const int reducers = r_text ? std::atoi(r_text) : 0;
+    if (reducers < 1 || reducers >= env.world_size)
+      throw ConfigError("reducer: MESHTRAIN_NUM_REDUCERS must be in [1, WORLD_SIZE - 1], got '" +
+                        std::string(r_text ? r_text : "") + "' with WORLD_SIZE " + std::to_string(env.world_size));
+    const int workers = env.world_size - reducers;
+    if (env.rank < workers)
+      throw ConfigError("reducer: rank " + std::to_string(env.rank) + " is a worker rank (reducers are " +
+                        std::to_string(workers) + ".." + std::to_string(env.world_size - 1) + ")");
+    comm::TransportOptions options;
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args->timeout_s * 1000));
+    auto transport = comm::connect_transport(env, args->transport, options);
+    std::vector<int> worker_ranks(static_cast<size_t>(workers)), reducer_ranks(static_cast<size_t>(reducers));
+    std::iota(worker_ranks.begin(), worker_ranks.end(), 0);
+    std::iota(reducer_ranks.begin(), reducer_ranks.end(), workers);
+    auto stats = comm::reduction_server::serve(*transport, {worker_ranks, reducer_ranks});
+    std::fprintf(stderr, "reducer rank %d: served %llu all-reduces, %.1f MB in\n", env.rank,
+                 (unsigned long long)stats.requests, double(stats.bytes_in) / 1e6);
+    return 0;
+  });
+}
+
+}  // namespace meshtrain::cli

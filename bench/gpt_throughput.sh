@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# GPT training throughput: meshtrain against PyTorch on this machine, in one run.
+#
+# For config A (L=4, d=256, heads=4, ctx=128, batch 8) and config B (L=6,
+# d=384, heads=6, ctx=256, batch 8), at $THREADS threads (default 2), runs
+#   * PyTorch, current release (bench/.venv), eager
+#   * PyTorch, current release, torch.compile
+#   * PyTorch 1.13 from Debian (/usr/bin/python3), eager
+#   * meshtrain (build/src/meshtrain/meshtrain train examples/gpt-bench-{a,b}.toml)
+# and prints tokens/s (median over timed steps), GFLOP/s (FLOPs per token =
+# 6*N + 12*L*d*ctx, N = 12*L*d^2 + (256+ctx)*d; see bench/peers/torch_gpt.py)
+# and meshtrain's ratio to each peer. Results: bench/RESULTS.md, section
+# "GPT training throughput". Set up the peers first with bench/setup-venv.sh.
+#
+# Environment knobs (defaults in brackets):
+#   THREADS [2]  CONFIGS ["a b"]  PEERS ["eager compile debian meshtrain"]
+#   STEPS_A [30] STEPS_B [12]     timed steps for each PyTorch run
+#   WARMUP [3]   COMPILE_WARMUP [4]  untimed steps first (compile: includes compilation)
+#   MT_STEPS_A [40] MT_STEPS_B [16]  meshtrain --training.steps
+#   MT_SKIP [5]  meshtrain metric lines skipped before taking the median
+#   IDLE_WAIT [120] IDLE_PCT [10]  before each run, wait up to IDLE_WAIT s for
+#                the CPUs to be under IDLE_PCT % busy (other work skews figures)
+#   TORCH_WAIT [unset] DEBIAN_WAIT [passive]  OMP_WAIT_POLICY for each PyTorch
+#                (the best measured for each; see RESULTS.md)
+#   TORCH_ATTN [sdpa]  TORCH_OPTIM [auto]  VENV_PY [bench/.venv/bin/python]
+#   DEBIAN_PY [/usr/bin/python3]  MESHTRAIN [build/src/meshtrain/meshtrain]
+#   OUT [bench/out/gpt_throughput]  (raw JSON / JSONL, git-ignored)
+# OPENBLAS_CORETYPE is left as the environment has it (and printed).
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+THREADS="${THREADS:-2}"
+CONFIGS="${CONFIGS:-a b}"
+PEERS="${PEERS:-eager compile debian meshtrain}"
+STEPS_A="${STEPS_A:-30}"
+STEPS_B="${STEPS_B:-12}"
+WARMUP="${WARMUP:-3}"
+COMPILE_WARMUP="${COMPILE_WARMUP:-4}"
+MT_STEPS_A="${MT_STEPS_A:-40}"
+MT_STEPS_B="${MT_STEPS_B:-16}"
+MT_SKIP="${MT_SKIP:-5}"
+IDLE_WAIT="${IDLE_WAIT:-120}"
+IDLE_PCT="${IDLE_PCT:-10}"
+TORCH_WAIT="${TORCH_WAIT:-unset}"
+DEBIAN_WAIT="${DEBIAN_WAIT:-passive}"
+TORCH_ATTN="${TORCH_ATTN:-sdpa}"
+TORCH_OPTIM="${TORCH_OPTIM:-auto}"
+VENV_PY="${VENV_PY:-$root/bench/.venv/bin/python}"
+DEBIAN_PY="${DEBIAN_PY:-/usr/bin/python3}"
+MESHTRAIN="${MESHTRAIN:-$root/build/src/meshtrain/meshtrain}"
+OUT="${OUT:-$root/bench/out/gpt_throughput}"
+PEER="$root/bench/peers/torch_gpt.py"
+# A python for this script's own JSON handling (any python3 will do).
+JPY="$(command -v python3 || echo "$DEBIAN_PY")"
+
+mkdir -p "$OUT"
+results="$OUT/results.jsonl"
+: > "$results"
+
+# Same thread-pool bounds for every runner, meshtrain included.
+export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
+
+echo "gpt_throughput: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, threads=$THREADS," \
+     "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: OpenBLAS picks its kernels itself>}"
+
+# Share of all CPUs busy over 2 s (before a run starts, that is other work).
+cpu_busy() {
+  local a b
+  read -r -a a < /proc/stat; sleep 2; read -r -a b < /proc/stat
+  local ta=0 tb=0 i
+  for i in 1 2 3 4 5 6 7 8; do ta=$((ta + a[i])); tb=$((tb + b[i])); done
+  local t=$((tb - ta)) idle=$(( (b[4] + b[5]) - (a[4] + a[5]) ))
+  [ "$t" -gt 0 ] && echo $(( 100 * (t - idle) / t )) || echo 0
+}
+
+# Other processes on 2 cores ruin the figures: wait up to IDLE_WAIT seconds
+# for the CPUs to be idle (< IDLE_PCT % busy), and say so when they are not.
+wait_idle() {
+  local deadline=$((SECONDS + IDLE_WAIT)) b
+  while :; do
+    b="$(cpu_busy)"
+    [ "$b" -lt "$IDLE_PCT" ] && return 0
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "    WARNING: CPUs still ${b}% busy with other work after ${IDLE_WAIT}s; figures will be low"
+      return 0
+    fi
+  done
+}
+
+cfg_dims() {  # layers d heads ctx batch
+  case "$1" in
+    a) echo "4 256 4 128 8" ;;
+    b) echo "6 384 6 256 8" ;;
+    *) echo "unknown config $1" >&2; return 1 ;;
+  esac
+}
+
+record() {  # config runner json-line
+  "$JPY" -c 'import json,sys; r=json.loads(sys.argv[3]); r["config"]=sys.argv[1]; r["runner"]=sys.argv[2]; print(json.dumps(r))' \
+    "$1" "$2" "$3" >> "$results"
+}
+
+run_torch() {  # config runner python mode wait attn steps warmup
+  local cfg="$1" runner="$2" py="$3" mode="$4" wait="$5" attn="$6" steps="$7" warm="$8"
+  read -r L D H C B < <(cfg_dims "$cfg")
+  if [ ! -x "$py" ] && ! command -v "$py" >/dev/null; then
+    echo "  $runner: skipped ($py not found; run bench/setup-venv.sh)"; return
+  fi
+  local cmd=("$py" "$PEER" --layers "$L" --d "$D" --heads "$H" --ctx "$C" --batch "$B"
+             --steps "$steps" --warmup "$warm" --threads "$THREADS" --mode "$mode"
+             --wait "$wait" --attn "$attn" --json)
+  [ "$runner" != "torch-1.13-eager" ] && cmd+=(--optim "$TORCH_OPTIM")
+  echo "  $runner: ${cmd[*]#$root/}"
+  wait_idle
+  local line
+  if line="$("${cmd[@]}" 2> "$OUT/$cfg-$runner.err" | tail -n 1)" && [ -n "$line" ]; then
+    echo "$line" > "$OUT/$cfg-$runner.json"
+    record "$cfg" "$runner" "$line"
+    "$JPY" -c 'import json,sys; r=json.loads(sys.argv[1]); print("    torch %s: %.0f tokens/s, %.1f GFLOP/s (warmup %.1f s)" % (r["torch"], r["tokens_per_s"], r["gflops"], r["warmup_s"]))' "$line"
+  else
+    echo "    FAILED, see $OUT/$cfg-$runner.err:"; tail -n 5 "$OUT/$cfg-$runner.err" | sed 's/^/    /'
+  fi
+}
+
+run_meshtrain() {  # config steps
+  local cfg="$1" steps="$2"
+  local toml="examples/gpt-bench-$cfg.toml"
+  if [ ! -x "$MESHTRAIN" ]; then
+    echo "  meshtrain: SKIPPED: binary $MESHTRAIN not found (build it first)"; return
+  fi
+  if [ ! -f "$toml" ]; then
+    echo "  meshtrain: SKIPPED: $toml not found"; return
+  fi
+  read -r L D H C B < <(cfg_dims "$cfg")
+  local metrics="$OUT/$cfg-meshtrain.jsonl"
+  rm -f "$metrics"
+  local cmd=("$MESHTRAIN" train "$toml" "--training.steps=$steps" "--metrics.path=$metrics")
+  echo "  meshtrain: ${cmd[*]#$root/}"
+  wait_idle
+  if ! "${cmd[@]}" > "$OUT/$cfg-meshtrain.log" 2>&1; then
+    echo "    FAILED, see $OUT/$cfg-meshtrain.log:"; tail -n 5 "$OUT/$cfg-meshtrain.log" | sed 's/^/    /'; return
+  fi
+  local line
+  line="$("$JPY" - "$metrics" "$MT_SKIP" "$L" "$D" "$C" <<'EOF'
+import json, statistics, sys
+path, skip, L, d, ctx = sys.argv[1], int(sys.argv[2]), *map(int, sys.argv[3:6])
+rows = []
+with open(path) as f:
+    for ln in f:
+        ln = ln.strip()
+        if ln:
+            r = json.loads(ln)
+            if "tokens_per_s" in r:
+                rows.append(r)
+rows.sort(key=lambda r: r.get("step", 0))
+timed = rows[skip:] if len(rows) > skip else rows
+if not timed:
+    sys.exit("no metric lines with tokens_per_s in " + path)
+tps = statistics.median(r["tokens_per_s"] for r in timed)
+n = 12 * L * d * d + (256 + ctx) * d
+fpt = 6 * n + 12 * L * d * ctx
+print(json.dumps({"peer": "meshtrain", "tokens_per_s": round(tps, 1),
+                  "gflops": round(tps * fpt / 1e9, 2), "N": n, "flops_per_token": fpt,
+                  "steps_timed": len(timed), "steps_skipped": len(rows) - len(timed),
+                  "loss_last": timed[-1].get("loss")}))
+EOF
+  )" || { echo "    FAILED to read $metrics"; return; }
+  record "$cfg" meshtrain "$line"
+  "$JPY" -c 'import json,sys; r=json.loads(sys.argv[1]); print("    %.0f tokens/s, %.1f GFLOP/s over %d steps" % (r["tokens_per_s"], r["gflops"], r["steps_timed"]))' "$line"
+}
+
+for cfg in $CONFIGS; do
+  read -r L D H C B < <(cfg_dims "$cfg") || exit 1
+  up="$(echo "$cfg" | tr a-z A-Z)"
+  steps_var="STEPS_$up"; mt_var="MT_STEPS_$up"
+  echo "config $up: L=$L d=$D heads=$H ctx=$C batch=$B"
+  for p in $PEERS; do
+    case "$p" in
+      eager)     run_torch "$cfg" torch-eager "$VENV_PY" eager "$TORCH_WAIT" "$TORCH_ATTN" "${!steps_var}" "$WARMUP" ;;
+      compile)   run_torch "$cfg" torch-compile "$VENV_PY" compile "$TORCH_WAIT" "$TORCH_ATTN" "${!steps_var}" "$COMPILE_WARMUP" ;;
+      debian)    run_torch "$cfg" torch-1.13-eager "$DEBIAN_PY" eager "$DEBIAN_WAIT" manual "${!steps_var}" "$WARMUP" ;;
+      meshtrain) run_meshtrain "$cfg" "${!mt_var}" ;;
+      *) echo "unknown peer $p (eager compile debian meshtrain)"; exit 2 ;;
+    esac
+  done
+done
+
+echo
+"$JPY" - "$results" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+names = {"torch-eager": "PyTorch %s eager", "torch-compile": "PyTorch %s torch.compile",
+         "torch-1.13-eager": "PyTorch %s eager (Debian)", "meshtrain": "meshtrain"}
+print("| config | runner | tokens/s | GFLOP/s | meshtrain / runner |")
+print("|---|---|---|---|---|")
+for cfg in dict.fromkeys(r["config"] for r in rows):
+    rs = [r for r in rows if r["config"] == cfg]
+    mt = next((r for r in rs if r["runner"] == "meshtrain"), None)
+    for r in rs:
+        name = names.get(r["runner"], r["runner"])
+        if "%s" in name:
+            name = name % r.get("torch", "?").split("+")[0]
+        ratio = "—" if mt is None or r is mt else "%.2f×" % (mt["tokens_per_s"] / r["tokens_per_s"])
+        print("| %s | %s | %.0f | %.1f | %s |" % (cfg.upper(), name, r["tokens_per_s"], r["gflops"], ratio))
+    if mt is None:
+        print("| %s | meshtrain | not run | | |" % cfg.upper())
+EOF
+echo "raw results: ${results#$root/}"

@@ -10,6 +10,7 @@
 #include "meshtrain/train/config_schema.hpp"
 #include "meshtrain/train/evaluator.hpp"
 #include "meshtrain/train/model_factory.hpp"
+#include "meshtrain/train/section_configs.hpp"
 #include "meshtrain/train/train_checkpoint.hpp"
 
 namespace meshtrain::cli {
@@ -36,17 +37,11 @@ void add_eval_command(CLI::App& app, CommandSet& commands) {
   commands.add(sub, [args, sub] {
     const std::string path = resolve_checkpoint(args->checkpoint);
     JobConfig config = checkpoint_config(path);
-    for (const std::string& extra : sub->remaining()) {
-      if (extra.rfind("--", 0) != 0) throw ConfigError("unexpected argument '" + extra + "'");
-      apply_override(config, extra.substr(2));
-    }
-    validate_job_config(config);
+    apply_overrides(config, sub->remaining());
     auto model = make_model(config.model);
     TrainState state = load_train_checkpoint(path, config, *model, nullptr);
-    DataLoader loader = DataLoader::from_config(
-        DataConfig{.kind = config.data.kind, .path = config.data.path, .val_fraction = config.data.val_fraction,
-                   .seed = static_cast<uint64_t>(config.data.seed)},
-        config.data.kind == "text" ? config.model.block_size : 0, config.training.batch_size, 0, 1);
+    DataLoader loader =
+        DataLoader::from_config(to_data_config(config.data), data_seq_len(config), config.training.batch_size, 0, 1);
     Batch scratch;
     const int64_t batches = sub->count("--batches") ? args->batches : config.training.eval_batches;
     EvalResult r = evaluate(*model, loader, batches, scratch);

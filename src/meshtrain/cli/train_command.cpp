@@ -31,11 +31,7 @@ void add_train_command(CLI::App& app, CommandSet& commands) {
   sub->footer("Any config key can be overridden as --section.key=value:\n" + job_config_reference());
   commands.add(sub, [args, sub] {
     JobConfig config = load_job_config(args->config_path);
-    for (const std::string& extra : sub->remaining()) {
-      if (extra.rfind("--", 0) != 0) throw ConfigError("unexpected argument '" + extra + "'");
-      apply_override(config, extra.substr(2));
-    }
-    validate_job_config(config);
+    apply_overrides(config, sub->remaining());
     TrainOptions options;
     options.resume = args->resume;
     options.stop_at_step = args->stop_at_step;

@@ -269,6 +269,14 @@ void apply_override(JobConfig& config, std::string_view assignment) {
   }
 }
 
+void apply_overrides(JobConfig& config, const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg.rfind("--", 0) != 0) throw ConfigError("unexpected argument '" + arg + "'");
+    apply_override(config, arg.substr(2));
+  }
+  validate_job_config(config);
+}
+
 void validate_job_config(const JobConfig& c) {
   const std::string origin = "config";
   const auto& m = c.model;

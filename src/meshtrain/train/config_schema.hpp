@@ -18,6 +18,9 @@ JobConfig parse_job_config(std::string_view toml_text, const std::string& origin
 // Applies one "section.key=value" override (without the leading "--").
 // The value is read as a TOML value; bare words are taken as strings.
 void apply_override(JobConfig& config, std::string_view assignment);
+// Applies command-line arguments of the form --section.key=value, then
+// validates the result. Anything else is a ConfigError.
+void apply_overrides(JobConfig& config, const std::vector<std::string>& args);
 // Checks relations between keys (heads divide width, ...). Called by the
 // parsers; call it again after overrides.
 void validate_job_config(const JobConfig& config);

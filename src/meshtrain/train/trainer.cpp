@@ -17,6 +17,7 @@
 #include "meshtrain/train/metrics_log.hpp"
 #include "meshtrain/train/model_factory.hpp"
 #include "meshtrain/train/progress.hpp"
+#include "meshtrain/train/section_configs.hpp"
 #include "meshtrain/train/train_checkpoint.hpp"
 
 namespace meshtrain {
@@ -25,25 +26,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-OptimizerConfig optimizer_config(const OptimizerSection& o) {
-  OptimizerConfig c;
-  c.name = o.name;
-  c.lr = o.lr;
-  c.weight_decay = o.weight_decay;
-  c.beta1 = o.beta1;
-  c.beta2 = o.beta2;
-  c.eps = o.eps;
-  c.momentum = o.momentum;
-  c.nesterov = o.nesterov;
-  c.trust_coefficient = o.trust_coefficient;
-  return c;
-}
-
-DataConfig data_config(const DataSection& d) {
-  return DataConfig{.kind = d.kind, .path = d.path, .val_fraction = d.val_fraction,
-                    .seed = static_cast<uint64_t>(d.seed)};
-}
 
 // Fails before any training if checkpoints could not be written later,
 // so a long run does not die at its first checkpoint.
@@ -73,12 +55,12 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
 
   // Everything that can fail on bad input fails here, before the first step.
   const bool is_text = config.data.kind == "text";
-  DataLoader loader = DataLoader::from_config(data_config(config.data), is_text ? config.model.block_size : 0,
-                                              tc.batch_size, /*rank=*/0, /*world_size=*/1);
+  DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size,
+                                              /*rank=*/0, /*world_size=*/1);
   std::unique_ptr<Model> model = make_model(config.model);
   const std::string ckpt_root = config.checkpoint_dir();
   check_writable_dir(ckpt_root, "checkpoint.dir");
-  auto optimizer = make_optimizer(optimizer_config(config.optimizer), model->store());
+  auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model->store());
   ScheduleConfig schedule{.warmup_steps = config.schedule.warmup_steps, .decay = config.schedule.decay,
                           .total_steps = tc.steps, .min_lr_ratio = config.schedule.min_lr_ratio};
   validate_schedule(schedule);

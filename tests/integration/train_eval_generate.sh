@@ -41,3 +41,7 @@ cmp -s gen1.txt gen2.txt || fail "generation with one seed is not deterministic"
 [ "$(head -c 7 gen1.txt)" = "And the" ] || fail "generation does not start with the prompt"
 [ "$(wc -c < gen1.txt)" -ge 47 ] || fail "generation too short"
 echo "generated: $(cat gen1.txt)"
+
+"$MESHTRAIN" plot "$metrics" --out curve.svg > /dev/null || fail "plot"
+grep -q "<polyline" curve.svg && grep -q "val_loss" curve.svg || fail "plot has no curves"
+echo "plot ok"

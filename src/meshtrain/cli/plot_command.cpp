@@ -1,0 +1,43 @@
+// `meshtrain plot METRICS.jsonl [--keys loss,val_loss] [--out FILE.svg]`
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "meshtrain/cli/commands.hpp"
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/train/svg_plot.hpp"
+
+namespace meshtrain::cli {
+namespace {
+
+struct PlotArgs {
+  std::string metrics;
+  std::vector<std::string> keys = {"loss", "val_loss"};
+  std::string out;
+};
+
+}  // namespace
+
+void add_plot_command(CLI::App& app, CommandSet& commands) {
+  auto args = std::make_shared<PlotArgs>();
+  CLI::App* sub = app.add_subcommand("plot", "Draw metrics of a run (loss curves) as an SVG chart");
+  sub->add_option("metrics", args->metrics, "a run's metrics.jsonl")->required();
+  sub->add_option("--keys", args->keys, "metrics to draw against step")->delimiter(',');
+  sub->add_option("--out", args->out, "SVG file to write (default: beside the metrics, <name>.svg)");
+  commands.add(sub, [args] {
+    std::vector<Series> series;
+    for (const auto& key : args->keys) {
+      Series s = read_series(args->metrics, key);
+      if (!s.x.empty()) series.push_back(std::move(s));
+    }
+    if (series.empty()) throw DataError(args->metrics + ": none of the keys has data points");
+    std::string out = args->out.empty() ? args->metrics.substr(0, args->metrics.rfind('.')) + ".svg" : args->out;
+    std::ofstream f(out);
+    f << render_svg(series, args->metrics);
+    if (!f) throw IoError(out + ": cannot write");
+    std::printf("%s\n", out.c_str());
+    return 0;
+  });
+}
+
+}  // namespace meshtrain::cli

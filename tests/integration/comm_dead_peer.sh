@@ -19,12 +19,20 @@ run_case() {  # transport algo world victim [reducers]
   done
   sleep 3
   kill -9 "${pids[$victim]}"
-  local start=$SECONDS
+  local start=$SECONDS named=0
   for ((r = 0; r < total; r++)); do
     ((r == victim)) && continue
     if wait "${pids[$r]}"; then cat "err.$r" >&2; fail "$transport/$algo: rank $r exited 0 after rank $victim died"; fi
-    grep -q "rank $victim" "err.$r" || { cat "err.$r" >&2; fail "$transport/$algo: rank $r's error does not name rank $victim"; }
+    if grep -q "rank $victim" "err.$r"; then
+      named=$((named + 1))
+    elif [ "$transport" = shm ]; then
+      # Shared memory spreads the first failure job-wide, so every rank names the dead one.
+      cat "err.$r" >&2; fail "$transport/$algo: rank $r's error does not name rank $victim"
+    fi
   done
+  # Over TCP a rank that never talks to the dead one may instead name the
+  # neighbour that gave up first (see the README's failure notes).
+  ((named > 0)) || fail "$transport/$algo: no survivor named rank $victim"
   wait "${pids[$victim]}" 2>/dev/null || true
   ((SECONDS - start < 20)) || fail "$transport/$algo: survivors took $((SECONDS - start)) s to notice"
   echo "$transport/$algo: survivors of rank $victim failed in $((SECONDS - start)) s: $(head -c 200 err.0)"

@@ -1,5 +1,8 @@
 #include "meshtrain/comm/bootstrap/connect.hpp"
 
+#ifdef MESHTRAIN_HAVE_MPI
+#include "meshtrain/comm/transport/mpi/mpi_transport.hpp"
+#endif
 #include "meshtrain/comm/transport/shm/shm_transport.hpp"
 #include "meshtrain/comm/transport/tcp/tcp_transport.hpp"
 #include "meshtrain/core/error.hpp"
@@ -37,7 +40,17 @@ std::unique_ptr<Transport> connect_transport(const LaunchEnv& env, const std::st
     o.transport = options;
     return connect_tcp(o);
   }
-  if (chosen == "mpi") throw ConfigError("transport mpi: this build has no MPI transport");
+  if (chosen == "mpi") {
+#ifdef MESHTRAIN_HAVE_MPI
+    MpiOptions o;
+    o.expected_rank = env.rank;
+    o.expected_world_size = env.world_size;
+    o.transport = options;
+    return connect_mpi(o);
+#else
+    throw ConfigError("transport mpi: this build has no MPI transport (CMake did not find MPI)");
+#endif
+  }
   throw ConfigError("transport: unknown kind '" + kind + "' (expected auto, shm, tcp, mpi)");
 }
 

@@ -221,9 +221,16 @@ class ShmTransport final : public Transport {
       if (!closed && process_alive(pid, e.start_time)) continue;
       // It may have published its last chunks before leaving: drain first.
       if (pass()) return;
-      throw CommError("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") " +
-                      (closed ? "closed its transport" : "died") + " while " + who() +
-                      " waited for " + pending_with(peer));
+      // A peer that closed after a failure has usually aborted the job with
+      // the real cause (e.g. which rank died): report that cause.
+      segment_.check_abort();
+      const std::string what = "rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") " +
+                               (closed ? "closed its transport" : "died") + " while " + who() + " waited for " +
+                               pending_with(peer);
+      // A death is job-wide news: every rank then fails naming the dead one,
+      // not the neighbour that noticed first.
+      if (!closed) segment_.abort_job(rank_, what);
+      throw CommError(what);
     }
   }
 

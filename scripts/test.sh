@@ -12,7 +12,7 @@ scripts/build.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 600
 
 echo "== Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESHTRAIN_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Asan -DMESHTRAIN_SANITIZE=ON >/dev/null
 ninja -C build-asan -j2 $(cd build-asan && ninja -t targets all | grep -o '^unit_[a-z]*' | sort -u)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j2 -L unit --timeout 900

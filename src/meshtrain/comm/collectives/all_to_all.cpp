@@ -28,7 +28,7 @@ void pairwise(Transport& t, const std::byte* in, std::span<const size_t> send_co
     detail::invalid("all_to_all_v: rank " + std::to_string(r) + " sends itself " +
                     std::to_string(send_counts[size_t(r)]) + " elements but expects " +
                     std::to_string(recv_counts[size_t(r)]));
-  std::memcpy(out + recv_offset[size_t(r)] * width, in + send_offset[size_t(r)] * width,
+  detail::copy_bytes(out + recv_offset[size_t(r)] * width, in + send_offset[size_t(r)] * width,
               send_counts[size_t(r)] * width);
   for (int step = 1; step < n; ++step) {
     const size_t to = size_t((r + step) % n), from = size_t((r - step + n) % n);

@@ -21,15 +21,15 @@ void reduce_scatter(Transport& t, ConstBuffer input, Buffer output, ReduceKind o
   const size_t width = dtype_bytes(input.dtype), segment = output.count;
   auto* in = static_cast<const std::byte*>(input.data);
   if (n == 1) {
-    std::memmove(output.data, in, output.bytes());
+    if (output.bytes() != 0) std::memmove(output.data, in, output.bytes());
     return;
   }
   auto work = detail::scratch(input.bytes());
-  std::memcpy(work.get(), in, input.bytes());
+  detail::copy_bytes(work.get(), in, input.bytes());
   std::vector<size_t> bounds(size_t(n) + 1);
   for (size_t k = 0; k <= size_t(n); ++k) bounds[k] = k * segment;
   detail::ring_reduce_scatter(t, work.get(), bounds, input.dtype, op, options.chunk_bytes);
-  std::memcpy(output.data, work.get() + size_t(r) * segment * width, output.bytes());
+  detail::copy_bytes(output.data, work.get() + size_t(r) * segment * width, output.bytes());
 }
 
 }  // namespace meshtrain::comm

@@ -1,6 +1,7 @@
 #pragma once
 // Building blocks shared by the collective algorithms (not a public API).
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,12 @@ void exchange_chunked(Transport& t, int send_peer, const std::byte* send, size_t
 Reduction reduction_for(ReduceKind op, DataType dtype);
 // Avg's final step, x / n, applied once by the rank that finishes x.
 void scale_average(std::byte* data, size_t count, DataType dtype, int n);
+
+// memcpy that accepts empty ranges, whose pointers may be null (count 0
+// buffers): memcpy itself must never see a null pointer.
+inline void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
 
 // An uninitialized scratch area.
 inline std::unique_ptr<std::byte[]> scratch(size_t bytes) {

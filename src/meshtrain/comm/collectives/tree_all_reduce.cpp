@@ -72,7 +72,7 @@ void tree_reduce(Transport& t, const std::byte* input, std::byte* accum, size_t 
   } else {
     std::unique_ptr<std::byte[]> own_accum;
     if (!accum) own_accum = scratch(count * width), accum = own_accum.get();
-    if (accum != input) std::memcpy(accum, input, count * width);
+    if (accum != input) copy_bytes(accum, input, count * width);
     const Reduction reduction = reduction_for(op, dtype);
     auto right_chunk = scratch(chunks.bytes(0));
     const size_t steps = chunks.number();

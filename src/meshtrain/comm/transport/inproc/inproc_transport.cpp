@@ -76,7 +76,7 @@ void InprocTransport::run_exchange(std::span<const SendOp> sends, std::span<cons
     outgoing[i].size = sends[i].bytes;
     if (sends[i].bytes) {
       outgoing[i].bytes = std::make_unique_for_overwrite<std::byte[]>(sends[i].bytes);
-      std::memcpy(outgoing[i].bytes.get(), sends[i].data, sends[i].bytes);
+      if (sends[i].bytes != 0) std::memcpy(outgoing[i].bytes.get(), sends[i].data, sends[i].bytes);
     }
   }
   std::vector<bool> send_done(sends.size(), false), recv_done(recvs.size(), false);
@@ -129,7 +129,7 @@ void InprocTransport::run_exchange(std::span<const SendOp> sends, std::span<cons
         if (op.reduce)
           reduce_into(op.data, message.bytes.get(), op.bytes, *op.reduce);
         else
-          std::memcpy(op.data, message.bytes.get(), op.bytes);
+          if (op.bytes != 0) std::memcpy(op.data, message.bytes.get(), op.bytes);
       }
       message.bytes.reset();
       lock.lock();

@@ -40,26 +40,7 @@ for exe in "$MESHTRAIN" "$BUILD/bench/bench_memcpy"; do
   [ -x "$exe" ] || { echo "missing $exe: cmake -S . -B $BUILD -G Ninja && ninja -C $BUILD meshtrain bench_memcpy bench_openmpi_allreduce bench_gloo_allreduce"; exit 1; }
 done
 
-# Percent of CPU time busy over 0.5 s, from /proc/stat.
-cpu_busy() {
-  local a b
-  read -r -a a < <(grep '^cpu ' /proc/stat); sleep 0.5; read -r -a b < <(grep '^cpu ' /proc/stat)
-  local ta=0 tb=0 i
-  for i in 1 2 3 4 5 6 7 8; do ta=$((ta + a[i])); tb=$((tb + b[i])); done
-  local t=$((tb - ta)) idle=$(( (b[4] + b[5]) - (a[4] + a[5]) ))
-  [ "$t" -gt 0 ] && echo $(( 100 * (t - idle) / t )) || echo 0
-}
-wait_idle() {
-  local deadline=$((SECONDS + IDLE_WAIT)) b
-  while :; do
-    b="$(cpu_busy)"
-    [ "$b" -lt "$IDLE_PCT" ] && return 0
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "    WARNING: CPUs still ${b}% busy with other work after ${IDLE_WAIT}s; figures will be low"
-      return 0
-    fi
-  done
-}
+source bench/idle.sh  # the script runs from the repository root
 
 # run LABEL COMMAND...: waits for idle CPUs, runs, keeps the JSON lines.
 run() {

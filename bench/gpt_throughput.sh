@@ -65,29 +65,7 @@ export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREAD
 echo "gpt_throughput: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, threads=$THREADS," \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: OpenBLAS picks its kernels itself>}"
 
-# Share of all CPUs busy over 2 s (before a run starts, that is other work).
-cpu_busy() {
-  local a b
-  read -r -a a < /proc/stat; sleep 2; read -r -a b < /proc/stat
-  local ta=0 tb=0 i
-  for i in 1 2 3 4 5 6 7 8; do ta=$((ta + a[i])); tb=$((tb + b[i])); done
-  local t=$((tb - ta)) idle=$(( (b[4] + b[5]) - (a[4] + a[5]) ))
-  [ "$t" -gt 0 ] && echo $(( 100 * (t - idle) / t )) || echo 0
-}
-
-# Other processes on 2 cores ruin the figures: wait up to IDLE_WAIT seconds
-# for the CPUs to be idle (< IDLE_PCT % busy), and say so when they are not.
-wait_idle() {
-  local deadline=$((SECONDS + IDLE_WAIT)) b
-  while :; do
-    b="$(cpu_busy)"
-    [ "$b" -lt "$IDLE_PCT" ] && return 0
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "    WARNING: CPUs still ${b}% busy with other work after ${IDLE_WAIT}s; figures will be low"
-      return 0
-    fi
-  done
-}
+source bench/idle.sh  # the script runs from the repository root
 
 cfg_dims() {  # layers d heads ctx batch
   case "$1" in

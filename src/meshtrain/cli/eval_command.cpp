@@ -9,7 +9,6 @@
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/train/config_schema.hpp"
 #include "meshtrain/train/evaluator.hpp"
-#include "meshtrain/train/model_factory.hpp"
 #include "meshtrain/train/section_configs.hpp"
 #include "meshtrain/train/train_checkpoint.hpp"
 
@@ -35,23 +34,22 @@ void add_eval_command(CLI::App& app, CommandSet& commands) {
   sub->allow_extras();
   sub->footer("Config keys of the checkpoint's job (e.g. --data.path=...) can be overridden as --section.key=value.");
   commands.add(sub, [args, sub] {
-    const std::string path = resolve_checkpoint(args->checkpoint);
-    JobConfig config = checkpoint_config(path);
-    apply_overrides(config, sub->remaining());
-    auto model = make_model(config.model);
-    TrainState state = load_train_checkpoint(path, config, *model, nullptr);
+    CheckpointModel loaded = load_checkpoint_model(args->checkpoint, sub->remaining());
+    const JobConfig& config = loaded.config;
+    const std::string& path = loaded.path;
+    Model& model = *loaded.model;
     DataLoader loader =
         DataLoader::from_config(to_data_config(config.data), data_seq_len(config), config.training.batch_size, 0, 1);
     Batch scratch;
     const int64_t batches = sub->count("--batches") ? args->batches : config.training.eval_batches;
-    EvalResult r = evaluate(*model, loader, batches, scratch);
+    EvalResult r = evaluate(model, loader, batches, scratch);
     if (args->json) {
-      nlohmann::json out = {{"checkpoint", path}, {"step", state.step}, {"val_loss", r.loss},
+      nlohmann::json out = {{"checkpoint", path}, {"step", loaded.step}, {"val_loss", r.loss},
                             {"val_accuracy", r.accuracy}, {"predictions", r.predictions}, {"batches", r.batches}};
       std::printf("%s\n", out.dump().c_str());
     } else {
       std::printf("%s (step %lld): val_loss %.4f val_accuracy %.4f over %lld predictions in %lld batches\n",
-                  path.c_str(), (long long)state.step, r.loss, r.accuracy, (long long)r.predictions,
+                  path.c_str(), (long long)loaded.step, r.loss, r.accuracy, (long long)r.predictions,
                   (long long)r.batches);
     }
     return 0;

@@ -6,7 +6,6 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/train/generate.hpp"
-#include "meshtrain/train/model_factory.hpp"
 #include "meshtrain/train/train_checkpoint.hpp"
 
 namespace meshtrain::cli {
@@ -34,13 +33,11 @@ void add_generate_command(CLI::App& app, CommandSet& commands) {
       ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--seed", args->sampling.seed, "sampling seed");
   commands.add(sub, [args] {
-    const std::string path = resolve_checkpoint(args->checkpoint);
-    JobConfig config = checkpoint_config(path);
-    if (config.model.kind != "gpt")
-      throw ConfigError(path + ": generate needs a GPT checkpoint, this one is '" + config.model.kind + "'");
-    auto model = make_model(config.model);
-    load_train_checkpoint(path, config, *model, nullptr);
-    std::string text = generate_text(static_cast<Gpt&>(*model), args->prompt, args->sampling);
+    CheckpointModel loaded = load_checkpoint_model(args->checkpoint);
+    auto* gpt = dynamic_cast<Gpt*>(loaded.model.get());
+    if (!gpt)
+      throw ConfigError(loaded.path + ": generate needs a GPT checkpoint, this one is '" + loaded.config.model.kind + "'");
+    std::string text = generate_text(*gpt, args->prompt, args->sampling);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
     return 0;

@@ -6,6 +6,7 @@
 #include "meshtrain/checkpoint/safetensors_writer.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/train/config_schema.hpp"
+#include "meshtrain/train/model_factory.hpp"
 
 namespace meshtrain {
 namespace fs = std::filesystem;
@@ -114,6 +115,16 @@ std::string resolve_checkpoint(const std::string& path) {
     throw CheckpointError(path + ": no complete checkpoint" + why);
   }
   return latest->path.string();
+}
+
+CheckpointModel load_checkpoint_model(const std::string& user_path, const std::vector<std::string>& overrides) {
+  CheckpointModel loaded;
+  loaded.path = resolve_checkpoint(user_path);
+  loaded.config = checkpoint_config(loaded.path);
+  apply_overrides(loaded.config, overrides);
+  loaded.model = make_model(loaded.config.model);
+  loaded.step = load_train_checkpoint(loaded.path, loaded.config, *loaded.model, nullptr).step;
+  return loaded;
 }
 
 JobConfig checkpoint_config(const std::string& path) {

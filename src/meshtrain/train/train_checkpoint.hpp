@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "meshtrain/data/sampler.hpp"
 #include "meshtrain/nn/model.hpp"
@@ -43,5 +45,16 @@ std::string resolve_checkpoint(const std::string& path);
 
 // The job config a checkpoint was trained with.
 JobConfig checkpoint_config(const std::string& path);
+
+// A trained model for eval and generation: the user's checkpoint path
+// resolved and verified, its job config (with command-line overrides
+// applied), and the model built from it with the saved parameters.
+struct CheckpointModel {
+  std::string path;  // the step directory loaded
+  JobConfig config;
+  std::unique_ptr<Model> model;
+  int64_t step = 0;
+};
+CheckpointModel load_checkpoint_model(const std::string& user_path, const std::vector<std::string>& overrides = {});
 
 }  // namespace meshtrain

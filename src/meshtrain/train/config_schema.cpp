@@ -90,7 +90,22 @@ const std::vector<Field>& fields() {
       MT_FIELD(checkpoint, every, Int, closed(0, kMaxInt), {}, "steps between checkpoints; 0: at the end"),
       MT_FIELD(checkpoint, keep, Int, closed(1, 1 << 20), {}, "complete checkpoints to keep"),
       MT_FIELD(metrics, path, String, {}, {}, "JSONL metrics file; empty: <out_dir>/metrics.jsonl"),
-      MT_FIELD(parallel, data, String, {}, (V{"none"}), "data parallelism"),
+      MT_FIELD(parallel, data, String, {}, (V{"none", "allreduce", "parameter_server"}),
+               "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),
+      MT_FIELD(parallel, all_reduce, String, {}, (V{"auto", "ring", "tree", "halving_doubling", "reduction_server"}),
+               "gradient all-reduce algorithm (data = allreduce)"),
+      MT_FIELD(parallel, bucket_mb, Float, left_open(0, 65536), {},
+               "gradient bucket size in MiB; each bucket is all-reduced as soon as backward has filled it"),
+      MT_FIELD(parallel, transport, String, {}, (V{"auto", "shm", "tcp", "mpi"}),
+               "auto: shared memory on one host, TCP across hosts"),
+      MT_FIELD(parallel, timeout_s, Float, left_open(0, 86400 * 7), {}, "longest wait for a peer, in seconds"),
+      MT_FIELD(parallel, workers, Int, closed(1, 4096), {}, "worker processes `meshtrain run` starts"),
+      MT_FIELD(parallel, reducers, Int, closed(0, 4096), {},
+               "reducer processes for all_reduce = reduction_server; 0: as many as workers"),
+      MT_FIELD(parallel, servers, Int, closed(1, 4096), {}, "parameter-server processes (data = parameter_server)"),
+      MT_FIELD(parallel, max_staleness, Int, closed(-1, 1 << 30), {},
+               "parameter server: steps a worker may run ahead of the slowest; -1: unbounded"),
+      MT_FIELD(parallel, evaluators, Int, closed(0, 64), {}, "evaluator processes: evaluate each new checkpoint"),
   };
   return table;
 }
@@ -300,6 +315,9 @@ void validate_job_config(const JobConfig& c) {
                                               " steps must be shorter than training.steps (" +
                                               std::to_string(c.training.steps) + ") to leave room for decay");
   if (c.training.out_dir.empty()) fail(origin, "training.out_dir", "must not be empty");
+  if (c.parallel.all_reduce == "reduction_server" && c.parallel.data != "allreduce")
+    fail(origin, "parallel.all_reduce", "reduction_server needs parallel.data = \"allreduce\", not '" +
+                                            c.parallel.data + "'");
 }
 
 std::string job_config_to_toml(const JobConfig& config) {

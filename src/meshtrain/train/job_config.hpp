@@ -75,8 +75,20 @@ struct MetricsSection {
   std::string path;  // empty: <training.out_dir>/metrics.jsonl
 };
 
+// How the job spreads over processes. `meshtrain run` starts the pools named
+// here (workers, reducers, parameter servers, evaluators); every worker reads
+// its rank and peers from its launch environment.
 struct ParallelSection {
-  std::string data = "none";
+  std::string data = "none";         // none | allreduce | parameter_server
+  std::string all_reduce = "auto";   // auto | ring | tree | halving_doubling | reduction_server
+  double bucket_mb = 25;             // gradient bucket size for the overlapped all-reduce
+  std::string transport = "auto";    // auto | shm | tcp | mpi
+  double timeout_s = 300;            // longest wait for a peer before the job fails
+  int64_t workers = 1;               // worker processes `meshtrain run` starts
+  int64_t reducers = 0;              // reducer processes (all_reduce = reduction_server)
+  int64_t servers = 1;               // parameter servers (data = parameter_server)
+  int64_t max_staleness = -1;        // parameter server: steps a worker may run ahead of the slowest; -1: unbounded
+  int64_t evaluators = 0;            // evaluator processes: evaluate each new checkpoint
 };
 
 struct JobConfig {

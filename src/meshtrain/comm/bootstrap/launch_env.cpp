@@ -77,6 +77,25 @@ LaunchEnv read_launch_env() {
   // Without a launcher-made secret the job still runs; connections then
   // prove only that they belong to this job id (see the README's network notes).
   e.token = env("MESHTRAIN_JOB_TOKEN").value_or("meshtrain-job-" + e.job_id);
+
+  const char* servers_var = env("MESHTRAIN_NUM_SERVERS") ? "MESHTRAIN_NUM_SERVERS" : "MESHTRAIN_NUM_REDUCERS";
+  if (env(servers_var)) e.num_servers = env_int(servers_var, 0, e.world_size - 1);
+  if (auto addrs = env("MESHTRAIN_SERVER_ADDRS")) {
+    size_t start = 0;
+    while (start <= addrs->size()) {
+      size_t comma = addrs->find(',', start);
+      if (comma == std::string::npos) comma = addrs->size();
+      if (comma > start) e.server_addrs.push_back(addrs->substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  if (e.rank >= e.num_workers()) {
+    e.role = "server";
+    e.role_index = e.rank - e.num_workers();
+  } else {
+    e.role = e.rank == 0 ? "primary" : "worker";
+    e.role_index = e.rank == 0 ? 0 : e.rank - 1;
+  }
   return e;
 }
 

@@ -10,7 +10,14 @@
 //   Open MPI (mpirun)            OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
 //                                OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
 // With none of them, the process is rank 0 of 1.
+//
+// Worker pool 2 (reducers or parameter servers, as the job's config says)
+// holds the LAST num_servers ranks of the world: ranks num_workers() ..
+// world_size-1. meshtrain's launchers set MESHTRAIN_NUM_SERVERS (or its older
+// name MESHTRAIN_NUM_REDUCERS) and, for parameter servers, the address each
+// listens on in MESHTRAIN_SERVER_ADDRS ("host:port,host:port,...").
 #include <string>
+#include <vector>
 
 namespace meshtrain::comm {
 
@@ -24,6 +31,14 @@ struct LaunchEnv {
   int master_port = 29500;
   std::string job_id;  // names shared-memory segments; unique per job
   std::string token;   // per-job secret for rendezvous and data connections
+
+  int num_servers = 0;                    // pool 2: the last num_servers ranks
+  std::vector<std::string> server_addrs;  // pool 2's host:port, when they listen (parameter servers)
+  // "primary" (rank 0), "worker", "server" (pool 2) or "evaluator" (pool 3, outside the world).
+  std::string role = "primary";
+  int role_index = 0;  // index within the role's pool
+
+  int num_workers() const { return world_size - num_servers; }
 };
 
 // Reads the environment. Throws ConfigError naming the variable when one is

@@ -68,3 +68,49 @@ expect_failure() {
   if "$@" > /dev/null 2> "$err"; then fail "expected failure: $*"; fi
   grep -q -- "$pattern" "$err" || { cat "$err" >&2; fail "stderr lacks '$pattern' for: $*"; }
 }
+
+# Asserts two model.safetensors files hold the same parameters within a
+# relative tolerance: ||a - b|| / ||a|| over all parameters (2-norms). Prints
+# the worst single tensor as well, for information: element-wise or
+# per-tensor ratios would fail on parameters whose exact gradient is zero,
+# such as attention's key bias (softmax ignores a shift of the keys), where
+# AdamW turns rounding noise into full-size steps in any two runs that sum
+# in a different order.
+compare_params() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import array, json, struct, sys
+def load(p):
+    raw = open(p, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n]); header.pop("__metadata__", None)
+    out = {}
+    for name, t in header.items():
+        assert t["dtype"] == "F32", (name, t["dtype"])
+        a, b = t["data_offsets"]
+        out[name] = array.array("f", raw[8 + n + a:8 + n + b])
+    return out
+x, y, rtol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+assert x.keys() == y.keys(), "tensor names differ"
+sq = lambda v: sum(e * e for e in v)
+diff = {k: sq([p - q for p, q in zip(x[k], y[k])]) for k in x}
+total = (sum(diff.values()) / sum(sq(x[k]) for k in x)) ** 0.5
+worst = max(((diff[k] / max(sq(x[k]), 1e-30)) ** 0.5, k) for k in x)
+print(f"parameters: relative difference {total:.3g} (tolerance {rtol}); worst tensor {worst[1]} {worst[0]:.3g}")
+sys.exit(0 if total <= rtol else 1)
+PY
+}
+
+# Asserts two metrics.jsonl files have the same steps and, at each, losses
+# within a relative tolerance.
+compare_losses() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+def losses(p):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
+a, b, rtol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+assert a.keys() == b.keys(), (sorted(a), sorted(b))
+worst = max((abs(a[s] - b[s]) / abs(a[s]), s) for s in a)
+print(f"losses: {len(a)} steps, worst relative difference {worst[0]:.3g} at step {worst[1]} (tolerance {rtol})")
+sys.exit(0 if worst[0] <= rtol else 1)
+PY
+}

@@ -6,6 +6,7 @@
 //
 // Life cycle: a model declares every tensor, then calls allocate() once.
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,6 +48,14 @@ class ParamStore {
   std::span<const float> grads() const { return grads_.span(); }
   void zero_grads() { grads_.zero(); }
 
+  // Backward announces each tensor whose gradient is final for this step, so
+  // data parallelism can send it while the rest of backward runs. Only a
+  // hint: a tensor never announced is treated as ready when backward returns.
+  void set_grad_ready_hook(std::function<void(size_t index)> hook) { grad_ready_hook_ = std::move(hook); }
+  void grad_ready(size_t index) {
+    if (grad_ready_hook_) grad_ready_hook_(index);
+  }
+
   const std::vector<ParamView>& views() const { return views_; }
   const ParamView& view(size_t index) const { return views_[index]; }
   // The view with this name, or nullptr.
@@ -63,6 +72,7 @@ class ParamStore {
   bool allocated_ = false;
   AlignedBuffer<float> params_{MemoryKind::Parameters};
   AlignedBuffer<float> grads_{MemoryKind::Gradients};
+  std::function<void(size_t)> grad_ready_hook_;
 };
 
 }  // namespace meshtrain

@@ -16,7 +16,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_siz
                        int world_size, uint64_t seed)
     : dataset_(std::move(dataset)),
       sampler_(require(dataset_).num_samples(Split::Train), batch_size, rank, world_size, seed),
-      val_sampler_(dataset_->num_samples(Split::Validation), batch_size) {}
+      val_sampler_(dataset_->num_samples(Split::Validation), batch_size, rank, world_size) {}
 
 DataLoader DataLoader::from_config(const DataConfig& config, int64_t seq_len, int64_t batch_size,
                                    int rank, int world_size) {

@@ -2,7 +2,7 @@
 // A data set plus this rank's sample order: what the training loop pulls
 // batches from. Training batches follow DistributedSampler (shuffled, a slice
 // of the global batch per rank, resumable); validation batches follow
-// SequentialSampler (in order, the same on every rank).
+// SequentialSampler (in order, a slice of the global batch per rank).
 #include <cstdint>
 #include <memory>
 
@@ -16,7 +16,7 @@ namespace meshtrain {
 class DataLoader {
  public:
   // batch_size is B, per rank. ConfigError if the train split has fewer than
-  // world_size * B samples. The validation split may hold fewer than B: it then
+  // world_size * B samples. The validation split may hold fewer than world_size * B: it then
   // has no batches (num_validation_batches() == 0).
   DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_size, int rank,
              int world_size, uint64_t seed);
@@ -29,7 +29,7 @@ class DataLoader {
   void next_batch(Batch& batch);
 
   int64_t num_validation_batches() const { return val_sampler_.num_batches(); }
-  // Fills batch with validation batch k in [0, num_validation_batches()).
+  // Fills batch with this rank's part of validation batch k in [0, num_validation_batches()).
   void validation_batch(int64_t k, Batch& batch);
 
   // Where training stands; saved in checkpoints. Does not depend on the world

@@ -64,11 +64,14 @@ void DistributedSampler::restore(const SamplerState& state) {
   state_ = state;
 }
 
-SequentialSampler::SequentialSampler(int64_t num_samples, int64_t batch_size)
-    : num_samples_(num_samples), batch_size_(batch_size) {
+SequentialSampler::SequentialSampler(int64_t num_samples, int64_t batch_size, int rank, int world_size)
+    : num_samples_(num_samples), batch_size_(batch_size), rank_(rank), world_size_(world_size) {
   if (batch_size < 1)
     throw ConfigError("validation sampler: batch size must be at least 1, got " +
                       std::to_string(batch_size));
+  if (world_size < 1 || rank < 0 || rank >= world_size)
+    throw ConfigError("validation sampler: rank " + std::to_string(rank) + " is outside a world of " +
+                      std::to_string(world_size));
   indices_.resize(static_cast<size_t>(batch_size));
 }
 
@@ -77,7 +80,7 @@ std::span<const int64_t> SequentialSampler::batch(int64_t k) {
     throw ConfigError("validation sampler: batch " + std::to_string(k) + " is outside [0, " +
                       std::to_string(num_batches()) + ") (" + std::to_string(num_samples_) +
                       " samples, batch size " + std::to_string(batch_size_) + ")");
-  std::iota(indices_.begin(), indices_.end(), k * batch_size_);
+  std::iota(indices_.begin(), indices_.end(), (k * world_size_ + rank_) * batch_size_);
   return indices_;
 }
 

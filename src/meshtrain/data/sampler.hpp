@@ -63,22 +63,26 @@ class DistributedSampler {
   int64_t perm_epoch_ = -1;    // -1: none built yet
 };
 
-// Validation order: batch k is samples [k*B, (k+1)*B) in file order, on every
-// rank alike, so all ranks can evaluate the first K batches and agree on the
-// loss without communicating. The incomplete last batch is dropped.
+// Validation order: global batch k is samples [k*n*B, (k+1)*n*B) in file
+// order, and rank r evaluates its slice [k*n*B + r*B, k*n*B + (r+1)*B), so n
+// ranks together evaluate exactly the batches one process with batch n*B
+// does (the sums of their results are that process's). The incomplete last
+// global batch is dropped.
 class SequentialSampler {
  public:
-  // ConfigError for B < 1.
-  SequentialSampler(int64_t num_samples, int64_t batch_size);
+  // ConfigError for B < 1, world_size < 1 or a rank outside [0, world_size).
+  SequentialSampler(int64_t num_samples, int64_t batch_size, int rank = 0, int world_size = 1);
 
-  int64_t num_batches() const { return num_samples_ / batch_size_; }
-  // Indices of batch k; ConfigError if k is outside [0, num_batches()). The
-  // span points into the sampler and holds until the next call.
+  int64_t num_batches() const { return num_samples_ / (batch_size_ * world_size_); }
+  // This rank's indices of batch k; ConfigError if k is outside
+  // [0, num_batches()). The span points into the sampler and holds until the
+  // next call.
   std::span<const int64_t> batch(int64_t k);
 
  private:
   int64_t num_samples_;
   int64_t batch_size_;
+  int rank_, world_size_;
   std::vector<int64_t> indices_;  // (B), reused
 };
 

@@ -40,6 +40,9 @@ float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
 void Embedding::backward(const float* dout) {
   if (!tokens_) throw Error("Embedding::backward called before forward");
   kernels::encoder_backward(store_.grad(wte_), store_.grad(wpe_), dout, tokens_, B_, T_, C_);
+  // Last: with tied weights the output layer wrote dwte earlier in backward.
+  store_.grad_ready(wpe_);
+  store_.grad_ready(wte_);
 }
 
 }  // namespace meshtrain::nn

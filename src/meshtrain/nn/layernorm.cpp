@@ -32,6 +32,8 @@ void LayerNorm::backward(float* dinp, const float* dout, const float* dresid) {
   if (!inp_) throw Error("LayerNorm::backward called before forward");
   kernels::layernorm_backward(dinp, store_.grad(weight_), store_.grad(bias_), dout, inp_, store_.param(weight_),
                               mean_.data(), rstd_.data(), dresid, N_, C_);
+  store_.grad_ready(weight_);
+  store_.grad_ready(bias_);
 }
 
 }  // namespace meshtrain::nn

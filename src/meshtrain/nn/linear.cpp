@@ -48,6 +48,10 @@ void Linear::backward(float* dinp, const float* dout) {
     kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, 1.0f, store_.grad(weight_), out);
     if (has_bias_) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
   };
+  auto announce = [&] {
+    store_.grad_ready(weight_);
+    if (has_bias_) store_.grad_ready(bias_);
+  };
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
     kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp, in);
@@ -64,9 +68,11 @@ void Linear::backward(float* dinp, const float* dout) {
       else
         input_grad();
     }
+    announce();
     return;
   }
   weight_grad();
+  announce();
   if (dinp) input_grad();
 }
 

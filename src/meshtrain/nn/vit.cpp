@@ -91,6 +91,7 @@ void Vit::backward() {
   ln_f_.backward(dres, dlnf);
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(dres, ws_);
   kernels::position_add_backward(store_.grad(pos_), dres, B, np_, C);
+  store_.grad_ready(pos_);
   patch_embed_.backward(nullptr, dres);
 }
 

@@ -20,7 +20,12 @@ EvalResult evaluate(Model& model, DataLoader& loader, int64_t max_batches, Batch
     correct += r.correct;
     count += r.count;
   }
-  return {loss_sum / count, static_cast<double>(correct) / count, count, batches};
+  return {loss_sum / count, static_cast<double>(correct) / count, count, batches, loss_sum, correct};
+}
+
+EvalResult combine_eval_sums(double loss_sum, double correct, double predictions, int64_t batches) {
+  const auto count = static_cast<int64_t>(predictions);
+  return {loss_sum / predictions, correct / predictions, count, batches, loss_sum, static_cast<int64_t>(correct)};
 }
 
 }  // namespace meshtrain

@@ -14,10 +14,17 @@ struct EvalResult {
   double accuracy = 0;  // share of argmax == target
   int64_t predictions = 0;
   int64_t batches = 0;
+  double loss_sum = 0;  // loss * predictions: what workers add up
+  int64_t correct = 0;
 };
 
-// Evaluates up to max_batches validation batches (0: all). A forward pass
-// only; gradients are untouched. Throws DataError if there is no batch.
+// Evaluates up to max_batches validation batches (0: all): this rank's part
+// of each, when the loader is one of several ranks. A forward pass only;
+// gradients are untouched. Throws DataError if there is no batch.
 EvalResult evaluate(Model& model, DataLoader& loader, int64_t max_batches, Batch& scratch);
+
+// The result of several ranks' evaluations: sums over ranks of loss_sum,
+// correct and predictions, as combine_eval_sums expects them.
+EvalResult combine_eval_sums(double loss_sum, double correct, double predictions, int64_t batches);
 
 }  // namespace meshtrain

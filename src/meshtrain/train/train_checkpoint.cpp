@@ -62,12 +62,12 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
   return info.path.string();
 }
 
-std::optional<std::string> find_resume_checkpoint(const std::string& root, std::FILE* log) {
+std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::string& root, std::FILE* log) {
   std::vector<std::string> skipped;
   auto latest = checkpoint::latest_verified(root, &skipped);
-  for (const auto& why : skipped) std::fprintf(log, "skipping checkpoint: %s\n", why.c_str());
-  if (!latest) return std::nullopt;
-  return latest->path.string();
+  if (log)
+    for (const auto& why : skipped) std::fprintf(log, "skipping checkpoint: %s\n", why.c_str());
+  return latest;
 }
 
 TrainState load_train_checkpoint(const std::string& path, const JobConfig& config, Model& model,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/checkpoint/checkpoint_dir.hpp"
 #include "meshtrain/data/sampler.hpp"
 #include "meshtrain/nn/model.hpp"
 #include "meshtrain/optim/optimizer.hpp"
@@ -30,8 +31,8 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
                                   const Model& model, Optimizer& optimizer, int64_t keep);
 
 // The newest checkpoint under root that passes its checksums; corrupt newer
-// ones are reported on `log` and skipped. nullopt when there is none.
-std::optional<std::string> find_resume_checkpoint(const std::string& root, std::FILE* log);
+// ones are reported on `log` (when given) and skipped. nullopt when there is none.
+std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::string& root, std::FILE* log);
 
 // Loads parameters (and optimizer state, when given) into a model built from
 // `config`; a checkpoint of another model shape or optimizer is refused with

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
@@ -13,12 +14,14 @@
 #include "meshtrain/optim/clip.hpp"
 #include "meshtrain/optim/factory.hpp"
 #include "meshtrain/optim/schedule.hpp"
+#include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
 #include "meshtrain/train/evaluator.hpp"
 #include "meshtrain/train/metrics_log.hpp"
 #include "meshtrain/train/model_factory.hpp"
 #include "meshtrain/train/progress.hpp"
 #include "meshtrain/train/section_configs.hpp"
 #include "meshtrain/train/train_checkpoint.hpp"
+#include "meshtrain/train/worker_group.hpp"
 
 namespace meshtrain {
 namespace {
@@ -47,6 +50,22 @@ float gradient_norm(ParamStore& store, double max_norm) {
   return static_cast<float>(std::sqrt(squared_norm_range(store.grads(), 0, store.flat_size())));
 }
 
+// The checkpoint every worker resumes from: the lead picks the newest complete
+// one and the others load the same step (the checkpoint directory must be
+// one that every worker sees). nullopt: start from step 0.
+std::optional<std::string> agree_on_resume_checkpoint(WorkerGroup& workers, const std::string& root, std::FILE* out) {
+  std::optional<checkpoint::CheckpointInfo> latest;
+  if (workers.is_lead()) latest = find_resume_checkpoint(root, out);
+  const int64_t step = workers.broadcast_from_lead(latest ? latest->step : -1);
+  if (step < 0) return std::nullopt;
+  if (workers.is_lead()) return latest->path.string();
+  auto path = (std::filesystem::path(root) / checkpoint::step_dir_name(step)).string();
+  if (!std::filesystem::is_directory(path))
+    throw CheckpointError("worker " + std::to_string(workers.rank()) + " cannot see checkpoint " + path +
+                          " that worker 0 resumes from: checkpoint.dir must be shared by all workers");
+  return path;
+}
+
 }  // namespace
 
 TrainSummary train(const JobConfig& config, const TrainOptions& options) {
@@ -55,66 +74,94 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
 
   // Everything that can fail on bad input fails here, before the first step.
   const bool is_text = config.data.kind == "text";
-  DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size,
-                                              /*rank=*/0, /*world_size=*/1);
   std::unique_ptr<Model> model = make_model(config.model);
   const std::string ckpt_root = config.checkpoint_dir();
   check_writable_dir(ckpt_root, "checkpoint.dir");
+  WorkerGroup workers(config);
+  const bool lead = workers.is_lead();
+  // Only the lead worker reports; the others would print the same lines.
+  std::FILE* out = lead ? options.out : nullptr;
+  DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size,
+                                              workers.rank(), workers.size());
   auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model->store());
   ScheduleConfig schedule{.warmup_steps = config.schedule.warmup_steps, .decay = config.schedule.decay,
                           .total_steps = tc.steps, .min_lr_ratio = config.schedule.min_lr_ratio};
   validate_schedule(schedule);
 
-  const int world_size = 1;
+  const int world_size = workers.size();
   const int64_t global_batch = tc.batch_size * world_size;
   const int64_t reference_batch = config.schedule.reference_batch > 0 ? config.schedule.reference_batch : tc.batch_size;
   const double base_lr = effective_base_lr(config.optimizer.lr, global_batch, reference_batch, config.schedule.scale_rule);
 
   Rng init_rng(static_cast<uint64_t>(tc.seed));
   model->init_parameters(init_rng);
+  std::optional<parallel::GradientSync> sync;
+  if (auto* group = workers.group()) {
+    sync.emplace(model->store(), *group,
+                 parallel::GradientSyncOptions{
+                     .algorithm = workers.algorithm(),
+                     .bucket_bytes = static_cast<size_t>(config.parallel.bucket_mb * (1 << 20)),
+                     .first_bucket_bytes = std::min<size_t>(size_t{1} << 20, config.parallel.bucket_mb * (1 << 20))});
+    sync->broadcast_parameters(0);
+  }
   int64_t step = 0;
   if (options.resume) {
-    if (auto latest = find_resume_checkpoint(ckpt_root, options.out)) {
+    if (auto latest = agree_on_resume_checkpoint(workers, ckpt_root, out)) {
       TrainState state = load_train_checkpoint(*latest, config, *model, optimizer.get());
       loader.restore(state.data);
       step = state.step;
-      std::fprintf(options.out, "resuming from step %lld (%s)\n", (long long)step, latest->c_str());
-    } else {
-      std::fprintf(options.out, "no checkpoint in %s: starting from step 0\n", ckpt_root.c_str());
+      if (out) std::fprintf(out, "resuming from step %lld (%s)\n", (long long)step, latest->c_str());
+    } else if (out) {
+      std::fprintf(out, "no checkpoint in %s: starting from step 0\n", ckpt_root.c_str());
     }
   }
   const int64_t last_step = options.stop_at_step > 0 ? std::min(options.stop_at_step, tc.steps) : tc.steps;
   TrainSummary summary{.first_step = step, .last_step = step};
   if (step >= last_step) {
-    std::fprintf(options.out, "already finished: step %lld of %lld\n", (long long)step, (long long)last_step);
+    if (out) std::fprintf(out, "already finished: step %lld of %lld\n", (long long)step, (long long)last_step);
     return summary;
   }
 
   const int64_t preds_per_sample = is_text ? config.model.block_size : 1;
   const char* unit = is_text ? "tok/s" : "samples/s";
-  std::fprintf(options.out,
-               "model %s: %zu parameters | per-device batch %lld, global batch %lld (%d worker) | "
-               "base lr %.4g, scale rule %s (reference batch %lld) -> effective lr %.4g | %s %s | "
-               "%d threads, GEMM %s\n",
-               model->kind().c_str(), model->store().parameter_count(), (long long)tc.batch_size,
-               (long long)global_batch, world_size, config.optimizer.lr, config.schedule.scale_rule.c_str(),
-               (long long)reference_batch, base_lr, optimizer->name().c_str(), config.schedule.decay.c_str(),
-               omp_get_max_threads(), kernels::gemm_backend_name());
+  if (out) {
+    std::fprintf(out,
+                 "model %s: %zu parameters | per-device batch %lld, global batch %lld (%d worker%s) | "
+                 "base lr %.4g, scale rule %s (reference batch %lld) -> effective lr %.4g | %s %s | "
+                 "%d threads, GEMM %s\n",
+                 model->kind().c_str(), model->store().parameter_count(), (long long)tc.batch_size,
+                 (long long)global_batch, world_size, world_size == 1 ? "" : "s", config.optimizer.lr,
+                 config.schedule.scale_rule.c_str(), (long long)reference_batch, base_lr, optimizer->name().c_str(),
+                 config.schedule.decay.c_str(), omp_get_max_threads(), kernels::gemm_backend_name());
+    if (sync)
+      std::fprintf(out, "data parallel: %d workers, all-reduce %s over %s, %zu gradient buckets (%.3g MiB each)\n",
+                   world_size, config.parallel.all_reduce.c_str(), workers.transport_name(), sync->buckets().size(),
+                   config.parallel.bucket_mb);
+  }
 
-  MetricsLog metrics(config.metrics_path());
-  Progress progress(options.out, options.interactive);
+  std::optional<MetricsLog> metrics;
+  if (lead) metrics.emplace(config.metrics_path());
+  Progress progress(out ? out : options.out, options.interactive && lead);
   Batch batch, eval_batch;
   auto run_eval = [&](int64_t at_step) {
     EvalResult r = evaluate(*model, loader, tc.eval_batches, eval_batch);
-    metrics.write({{"step", at_step}, {"val_loss", r.loss}, {"val_accuracy", r.accuracy}, {"val_batches", r.batches}});
+    if (world_size > 1) {
+      double sums[3] = {r.loss_sum, double(r.correct), double(r.predictions)};
+      workers.sum(sums);
+      r = combine_eval_sums(sums[0], sums[1], sums[2], r.batches);
+    }
+    summary.val_loss = r.loss;
+    summary.val_accuracy = r.accuracy;
+    if (!lead) return;
+    metrics->write({{"step", at_step}, {"val_loss", r.loss}, {"val_accuracy", r.accuracy}, {"val_batches", r.batches}});
     char line[160];
     std::snprintf(line, sizeof line, "step %lld: val_loss %.4f val_accuracy %.4f (%lld batches)", (long long)at_step,
                   r.loss, r.accuracy, (long long)r.batches);
     progress.message(line);
-    summary.val_loss = r.loss;
-    summary.val_accuracy = r.accuracy;
   };
+  // One copy is enough: every worker holds the same parameters and state.
   auto save = [&](int64_t at_step) {
+    if (!lead) return;
     std::string path = save_train_checkpoint(ckpt_root, TrainState{at_step, loader.state()}, config, *model,
                                              *optimizer, config.checkpoint.keep);
     progress.message("checkpoint " + path);
@@ -127,8 +174,16 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
     const auto t0 = Clock::now();
     loader.next_batch(batch);
     model->store().zero_grads();
+    if (sync) sync->start_backward();
     ForwardResult fwd = model->forward(batch);
     model->backward();
+    parallel::GradientSyncStats comm_stats;
+    if (sync) {
+      comm_stats = sync->finish_backward();
+      double loss_sum = fwd.loss;  // the global batch's mean: every worker's share is the same size
+      workers.sum({&loss_sum, 1});
+      fwd.loss = static_cast<float>(loss_sum / world_size);
+    }
     const float grad_norm = gradient_norm(model->store(), config.optimizer.grad_clip);
     if (!std::isfinite(fwd.loss) || !std::isfinite(grad_norm))
       throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
@@ -143,16 +198,24 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
     summary.last_step = step;
 
     const bool log_now = step % tc.log_every == 0 || step == last_step;
-    if (log_now) {
+    if (log_now && lead) {
       nlohmann::json rec = {{"step", step}, {"loss", fwd.loss}, {"lr", lr}, {"grad_norm", grad_norm},
                             {"step_ms", step_s * 1e3}, {"batch_size", tc.batch_size}, {"global_batch", global_batch},
                             {"elapsed_s", seconds_since(run_start)}};
       rec[is_text ? "tokens_per_s" : "samples_per_s"] = per_s;
       rec["gflop_per_s"] = per_s * model->flops_per_sample() / 1e9;  // per prediction (token or image)
-      metrics.write(rec);
+      if (sync) {
+        rec["workers"] = world_size;
+        rec["effective_lr"] = base_lr;
+        rec["comm_ms"] = comm_stats.busy_s * 1e3;
+        rec["comm_exposed_ms"] = comm_stats.exposed_s * 1e3;
+        rec["comm_hidden_share"] = comm_stats.hidden_share();
+      }
+      metrics->write(rec);
     }
     const double elapsed = seconds_since(run_start);
-    progress.update({.step = step, .total_steps = tc.steps, .loss = fwd.loss, .lr = lr, .throughput = throughput_ema,
+    if (lead)
+      progress.update({.step = step, .total_steps = tc.steps, .loss = fwd.loss, .lr = lr, .throughput = throughput_ema,
                      .unit = unit, .seconds_left = elapsed / (step - first_step) * (last_step - step)},
                     log_now);
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step != last_step) run_eval(step);
@@ -160,8 +223,9 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   }
   run_eval(step);
   save(step);
+  if (!lead) return summary;
   progress.finish();
-  std::fprintf(options.out, "done: %lld steps in %s, final loss %.4f, val_loss %.4f\n",
+  std::fprintf(out, "done: %lld steps in %s, final loss %.4f, val_loss %.4f\n",
                (long long)(step - first_step), format_duration(seconds_since(run_start)).c_str(), summary.final_loss,
                summary.val_loss);
   return summary;

@@ -165,5 +165,23 @@ TEST(SequentialSampler, InOrderAndDropsTheTail) {
   EXPECT_EQ(SequentialSampler(2, 3).num_batches(), 0);
 }
 
+// Two ranks with batch 2 split each global batch of 4 the way one process
+// with batch 4 reads it, so their summed results equal that process's.
+TEST(SequentialSampler, RanksSplitEachGlobalBatch) {
+  SequentialSampler whole(11, 4), r0(11, 2, 0, 2), r1(11, 2, 1, 2);
+  EXPECT_EQ(r0.num_batches(), whole.num_batches());
+  for (int64_t k = 0; k < whole.num_batches(); ++k) {
+    Indices joined;
+    for (auto* s : {&r0, &r1}) {
+      auto b = s->batch(k);
+      joined.insert(joined.end(), b.begin(), b.end());
+    }
+    auto w = whole.batch(k);
+    EXPECT_EQ(joined, Indices(w.begin(), w.end())) << "batch " << k;
+  }
+  EXPECT_THROW(SequentialSampler(10, 2, 2, 2), ConfigError);
+  EXPECT_THROW(SequentialSampler(10, 2, 0, 0), ConfigError);
+}
+
 }  // namespace
 }  // namespace meshtrain

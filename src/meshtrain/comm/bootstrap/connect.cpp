@@ -11,7 +11,7 @@ namespace meshtrain::comm {
 
 std::unique_ptr<Transport> connect_transport(const LaunchEnv& env, const std::string& kind,
                                              const TransportOptions& options) {
-  std::string chosen = kind;
+  std::string chosen = kind == "auto" ? env.transport : kind;
   if (chosen == "auto") chosen = env.local_world_size == env.world_size ? "shm" : "tcp";
   if (chosen == "shm") {
     if (env.local_world_size != env.world_size)

@@ -8,8 +8,8 @@
 
 namespace meshtrain::comm {
 
-// kind: "auto" (shared memory when every rank is on this host, TCP
-// otherwise), "shm", "tcp" or "mpi" (only under mpirun/srun with an MPI
+// kind: "auto" (the launcher's choice, env.transport, when it made one;
+// else shared memory when every rank is on this host, TCP otherwise), "shm", "tcp" or "mpi" (only under mpirun/srun with an MPI
 // build). Throws ConfigError for an unknown kind, CommError when peers do
 // not show up within options.timeout.
 std::unique_ptr<Transport> connect_transport(const LaunchEnv& env, const std::string& kind,

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "meshtrain/comm/bootstrap/cluster_spec_env.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm {
@@ -47,6 +48,10 @@ LaunchEnv read_launch_env() {
     e.rank = env_int("RANK", 0, e.world_size - 1);
     e.local_rank = env("LOCAL_RANK") ? env_int("LOCAL_RANK", 0, e.world_size - 1) : e.rank;
     e.local_world_size = env("LOCAL_WORLD_SIZE") ? env_int("LOCAL_WORLD_SIZE", 1, e.world_size) : e.world_size;
+  } else if (auto spec = env("CLUSTER_SPEC")) {
+    apply_cluster_spec("CLUSTER_SPEC", *spec, e);
+  } else if (auto tf = env("TF_CONFIG")) {
+    apply_cluster_spec("TF_CONFIG", *tf, e);
   } else if (env("SLURM_PROCID")) {
     e.launcher = "slurm";
     e.world_size = env_int("SLURM_NTASKS", 1, kMaxWorld);
@@ -70,14 +75,21 @@ LaunchEnv read_launch_env() {
   if (e.local_rank >= e.local_world_size)
     throw ConfigError("environment: local rank " + std::to_string(e.local_rank) + " is outside the local world of " +
                       std::to_string(e.local_world_size));
-  if (auto addr = env("MASTER_ADDR")) e.master_addr = *addr;
-  if (env("MASTER_PORT")) e.master_port = env_int("MASTER_PORT", 1, 65535);
+  const bool vertex = e.launcher == "vertex";  // the cluster spec alone says where peers are
+  if (auto addr = env("MASTER_ADDR"); addr && !vertex) e.master_addr = *addr;
+  if (env("MASTER_PORT") && !vertex) e.master_port = env_int("MASTER_PORT", 1, 65535);
   if (auto id = env("MESHTRAIN_JOB_ID")) e.job_id = *id;
   if (e.job_id.empty()) e.job_id = "port" + std::to_string(e.master_port);
   // Without a launcher-made secret the job still runs; connections then
   // prove only that they belong to this job id (see the README's network notes).
   e.token = env("MESHTRAIN_JOB_TOKEN").value_or("meshtrain-job-" + e.job_id);
 
+  if (vertex) return e;
+  if (auto t = env("MESHTRAIN_TRANSPORT")) {
+    if (*t != "auto" && *t != "shm" && *t != "tcp" && *t != "mpi")
+      throw ConfigError("environment: MESHTRAIN_TRANSPORT='" + *t + "' is not one of auto, shm, tcp, mpi");
+    e.transport = *t;
+  }
   const char* servers_var = env("MESHTRAIN_NUM_SERVERS") ? "MESHTRAIN_NUM_SERVERS" : "MESHTRAIN_NUM_REDUCERS";
   if (env(servers_var)) e.num_servers = env_int(servers_var, 0, e.world_size - 1);
   if (auto addrs = env("MESHTRAIN_SERVER_ADDRS")) {

@@ -4,6 +4,9 @@
 //   meshtrain launch / torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 //                                MASTER_ADDR, MASTER_PORT (+ MESHTRAIN_JOB_ID,
 //                                MESHTRAIN_JOB_TOKEN from meshtrain launch)
+//   Vertex AI / meshtrain submit CLUSTER_SPEC, else TF_CONFIG (JSON; see
+//                                cluster_spec_env.hpp), + MESHTRAIN_JOB_ID and
+//                                MESHTRAIN_JOB_TOKEN when meshtrain submit sets them
 //   Slurm (srun)                 SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 //                                SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE,
 //                                SLURM_JOB_ID, MASTER_ADDR/MASTER_PORT if set
@@ -22,8 +25,8 @@
 namespace meshtrain::comm {
 
 struct LaunchEnv {
-  std::string launcher = "none";  // "meshtrain", "torchrun", "slurm", "mpirun", "none"
-  int rank = 0;
+  std::string launcher = "none";  // "meshtrain", "torchrun", "vertex", "slurm", "mpirun", "none"
+  int rank = 0;  // -1 for an evaluator: it is outside the world
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
@@ -31,6 +34,11 @@ struct LaunchEnv {
   int master_port = 29500;
   std::string job_id;  // names shared-memory segments; unique per job
   std::string token;   // per-job secret for rendezvous and data connections
+
+  // The transport the launcher chose for the whole job (MESHTRAIN_TRANSPORT):
+  // what "auto" means to every rank, workers and reducers alike, so they
+  // cannot pick different ones. "auto" when unset.
+  std::string transport = "auto";
 
   int num_servers = 0;                    // pool 2: the last num_servers ranks
   std::vector<std::string> server_addrs;  // pool 2's host:port, when they listen (parameter servers)

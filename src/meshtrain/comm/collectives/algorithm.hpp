@@ -22,6 +22,9 @@ enum class AllReduceAlgorithm {
 enum class ReduceKind { Sum, Avg, Max, Min };
 
 std::string_view algorithm_name(AllReduceAlgorithm algorithm);
+// "auto", "ring", "tree", "halving_doubling" (or "hd"), "reduction_server";
+// ConfigError for any other name.
+AllReduceAlgorithm parse_all_reduce_algorithm(std::string_view name);
 std::string_view reduce_kind_name(ReduceKind kind);
 
 }  // namespace meshtrain::comm

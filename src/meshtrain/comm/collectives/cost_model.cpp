@@ -19,6 +19,16 @@ std::string_view algorithm_name(AllReduceAlgorithm algorithm) {
   return "?";
 }
 
+AllReduceAlgorithm parse_all_reduce_algorithm(std::string_view name) {
+  if (name == "auto") return AllReduceAlgorithm::Auto;
+  if (name == "ring") return AllReduceAlgorithm::Ring;
+  if (name == "tree") return AllReduceAlgorithm::Tree;
+  if (name == "halving_doubling" || name == "hd") return AllReduceAlgorithm::HalvingDoubling;
+  if (name == "reduction_server") return AllReduceAlgorithm::ReductionServer;
+  throw ConfigError("unknown all-reduce algorithm '" + std::string(name) +
+                    "' (auto, ring, tree, halving_doubling, reduction_server)");
+}
+
 std::string_view reduce_kind_name(ReduceKind kind) {
   switch (kind) {
     case ReduceKind::Sum: return "sum";

@@ -58,6 +58,7 @@ void Communicator::run() {
       continue;
     }
     std::string error;
+    next.work->start();
     try {
       next.op(*transport_);
     } catch (const std::exception& e) {

@@ -13,9 +13,21 @@ bool Work::is_completed() const {
   return done_;
 }
 
+double Work::busy_seconds() const {
+  std::lock_guard lock(mutex_);
+  return done_ ? std::chrono::duration<double>(finished_ - started_).count() : 0.0;
+}
+
+void Work::start() {
+  std::lock_guard lock(mutex_);
+  started_ = std::chrono::steady_clock::now();
+}
+
 void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
+    finished_ = std::chrono::steady_clock::now();
+    if (started_ == std::chrono::steady_clock::time_point{}) started_ = finished_;
     error_ = std::move(error);
     done_ = true;
   }

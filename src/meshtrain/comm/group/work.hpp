@@ -3,6 +3,7 @@
 // thread. The buffers passed to the collective must stay alive and untouched
 // until wait() returns (or is_completed() is true); dropping the handle does
 // not cancel the operation.
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -23,6 +24,13 @@ class Work {
   // e.g. "all_reduce(ring, sum, 1000 x f32) on group [0, 2]"
   const std::string& description() const { return description_; }
 
+  // Seconds the communication thread spent on it (from start to finish);
+  // 0 until it completes. Data parallelism compares this with the time it
+  // waited, to report how much communication backward hid.
+  double busy_seconds() const;
+
+  // Called by the communication thread when the operation starts running.
+  void start();
   // Called once by the communication thread; error is null on success.
   void finish(std::exception_ptr error);
 
@@ -32,6 +40,7 @@ class Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::chrono::steady_clock::time_point started_, finished_;
 };
 
 using WorkHandle = std::shared_ptr<Work>;

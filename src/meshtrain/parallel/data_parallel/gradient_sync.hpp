@@ -1,0 +1,69 @@
+#pragma once
+// Synchronous data parallelism's gradient exchange (what PyTorch calls DDP's
+// reducer): every worker holds the whole model; after backward each holds the
+// average of all workers' gradients, bit-identical on every worker.
+//
+// The buckets of plan_gradient_buckets() are all-reduced as soon as backward
+// has announced every tensor in them (ParamStore::grad_ready), in bucket
+// order, on the communicator's thread, so they travel while backward goes on.
+// Bucket order is the same on every rank (the plan and the order of
+// announcements are), which the communicator's ordering rule needs.
+#include <cstddef>
+#include <vector>
+
+#include "meshtrain/comm/group/process_group.hpp"
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/parallel/data_parallel/gradient_buckets.hpp"
+
+namespace meshtrain::parallel {
+
+struct GradientSyncOptions {
+  comm::AllReduceAlgorithm algorithm = comm::AllReduceAlgorithm::Auto;
+  size_t bucket_bytes = size_t{25} << 20;
+  size_t first_bucket_bytes = size_t{1} << 20;
+};
+
+// Communication of one step, for the overlap report.
+struct GradientSyncStats {
+  double busy_s = 0;     // time the communication thread spent on this step's buckets
+  double exposed_s = 0;  // time finish_backward() waited for them (not hidden by backward)
+  size_t bytes = 0;      // gradient bytes all-reduced by this rank
+  double hidden_share() const { return busy_s > 0 ? 1.0 - std::min(1.0, exposed_s / busy_s) : 1.0; }
+};
+
+class GradientSync {
+ public:
+  // Installs a grad-ready hook on `store`; the store and group must outlive this.
+  GradientSync(ParamStore& store, comm::ProcessGroup& group, GradientSyncOptions options);
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // Makes every worker's parameters equal to root's.
+  void broadcast_parameters(int root = 0);
+  // Before backward: no bucket is ready yet.
+  void start_backward();
+  // After backward: starts the buckets still waiting, waits for all and
+  // divides by the group size. Throws CommError when a peer fails.
+  GradientSyncStats finish_backward();
+
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+
+ private:
+  void on_grad_ready(size_t view);
+  void launch_ready_buckets();
+  void launch(size_t bucket);
+
+  ParamStore& store_;
+  comm::ProcessGroup& group_;
+  GradientSyncOptions options_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<size_t> bucket_of_view_;
+  std::vector<char> announced_;       // per view, this step
+  std::vector<size_t> waiting_;       // per bucket: tensors not yet announced
+  std::vector<comm::WorkHandle> work_;  // per bucket, this step
+  size_t next_launch_ = 0;
+  bool in_backward_ = false;
+};
+
+}  // namespace meshtrain::parallel

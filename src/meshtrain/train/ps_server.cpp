@@ -1,0 +1,141 @@
+#include "meshtrain/train/ps_server.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/data/loader.hpp"
+#include "meshtrain/optim/factory.hpp"
+#include "meshtrain/optim/schedule.hpp"
+#include "meshtrain/parallel/parameter_server/server.hpp"
+#include "meshtrain/train/evaluator.hpp"
+#include "meshtrain/train/metrics_log.hpp"
+#include "meshtrain/train/model_factory.hpp"
+#include "meshtrain/train/ps_job.hpp"
+#include "meshtrain/train/section_configs.hpp"
+#include "meshtrain/train/train_checkpoint.hpp"
+
+namespace meshtrain {
+namespace {
+
+namespace ps = parallel::ps;
+
+nlohmann::json staleness_json(const ps::StalenessStats& s) {
+  // The histogram without its empty tail.
+  std::vector<int64_t> hist = s.histogram;
+  while (!hist.empty() && hist.back() == 0) hist.pop_back();
+  return {{"pushes", s.pushes}, {"staleness_mean", s.mean()}, {"staleness_max", s.max},
+          {"staleness_histogram", hist}};
+}
+
+// Server 0: the gathered state into a model and optimizer of the job's
+// shape, saved through the trainer's checkpoint code.
+std::string save_final(const JobConfig& config, const ps::FinalState& f, Model& model) {
+  ParamStore& store = model.store();
+  std::memcpy(store.params().data(), f.params.data(), store.flat_size() * sizeof(float));
+  auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), store);
+  for (auto& [name, buf] : optimizer->state_buffers()) {
+    auto it = std::find_if(f.state.begin(), f.state.end(), [&](const auto& s) { return s.first == name; });
+    if (it == f.state.end()) throw Error("parameter server: no final '" + name + "' state gathered");
+    std::memcpy(buf->data(), it->second.data(), store.flat_size() * sizeof(float));
+  }
+  optimizer->set_steps_taken(f.step);
+  // The data position is per worker here; a checkpoint holds one, so none.
+  return save_train_checkpoint(config.checkpoint_dir(), TrainState{.step = f.step, .data = {}}, config, model,
+                               *optimizer, config.checkpoint.keep);
+}
+
+}  // namespace
+
+PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
+  const PsJob job = read_ps_job(config, "server");
+  const comm::LaunchEnv& env = job.env;
+  const int index = env.role_index;
+  const auto& tc = config.training;
+  if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
+
+  // The same initial parameters on every server: the trainer's seed and init.
+  std::unique_ptr<Model> model = make_model(config.model);
+  Rng init_rng(static_cast<uint64_t>(tc.seed));
+  model->init_parameters(init_rng);
+  // Server 0 evaluates and checkpoints at the end: fail on bad data or an
+  // unwritable directory now, not after training.
+  std::optional<DataLoader> loader;
+  if (index == 0) {
+    loader.emplace(DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size, 0, 1));
+    std::error_code ec;
+    std::filesystem::create_directories(config.checkpoint_dir(), ec);
+    if (ec) throw IoError("checkpoint.dir: cannot create '" + config.checkpoint_dir() + "': " + ec.message());
+  }
+
+  ps::ServerOptions o;
+  o.state.index = index;
+  o.state.num_workers = env.num_workers();
+  o.state.total_steps = tc.steps;
+  o.state.max_staleness = config.parallel.max_staleness;
+  o.state.optimizer = to_optimizer_config(config.optimizer);
+  o.state.schedule = ScheduleConfig{.warmup_steps = config.schedule.warmup_steps, .decay = config.schedule.decay,
+                                    .total_steps = tc.steps, .min_lr_ratio = config.schedule.min_lr_ratio};
+  // Every push is one worker's batch: the batch the lr is scaled for.
+  const int64_t reference = config.schedule.reference_batch > 0 ? config.schedule.reference_batch : tc.batch_size;
+  o.state.base_lr = effective_base_lr(config.optimizer.lr, tc.batch_size, reference, config.schedule.scale_rule);
+  MetricsLog metrics(tc.out_dir + "/server-" + std::to_string(index) + ".jsonl");
+  o.state.report_every = tc.log_every;
+  o.state.on_report = [&](const ps::ServerReport& r) {
+    nlohmann::json rec = staleness_json(r.window);
+    rec["step"] = r.step;
+    rec["lr"] = r.lr;
+    rec["live_workers"] = r.live_workers;
+    metrics.write(rec);
+    std::fprintf(out, "ps-server %d: step %lld/%lld | lr %.3g | %d workers | staleness mean %.2f max %lld\n", index,
+                 (long long)r.step, (long long)tc.steps, r.lr, r.live_workers, r.window.mean(),
+                 (long long)r.window.max);
+    std::fflush(out);
+  };
+  o.num_servers = env.num_servers;
+  o.servers = job.servers;
+  o.world_size = env.world_size;
+  o.token = env.token;
+  o.job_id = env.job_id;
+  o.timeout = job.timeout;
+  o.drain = std::min(job.timeout, std::chrono::milliseconds(30000));
+
+  ps::Server server(model->store(), o);
+  ps::ServerResult result = server.serve();
+
+  PsServerSummary summary{.step = result.step, .staleness_mean = result.staleness.mean(),
+                          .staleness_max = result.staleness.max};
+  nlohmann::json rec = staleness_json(result.staleness);
+  rec["event"] = "summary";
+  rec["step"] = result.step;
+  nlohmann::json workers = nlohmann::json::array();
+  for (size_t r = 0; r < result.workers.size(); ++r)
+    workers.push_back({{"rank", r}, {"pushes", result.workers[r].clock}, {"joins", result.workers[r].joins}});
+  rec["workers"] = workers;
+  std::fprintf(out, "ps-server %d: done at step %lld: %lld pushes, staleness mean %.2f max %lld\n", index,
+               (long long)result.step, (long long)result.staleness.pushes, result.staleness.mean(),
+               (long long)result.staleness.max);
+  for (size_t r = 0; r < result.workers.size(); ++r)
+    std::fprintf(out, "ps-server %d:   worker rank %zu: %lld pushes, %lld joins\n", index, r,
+                 (long long)result.workers[r].clock, (long long)result.workers[r].joins);
+  if (result.final_state) {
+    const std::string path = save_final(config, *result.final_state, *model);
+    std::fprintf(out, "ps-server 0: checkpoint %s\n", path.c_str());
+    Batch scratch;
+    EvalResult ev = evaluate(*model, *loader, tc.eval_batches, scratch);
+    summary.val_loss = ev.loss;
+    rec["val_loss"] = ev.loss;
+    rec["val_accuracy"] = ev.accuracy;
+    std::fprintf(out, "ps-server 0: final val_loss %.4f val_accuracy %.4f\n", ev.loss, ev.accuracy);
+  }
+  metrics.write(rec);
+  std::fflush(out);
+  return summary;
+}
+
+}  // namespace meshtrain

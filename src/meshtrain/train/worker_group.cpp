@@ -1,0 +1,61 @@
+#include "meshtrain/train/worker_group.hpp"
+
+#include <numeric>
+
+#include "meshtrain/comm/bootstrap/connect.hpp"
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain {
+
+WorkerGroup::WorkerGroup(const JobConfig& config) {
+  const auto& p = config.parallel;
+  if (p.data != "allreduce") return;
+  algorithm_ = comm::parse_all_reduce_algorithm(p.all_reduce);
+  const comm::LaunchEnv env = comm::read_launch_env();
+  const bool reduction_server = algorithm_ == comm::AllReduceAlgorithm::ReductionServer;
+  if (reduction_server && env.num_servers == 0)
+    throw ConfigError("parallel.all_reduce = \"reduction_server\" needs reducer processes: start the job with "
+                      "`meshtrain run` (parallel.reducers) or `meshtrain launch --reducers R`");
+  if (env.role == "server")
+    throw ConfigError("rank " + std::to_string(env.rank) + " is a pool-2 server rank (the last " +
+                      std::to_string(env.num_servers) + " ranks); run `meshtrain reducer` there, not `train`");
+  rank_ = env.rank;
+  size_ = env.num_workers();
+  if (env.world_size == 1) return;
+
+  comm::TransportOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
+  communicator_ = std::make_shared<comm::Communicator>(comm::connect_transport(env, p.transport, options));
+  std::vector<int> workers(static_cast<size_t>(size_));
+  std::iota(workers.begin(), workers.end(), 0);
+  group_ = std::make_unique<comm::ProcessGroup>(communicator_, workers);
+  if (reduction_server) {
+    std::vector<int> reducers(static_cast<size_t>(env.num_servers));
+    std::iota(reducers.begin(), reducers.end(), size_);
+    group_->use_reducers(reducers);
+  }
+}
+
+WorkerGroup::~WorkerGroup() {
+  if (!group_ || !group_->has_reducers()) return;
+  try {
+    group_->shutdown_reducers_async()->wait();
+  } catch (const std::exception&) {
+    // The job is ending anyway; a reducer that already went away changes nothing.
+  }
+}
+
+const char* WorkerGroup::transport_name() const {
+  return communicator_ ? communicator_->transport_name().c_str() : "none";
+}
+
+void WorkerGroup::sum(std::span<double> values) {
+  if (group_) group_->all_reduce(values, comm::ReduceKind::Sum);
+}
+
+int64_t WorkerGroup::broadcast_from_lead(int64_t value) {
+  if (group_) group_->broadcast(std::span<int64_t>(&value, 1), 0);
+  return value;
+}
+
+}  // namespace meshtrain

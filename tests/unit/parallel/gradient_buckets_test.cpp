@@ -1,0 +1,53 @@
+// The bucket plan: buckets tile the flat buffer, hold whole tensors, go from
+// the last tensor backwards, and respect the size limits.
+#include <gtest/gtest.h>
+
+#include "meshtrain/parallel/data_parallel/gradient_buckets.hpp"
+
+namespace meshtrain::parallel {
+namespace {
+
+ParamStore store_of(std::vector<int64_t> sizes) {
+  ParamStore s;
+  for (size_t i = 0; i < sizes.size(); ++i) s.declare("t" + std::to_string(i), {sizes[i]}, true);
+  s.allocate();
+  return s;
+}
+
+TEST(GradientBuckets, TileTheBufferFromTheLastTensor) {
+  // 16-element alignment: 10 -> 16 elements (64 B), 100 -> 112 (448 B), 40 -> 48 (192 B), 5 -> 16 (64 B)
+  ParamStore s = store_of({10, 100, 40, 5});
+  auto buckets = plan_gradient_buckets(s, 400, 100);
+  ASSERT_EQ(buckets.size(), 3u);
+  // First bucket closes at 100 bytes: t3 (64 B) + t2 (192 B).
+  EXPECT_EQ(buckets[0].first_view, 2u);
+  EXPECT_EQ(buckets[0].end_view, 4u);
+  EXPECT_EQ(buckets[0].end, s.flat_size());
+  // Then t1 alone (448 B >= 400), then t0, which starts the buffer.
+  EXPECT_EQ(buckets[1].first_view, 1u);
+  EXPECT_EQ(buckets[1].end_view, 2u);
+  EXPECT_EQ(buckets[2].first_view, 0u);
+  EXPECT_EQ(buckets[2].begin, 0u);
+  for (size_t b = 0; b + 1 < buckets.size(); ++b) EXPECT_EQ(buckets[b].begin, buckets[b + 1].end) << b;
+}
+
+TEST(GradientBuckets, OneBigBucketAndEmptyStore) {
+  ParamStore s = store_of({10, 100, 40, 5});
+  auto one = plan_gradient_buckets(s, size_t{1} << 30, size_t{1} << 30);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].begin, 0u);
+  EXPECT_EQ(one[0].end, s.flat_size());
+  ParamStore empty;
+  empty.allocate();
+  EXPECT_TRUE(plan_gradient_buckets(empty, 100, 100).empty());
+}
+
+TEST(GradientBuckets, TinyLimitGivesOneTensorPerBucket) {
+  ParamStore s = store_of({3, 3, 3});
+  auto buckets = plan_gradient_buckets(s, 1, 1);
+  ASSERT_EQ(buckets.size(), 3u);
+  for (size_t b = 0; b < 3; ++b) EXPECT_EQ(buckets[b].end_view - buckets[b].first_view, 1u);
+}
+
+}  // namespace
+}  // namespace meshtrain::parallel

@@ -12,6 +12,8 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3
+  # network namespaces for the two-host test (ip netns, veth)
+  iproute2
   # the MPI transport and the OpenMPI peer benchmark (optional at build time)
   openmpi-bin libopenmpi-dev
   # gzip-compressed data files (Fashion-MNIST)

@@ -51,4 +51,15 @@ out="$WORK/one-bucket"
 grep -q "1 gradient buckets" "$out.log" || { cat "$out.log"; fail "expected one bucket"; }
 cmp "$out/checkpoints/step_00000020/model.safetensors" "$WORK/dp2-shm-ring/checkpoints/step_00000020/model.safetensors" ||
   fail "bucket size changed the result of ring all-reduce"
+# The linear scaling rule applies to the global batch: 2 workers with batch 4
+# and lr tuned for batch 4 run at twice the lr, as one process with batch 8 does.
+scaled=(--schedule.scale_rule=linear --schedule.reference_batch=4)
+"$MESHTRAIN" train job.toml "${common[@]}" "${scaled[@]}" --training.batch_size=8 --training.out_dir="$WORK/scaled-1" \
+  > scaled-1.log 2>&1 || { cat scaled-1.log; fail "scaled single"; }
+"$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml "${common[@]}" "${scaled[@]}" --parallel.data=allreduce \
+  --training.batch_size=4 --training.out_dir="$WORK/scaled-2" > scaled-2.log 2>&1 || { cat scaled-2.log; fail "scaled 2 workers"; }
+grep -q "per-device batch 4, global batch 8 (2 workers) | base lr 0.001, scale rule linear (reference batch 4) -> effective lr 0.002" \
+  scaled-2.log || { cat scaled-2.log; fail "the log does not show the scaled lr for the global batch"; }
+compare_losses "$WORK/scaled-1/metrics.jsonl" "$WORK/scaled-2/metrics.jsonl" 1e-5 || fail "scaled: losses differ"
+grep -q '"effective_lr":0.002' "$WORK/scaled-2/metrics.jsonl" || fail "metrics lack the effective lr"
 echo "data-parallel equivalence holds"

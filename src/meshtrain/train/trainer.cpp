@@ -204,9 +204,9 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                             {"elapsed_s", seconds_since(run_start)}};
       rec[is_text ? "tokens_per_s" : "samples_per_s"] = per_s;
       rec["gflop_per_s"] = per_s * model->flops_per_sample() / 1e9;  // per prediction (token or image)
+      rec["effective_lr"] = base_lr;  // peak lr after the scaling rule
       if (sync) {
         rec["workers"] = world_size;
-        rec["effective_lr"] = base_lr;
         rec["comm_ms"] = comm_stats.busy_s * 1e3;
         rec["comm_exposed_ms"] = comm_stats.exposed_s * 1e3;
         rec["comm_hidden_share"] = comm_stats.hidden_share();

@@ -63,7 +63,9 @@ void GradientSync::launch_ready_buckets() {
 void GradientSync::launch(size_t b) {
   if (group_.size() == 1) return;
   const auto& bucket = buckets_[b];
-  work_[b] = group_.all_reduce_async(store_.grads().subspan(bucket.begin, bucket.elements()), comm::ReduceKind::Sum,
+  // Avg divides on the communication thread, so backward's thread never
+  // makes a pass over the gradients for it.
+  work_[b] = group_.all_reduce_async(store_.grads().subspan(bucket.begin, bucket.elements()), comm::ReduceKind::Avg,
                                      options_.algorithm);
 }
 
@@ -73,15 +75,11 @@ GradientSyncStats GradientSync::finish_backward() {
   while (next_launch_ < buckets_.size()) launch(next_launch_++);
   GradientSyncStats stats;
   if (group_.size() == 1) return stats;
-  const float scale = 1.0f / static_cast<float>(group_.size());
   const auto wait_start = std::chrono::steady_clock::now();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     work_[b]->wait();
-    // Averaged as each bucket arrives, while later ones are still in flight.
-    auto grads = store_.grads().subspan(buckets_[b].begin, buckets_[b].elements());
-    for (float& g : grads) g *= scale;
     stats.busy_s += work_[b]->busy_seconds();
-    stats.bytes += grads.size_bytes();
+    stats.bytes += buckets_[b].elements() * sizeof(float);
     work_[b].reset();
   }
   stats.exposed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();

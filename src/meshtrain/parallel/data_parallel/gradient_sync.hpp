@@ -43,8 +43,8 @@ class GradientSync {
   void broadcast_parameters(int root = 0);
   // Before backward: no bucket is ready yet.
   void start_backward();
-  // After backward: starts the buckets still waiting, waits for all and
-  // divides by the group size. Throws CommError when a peer fails.
+  // After backward: starts the buckets still waiting and waits for all.
+  // Throws CommError when a peer fails.
   GradientSyncStats finish_backward();
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }

@@ -19,6 +19,7 @@
 #include "meshtrain/train/metrics_log.hpp"
 #include "meshtrain/train/model_factory.hpp"
 #include "meshtrain/train/progress.hpp"
+#include "meshtrain/train/ps_worker.hpp"
 #include "meshtrain/train/section_configs.hpp"
 #include "meshtrain/train/train_checkpoint.hpp"
 #include "meshtrain/train/worker_group.hpp"
@@ -69,6 +70,7 @@ std::optional<std::string> agree_on_resume_checkpoint(WorkerGroup& workers, cons
 }  // namespace
 
 TrainSummary train(const JobConfig& config, const TrainOptions& options) {
+  if (config.parallel.data == "parameter_server") return train_parameter_server_worker(config, options);
   const auto& tc = config.training;
   if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
 

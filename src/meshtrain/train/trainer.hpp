@@ -25,6 +25,9 @@ struct TrainSummary {
   double val_accuracy = 0;
 };
 
+// With parallel.data = "parameter_server" this process is one asynchronous
+// worker (ps_worker.hpp); otherwise a synchronous worker, alone or one of a
+// data-parallel group (worker_group.hpp).
 TrainSummary train(const JobConfig& config, const TrainOptions& options);
 
 }  // namespace meshtrain

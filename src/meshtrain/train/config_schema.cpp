@@ -66,7 +66,7 @@ const std::vector<Field>& fields() {
       MT_FIELD(training, batch_size, Int, closed(1, 1 << 24), {}, "samples per step on each device"),
       MT_FIELD(training, steps, Int, closed(1, kMaxInt), {}, "optimizer steps in the run"),
       MT_FIELD(training, seed, Int, closed(0, kMaxInt), {}, "seed of parameter initialization"),
-      MT_FIELD(training, threads, Int, closed(0, 1024), {}, "compute threads; 0 uses every core"),
+      MT_FIELD(training, threads, Int, closed(0, 1024), {}, "compute threads; 0: the cores, shared among the job's processes on this host"),
       MT_FIELD(training, log_every, Int, closed(1, kMaxInt), {}, "steps between metrics lines"),
       MT_FIELD(training, eval_every, Int, closed(0, kMaxInt), {}, "steps between validations; 0: at the end only"),
       MT_FIELD(training, eval_batches, Int, closed(1, kMaxInt), {}, "validation batches per evaluation"),

@@ -72,7 +72,6 @@ std::optional<std::string> agree_on_resume_checkpoint(WorkerGroup& workers, cons
 TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   if (config.parallel.data == "parameter_server") return train_parameter_server_worker(config, options);
   const auto& tc = config.training;
-  if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
 
   // Everything that can fail on bad input fails here, before the first step.
   const bool is_text = config.data.kind == "text";
@@ -81,6 +80,12 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   check_writable_dir(ckpt_root, "checkpoint.dir");
   WorkerGroup workers(config);
   const bool lead = workers.is_lead();
+  // threads = 0: this process's share of the cores. Several workers with all
+  // cores each would oversubscribe them, which slows OpenMP down many times.
+  if (tc.threads > 0)
+    omp_set_num_threads(static_cast<int>(tc.threads));
+  else if (workers.local_size() > 1)
+    omp_set_num_threads(std::max(1, omp_get_num_procs() / workers.local_size()));
   // Only the lead worker reports; the others would print the same lines.
   std::FILE* out = lead ? options.out : nullptr;
   DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size,

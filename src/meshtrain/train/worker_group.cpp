@@ -21,6 +21,7 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
                       std::to_string(env.num_servers) + " ranks); run `meshtrain reducer` there, not `train`");
   rank_ = env.rank;
   size_ = env.num_workers();
+  local_size_ = env.local_world_size;
   if (env.world_size == 1) return;
 
   comm::TransportOptions options;

@@ -25,6 +25,8 @@ class WorkerGroup {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Processes of this job on this host (workers, and reducers when present).
+  int local_size() const { return local_size_; }
   bool is_lead() const { return rank_ == 0; }
   // Null when there is one worker.
   comm::ProcessGroup* group() { return group_.get(); }
@@ -37,7 +39,7 @@ class WorkerGroup {
   int64_t broadcast_from_lead(int64_t value);
 
  private:
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1;
   comm::AllReduceAlgorithm algorithm_ = comm::AllReduceAlgorithm::Auto;
   std::shared_ptr<comm::Communicator> communicator_;
   std::unique_ptr<comm::ProcessGroup> group_;

@@ -21,8 +21,8 @@ parallel() {
   local name="dp$n-$transport-$algo" out
   out="$WORK/$name"
   single $((4 * n))
-  # MESHTRAIN_TRANSPORT: the reducers use the workers' transport too.
-  MESHTRAIN_TRANSPORT=$transport "$MESHTRAIN" launch --nproc "$n" --reducers "$reducers" -- \
+  # --transport: the reducers use the workers' transport too.
+  "$MESHTRAIN" launch --nproc "$n" --reducers "$reducers" --transport "$transport" -- \
     "$MESHTRAIN" train job.toml "${common[@]}" --parallel.data=allreduce --parallel.all_reduce="$algo" \
     --parallel.bucket_mb=0.01 --training.batch_size=4 --training.out_dir="$out" > "$out.log" 2>&1 ||
     { cat "$out.log"; fail "$name"; }

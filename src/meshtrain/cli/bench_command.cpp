@@ -113,8 +113,10 @@ void print_result(const comm::bench::BenchResult& r, bool json) {
 
 // One rank of the job: the last R ranks serve, the others benchmark.
 int run_rank(const BenchArgs& a, const comm::LaunchEnv& env) {
-  const char* r_text = std::getenv("MESHTRAIN_NUM_REDUCERS");
-  const int reducers = r_text && *r_text ? std::atoi(r_text) : a.reducers;
+  // meshtrain's launchers name the reducers (MESHTRAIN_NUM_SERVERS, pool 2 of
+  // CLUSTER_SPEC); under mpirun, srun or torchrun --reducers does.
+  const bool named = env.num_servers > 0 || env.launcher == "meshtrain" || env.launcher == "vertex";
+  const int reducers = named ? env.num_servers : a.reducers;
   const int workers = env.world_size - reducers;
   if (reducers < 0 || workers < 1)
     throw ConfigError("bench collectives: " + std::to_string(reducers) + " reducers leave no workers in a world of " +

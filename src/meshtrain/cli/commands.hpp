@@ -29,7 +29,11 @@ void add_eval_command(CLI::App& app, CommandSet& commands);
 void add_generate_command(CLI::App& app, CommandSet& commands);
 void add_launch_command(CLI::App& app, CommandSet& commands);
 void add_reducer_command(CLI::App& app, CommandSet& commands);
+void add_ps_server_command(CLI::App& app, CommandSet& commands);
 void add_bench_command(CLI::App& app, CommandSet& commands);
 void add_plot_command(CLI::App& app, CommandSet& commands);
+void add_run_command(CLI::App& app, CommandSet& commands);
+void add_submit_command(CLI::App& app, CommandSet& commands);
+void add_evaluator_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace meshtrain::cli

@@ -17,6 +17,9 @@ void add_launch_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--reducers", options->reducers,
                   "also start R reducer ranks (meshtrain reducer) for the reduction_server all-reduce")
       ->check(CLI::Range(0, 4096));
+  sub->add_option("--transport", options->transport,
+                  "the transport every rank uses under transport \"auto\", reducers included (MESHTRAIN_TRANSPORT)")
+      ->check(CLI::IsMember({"auto", "shm", "tcp", "mpi"}));
   sub->add_option("command", options->command, "the command every rank runs (after --)")->required();
   sub->footer(
       "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,\n"

@@ -17,8 +17,12 @@ int main(int argc, char** argv) {
   meshtrain::cli::add_generate_command(app, commands);
   meshtrain::cli::add_launch_command(app, commands);
   meshtrain::cli::add_reducer_command(app, commands);
+  meshtrain::cli::add_ps_server_command(app, commands);
   meshtrain::cli::add_bench_command(app, commands);
   meshtrain::cli::add_plot_command(app, commands);
+  meshtrain::cli::add_run_command(app, commands);
+  meshtrain::cli::add_submit_command(app, commands);
+  meshtrain::cli::add_evaluator_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,7 +3,6 @@
 // all shut down. Started by `meshtrain launch --reducers R`, or by a cluster
 // spec, with the job's launch environment; the last R ranks are reducers.
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <numeric>
 
@@ -32,15 +31,15 @@ void add_reducer_command(CLI::App& app, CommandSet& commands) {
       ->check(CLI::PositiveNumber);
   sub->footer(
       "Reads the launch environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, MESHTRAIN_JOB_ID,\n"
-      "MESHTRAIN_JOB_TOKEN) and MESHTRAIN_NUM_REDUCERS=R: ranks WORLD_SIZE-R .. WORLD_SIZE-1 are reducers,\n"
+      "MESHTRAIN_JOB_TOKEN) and MESHTRAIN_NUM_SERVERS=R, or CLUSTER_SPEC / TF_CONFIG with R replicas in\n"
+      "pool 2: ranks WORLD_SIZE-R .. WORLD_SIZE-1 are reducers,\n"
       "the others workers. Reducer j owns segment j of every all-reduce.");
   commands.add(sub, [args] {
     const comm::LaunchEnv env = comm::read_launch_env();
-    const char* r_text = std::getenv("MESHTRAIN_NUM_REDUCERS");
-    const int reducers = r_text ? std::atoi(r_text) : 0;
-    if (reducers < 1 || reducers >= env.world_size)
-      throw ConfigError("reducer: MESHTRAIN_NUM_REDUCERS must be in [1, WORLD_SIZE - 1], got '" +
-                        std::string(r_text ? r_text : "") + "' with WORLD_SIZE " + std::to_string(env.world_size));
+    const int reducers = env.num_servers;
+    if (reducers < 1)
+      throw ConfigError("reducer: the launch environment names no reducers (MESHTRAIN_NUM_SERVERS, or pool 2 of "
+                        "CLUSTER_SPEC / TF_CONFIG) in a world of " + std::to_string(env.world_size));
     const int workers = env.world_size - reducers;
     if (env.rank < workers)
       throw ConfigError("reducer: rank " + std::to_string(env.rank) + " is a worker rank (reducers are " +

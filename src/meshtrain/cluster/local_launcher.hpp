@@ -3,14 +3,17 @@
 // environment a rank needs to find its peers (below), its stdout and stderr
 // are forwarded line by line with a "[rank k] " prefix, and when any rank
 // fails the others are stopped (SIGTERM, then SIGKILL after a grace period)
-// and the launch fails with that rank's status.
+// and the launch fails with that rank's status (replica_supervisor.hpp does
+// the watching; `meshtrain run` builds its pools with the same environment).
 //
 // Environment set for rank k of N (torchrun names, so the same binary also
 // runs under torchrun):
 //   RANK=k  WORLD_SIZE=N  LOCAL_RANK=k  LOCAL_WORLD_SIZE=N
 //   MASTER_ADDR=127.0.0.1  MASTER_PORT=<free port>
 //   MESHTRAIN_JOB_ID=<unique per launch>  MESHTRAIN_JOB_TOKEN=<random secret>
-//   MESHTRAIN_NUM_REDUCERS=R
+//   MESHTRAIN_NUM_SERVERS=R  (and MESHTRAIN_NUM_REDUCERS=R, its older name)
+//   MESHTRAIN_SERVER_ADDRS=host:port,...  (parameter servers only)
+//   MESHTRAIN_TRANSPORT=shm|tcp|mpi  (when the launch fixes the transport)
 // With R reducers (the Reduction Server), ranks N .. N+R-1 run
 // reducer_command instead, and WORLD_SIZE counts them too (N + R).
 #include <chrono>
@@ -18,7 +21,28 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/cluster/replica_supervisor.hpp"
+
 namespace meshtrain {
+
+// One job's rendezvous: the same for all of its ranks.
+struct WorldInfo {
+  int world_size = 1;   // workers + servers
+  int num_servers = 0;  // the last num_servers ranks
+  std::vector<std::string> server_addrs;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::string job_id;
+  std::string token;
+  std::string transport = "auto";  // what "auto" means to every rank (MESHTRAIN_TRANSPORT)
+};
+
+// A fresh job on this host: a free port, a random token and a unique id.
+WorldInfo new_local_world(int world_size, int num_servers, const std::string& master_addr = "127.0.0.1",
+                          int master_port = 0);
+
+// The launch variables of rank `rank` (all ranks on this host).
+std::vector<std::string> rank_environment(const WorldInfo& world, int rank);
 
 struct LaunchOptions {
   int nproc = 1;
@@ -27,6 +51,7 @@ struct LaunchOptions {
   std::vector<std::string> reducer_command;  // e.g. {"/path/to/meshtrain", "reducer"}
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free port
+  std::string transport = "auto";  // shm, tcp or mpi: every rank's transport, reducers included
   std::chrono::milliseconds grace{5000};  // between SIGTERM and SIGKILL
 };
 

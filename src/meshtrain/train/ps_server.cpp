@@ -115,14 +115,15 @@ PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
   rec["step"] = result.step;
   nlohmann::json workers = nlohmann::json::array();
   for (size_t r = 0; r < result.workers.size(); ++r)
-    workers.push_back({{"rank", r}, {"pushes", result.workers[r].clock}, {"joins", result.workers[r].joins}});
+    workers.push_back({{"rank", r}, {"pushes", result.workers[r].pushes}, {"clock", result.workers[r].clock},
+                       {"joins", result.workers[r].joins}});
   rec["workers"] = workers;
   std::fprintf(out, "ps-server %d: done at step %lld: %lld pushes, staleness mean %.2f max %lld\n", index,
                (long long)result.step, (long long)result.staleness.pushes, result.staleness.mean(),
                (long long)result.staleness.max);
   for (size_t r = 0; r < result.workers.size(); ++r)
     std::fprintf(out, "ps-server %d:   worker rank %zu: %lld pushes, %lld joins\n", index, r,
-                 (long long)result.workers[r].clock, (long long)result.workers[r].joins);
+                 (long long)result.workers[r].pushes, (long long)result.workers[r].joins);
   if (result.final_state) {
     const std::string path = save_final(config, *result.final_state, *model);
     std::fprintf(out, "ps-server 0: checkpoint %s\n", path.c_str());

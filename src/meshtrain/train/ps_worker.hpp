@@ -7,8 +7,10 @@
 // Data: worker r of n takes slice r of each global batch of a
 // DistributedSampler over n ranks, so workers draw different samples; its
 // k-th batch is that of global step k, with k its clock. A restarted worker
-// rejoins under its rank: server 0 tells it its clock, and it resumes the
-// sample order there (so it redraws the batch it died computing).
+// rejoins under its rank: server 0 tells it its clock (its old one, or the
+// slowest live worker's if that is ahead: server_state.hpp) and it resumes
+// the sample order there, so it redraws the batch it died computing or skips
+// the batches its rank missed while it was away.
 //
 // No evaluation or checkpoint here: server 0 saves the final parameters.
 // --resume and --stop-at-step do not apply (the servers own the job's state).

@@ -71,7 +71,9 @@ TEST(DataLoader, RestoreContinuesTheSameBatches) {
   for (size_t k = 0; k < batch.tokens.size(); ++k) EXPECT_EQ(batch.tokens[k], again.tokens[k]);
 }
 
-TEST(DataLoader, ValidationBatchesAreInOrderAndTheSameOnEveryRank) {
+// Rank r of n evaluates slice r of each global validation batch of n*B
+// windows, in file order, so the ranks together see one process's batches.
+TEST(DataLoader, ValidationBatchesAreInOrderAndSplitAcrossRanks) {
   TempDir dir;
   const std::string text = corpus(1000);
   write_text(dir / "c.txt", text);
@@ -79,14 +81,14 @@ TEST(DataLoader, ValidationBatchesAreInOrderAndTheSameOnEveryRank) {
   const int64_t T = 10, B = 3;
   DataLoader r0 = DataLoader::from_config(config, T, B, 0, 2);
   DataLoader r1 = DataLoader::from_config(config, T, B, 1, 2);
-  EXPECT_EQ(r0.num_validation_batches(), ((500 - 1) / T) / B);
+  EXPECT_EQ(r0.num_validation_batches(), ((500 - 1) / T) / (2 * B));
   Batch b0, b1;
   r0.validation_batch(1, b0);
   r1.validation_batch(1, b1);
   for (int64_t k = 0; k < B * T; ++k) {
-    EXPECT_EQ(b0.tokens[k], b1.tokens[k]);
-    // Batch 1 starts at window B, byte 500 + B*T.
-    EXPECT_EQ(b0.tokens[k], static_cast<unsigned char>(text[500 + B * T + k]));
+    // Global batch 1 starts at window 2B: rank 0 has windows 2B..3B-1, rank 1 3B..4B-1.
+    EXPECT_EQ(b0.tokens[k], static_cast<unsigned char>(text[500 + 2 * B * T + k]));
+    EXPECT_EQ(b1.tokens[k], static_cast<unsigned char>(text[500 + 3 * B * T + k]));
   }
   EXPECT_THROW(r0.validation_batch(r0.num_validation_batches(), b0), ConfigError);
 }

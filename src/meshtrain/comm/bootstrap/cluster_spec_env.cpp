@@ -17,7 +17,7 @@ constexpr int kPools = 4;  // primary, workers, servers, evaluators
 // for the primary (AI Platform's older name).
 int pool_of(const std::string& variable, const std::string& name) {
   static const std::array<const char*, kPools> kClusterSpec = {"workerpool0", "workerpool1", "workerpool2",
-                                                                "workerpool3"};
+                                                               "workerpool3"};
   static const std::array<const char*, kPools> kTfConfig = {"chief", "worker", "ps", "evaluator"};
   const auto& names = variable == "TF_CONFIG" ? kTfConfig : kClusterSpec;
   for (int p = 0; p < kPools; ++p)
@@ -42,7 +42,8 @@ HostPort split_address(const std::string& variable, const std::string& addr) {
   HostPort hp;
   if (colon != std::string::npos && colon > 0) {
     hp.host = addr.substr(0, colon);
-    if (hp.host.size() > 2 && hp.host.front() == '[' && hp.host.back() == ']') hp.host = hp.host.substr(1, hp.host.size() - 2);
+    if (hp.host.size() > 2 && hp.host.front() == '[' && hp.host.back() == ']')
+      hp.host = hp.host.substr(1, hp.host.size() - 2);
     const std::string port = addr.substr(colon + 1);
     bool digits = !port.empty() && port.size() <= 5;
     for (char c : port) digits = digits && std::isdigit(static_cast<unsigned char>(c));
@@ -78,7 +79,9 @@ void apply_cluster_spec(const std::string& variable, const std::string& json_tex
   std::array<std::vector<std::string>, kPools> pools;
   for (const auto& [name, entries] : doc["cluster"].items()) {
     const int p = pool_of(variable, name);
-    if (p < 0) throw ConfigError(where + "unknown pool '" + name + "' in \"cluster\" (expected " + expected_names(variable) + ")");
+    if (p < 0)
+      throw ConfigError(where + "unknown pool '" + name + "' in \"cluster\" (expected " + expected_names(variable) +
+                        ")");
     if (!entries.is_array()) throw ConfigError(where + "cluster." + name + " must be a list of host:port strings");
     for (const auto& entry : entries) {
       if (!entry.is_string()) throw ConfigError(where + "cluster." + name + " must be a list of host:port strings");
@@ -91,7 +94,8 @@ void apply_cluster_spec(const std::string& variable, const std::string& json_tex
     throw ConfigError(where + "task.type must be a string (one of " + expected_names(variable) + ")");
   const std::string type = task["type"].get<std::string>();
   int task_pool = pool_of(variable, type);
-  if (task_pool < 0) throw ConfigError(where + "unknown task type '" + type + "' (expected " + expected_names(variable) + ")");
+  if (task_pool < 0)
+    throw ConfigError(where + "unknown task type '" + type + "' (expected " + expected_names(variable) + ")");
   const json index_field = task.value("index", json(0));
   if (!index_field.is_number_integer() || index_field.get<long long>() < 0)
     throw ConfigError(where + "task.index must be a non-negative integer, got " + index_field.dump());
@@ -102,8 +106,10 @@ void apply_cluster_spec(const std::string& variable, const std::string& json_tex
     pools[0].push_back(pools[1].front());
     pools[1].erase(pools[1].begin());
     if (task_pool == 1) {
-      if (index == 0) task_pool = 0;
-      else --index;
+      if (index == 0)
+        task_pool = 0;
+      else
+        --index;
     }
   }
   if (pools[0].size() != 1)

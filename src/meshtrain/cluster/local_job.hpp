@@ -1,0 +1,36 @@
+#pragma once
+// `meshtrain run`: the processes a job config names, on this host.
+//
+//   workers     parallel.workers (or --nproc) x `meshtrain train CONFIG ...`,
+//               ranks 0 .. W-1
+//   reducers    all_reduce = "reduction_server": parallel.reducers (0: W) x
+//               `meshtrain reducer --transport T --timeout S`, the last ranks
+//   servers     data = "parameter_server": parallel.servers x
+//               `meshtrain ps-server CONFIG ...`, the last ranks, each on a
+//               free loopback port listed in MESHTRAIN_SERVER_ADDRS
+//   evaluators  parallel.evaluators x `meshtrain evaluator CONFIG ...`,
+//               outside the world (no RANK)
+//
+// Every rank gets the environment `meshtrain launch` sets
+// (local_launcher.hpp); the command-line overrides go to every child
+// unchanged, so they all read the same config.
+#include <string>
+#include <vector>
+
+#include "meshtrain/cluster/replica_supervisor.hpp"
+#include "meshtrain/train/job_config.hpp"
+
+namespace meshtrain {
+
+struct LocalJobRequest {
+  std::string self;                    // the meshtrain executable
+  std::string config_path;
+  std::vector<std::string> overrides;  // "--section.key=value", as given
+  int nproc = 0;                       // workers; 0: parallel.workers
+};
+
+// The replicas of the job, in rank order, evaluators last. Throws
+// ConfigError when the pools do not fit the config (pool_check.hpp).
+std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobRequest& request);
+
+}  // namespace meshtrain

@@ -1,0 +1,25 @@
+#include "meshtrain/cluster/pool_check.hpp"
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain {
+
+void check_pools_fit_config(const PoolCounts& pools, const JobConfig& config, const std::string& where) {
+  const ParallelSection& p = config.parallel;
+  const std::string settings =
+      "parallel.data = \"" + p.data + "\" and parallel.all_reduce = \"" + p.all_reduce + "\"";
+  const bool wants_servers = p.data == "parameter_server" || p.all_reduce == "reduction_server";
+  if (pools.workers > 1 && p.data == "none")
+    throw ConfigError(where + std::to_string(pools.workers) +
+                      " workers need parallel.data = \"allreduce\" or \"parameter_server\"; with \"none\" each "
+                      "would train alone into the same directory");
+  if (pools.servers > 0 && !wants_servers)
+    throw ConfigError(where + std::to_string(pools.servers) +
+                      " server replicas (pool 2: parameter servers or reducers) have no role in a job with " +
+                      settings);
+  if (pools.servers == 0 && wants_servers)
+    throw ConfigError(where + "a job with " + settings +
+                      " needs at least one server replica (pool 2: parameter servers or reducers)");
+}
+
+}  // namespace meshtrain

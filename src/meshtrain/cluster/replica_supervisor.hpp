@@ -1,0 +1,59 @@
+#pragma once
+// Runs the local processes of one job and watches them: every launcher
+// (`launch`, `run`, `submit`) turns its job into a list of replicas and hands
+// it here.
+//
+// Each replica's stdout and stderr are forwarded line by line with a
+// "[label] " prefix. The job's outcome follows the replica kinds:
+//   Worker     does the job's work; the job is done when every worker has
+//              exited with status 0.
+//   Service    serves the workers (parameter servers, reducers); needed
+//              while they run, expected to exit once they are done.
+//   Auxiliary  watches from the side (evaluators); its failure is reported
+//              and fails the job at the end, but does not stop training.
+// When a worker or service fails, the others are stopped: SIGTERM, then
+// SIGKILL after `grace`. When the workers are done, services and auxiliaries
+// get `drain` to finish by themselves (an evaluator evaluating the final
+// checkpoint) before they are stopped the same way; a replica stopped on
+// purpose is not a failure. SIGINT or SIGTERM to the supervisor stops every
+// replica the same way.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace meshtrain {
+
+enum class ReplicaKind { Worker, Service, Auxiliary };
+
+struct Replica {
+  std::string label;                // "rank 2", "worker 1", "evaluator 0": the output prefix and name in messages
+  std::vector<std::string> argv;    // argv[0] is looked up on PATH
+  std::vector<std::string> env;     // "NAME=value", over the supervisor's environment
+  ReplicaKind kind = ReplicaKind::Worker;
+};
+
+// Launch variables a child must not inherit from the supervisor's own
+// environment (it may itself be a rank of an outer job): each replica's env
+// sets the ones its launcher means it to have.
+extern const std::vector<std::string> kLaunchVariables;
+
+struct SupervisorOptions {
+  std::string name = "launch";              // "[name] ..." in the supervisor's own lines
+  std::chrono::milliseconds grace{5000};    // SIGTERM -> SIGKILL
+  std::chrono::milliseconds drain{30000};   // workers done -> stop the rest
+};
+
+struct SupervisorResult {
+  int exit_code = 0;     // 0 when the job succeeded
+  int failed = -1;       // index of the first replica that failed, or -1
+  std::string failure;   // "worker 2 exited with status 3", "rank 1 killed by signal 9 (Killed)"
+};
+
+// Starts every replica and runs the job to its end. Throws Error when a
+// replica cannot be started (a fork or pipe failure; a missing program is
+// that replica exiting with status 127).
+SupervisorResult supervise(const std::vector<Replica>& replicas, const SupervisorOptions& options,
+                           std::FILE* out = stdout);
+
+}  // namespace meshtrain

@@ -1,0 +1,83 @@
+// `meshtrain run`'s pools from a config, and the pool/config check.
+#include "meshtrain/cluster/local_job.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "meshtrain/cluster/pool_check.hpp"
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain {
+namespace {
+
+std::string env_value(const Replica& r, const std::string& name) {
+  for (const auto& kv : r.env)
+    if (kv.rfind(name + "=", 0) == 0) return kv.substr(name.size() + 1);
+  return "";
+}
+
+LocalJobRequest request() { return {"/bin/meshtrain", "job.toml", {"--training.steps=5"}, 0}; }
+
+TEST(LocalJob, ReductionServerJobHasReducersLast) {
+  JobConfig c;
+  c.parallel.data = "allreduce";
+  c.parallel.all_reduce = "reduction_server";
+  c.parallel.workers = 2;
+  c.parallel.evaluators = 1;
+  c.parallel.timeout_s = 7;
+  std::vector<Replica> r = plan_local_job(c, request());
+  ASSERT_EQ(r.size(), 5u);  // 2 workers, 2 reducers (0: as many as workers), 1 evaluator
+  EXPECT_EQ(r[1].label, "worker 1");
+  EXPECT_EQ(r[1].argv, (std::vector<std::string>{"/bin/meshtrain", "train", "job.toml", "--training.steps=5"}));
+  EXPECT_EQ(env_value(r[1], "RANK"), "1");
+  EXPECT_EQ(env_value(r[1], "WORLD_SIZE"), "4");
+  EXPECT_EQ(r[3].label, "reducer 1");
+  EXPECT_EQ(r[3].kind, ReplicaKind::Service);
+  EXPECT_EQ(r[3].argv,
+            (std::vector<std::string>{"/bin/meshtrain", "reducer", "--transport", "auto", "--timeout", "7"}));
+  EXPECT_EQ(env_value(r[3], "RANK"), "3");
+  EXPECT_EQ(env_value(r[3], "MESHTRAIN_NUM_SERVERS"), "2");
+  EXPECT_EQ(r[4].label, "evaluator 0");
+  EXPECT_EQ(r[4].kind, ReplicaKind::Auxiliary);
+  EXPECT_EQ(r[4].argv[1], "evaluator");
+  EXPECT_EQ(env_value(r[4], "RANK"), "");  // outside the world
+}
+
+TEST(LocalJob, ParameterServersGetAddresses) {
+  JobConfig c;
+  c.parallel.data = "parameter_server";
+  c.parallel.servers = 2;
+  LocalJobRequest req = request();
+  req.nproc = 3;
+  std::vector<Replica> r = plan_local_job(c, req);
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(r[3].label, "server 0");
+  EXPECT_EQ(r[3].argv[1], "ps-server");
+  const std::string addrs = env_value(r[0], "MESHTRAIN_SERVER_ADDRS");
+  EXPECT_EQ(addrs, env_value(r[4], "MESHTRAIN_SERVER_ADDRS"));
+  EXPECT_EQ(std::count(addrs.begin(), addrs.end(), ','), 1);
+  EXPECT_EQ(addrs.rfind("127.0.0.1:", 0), 0u);
+}
+
+TEST(PoolCheck, RefusesPoolsTheConfigHasNoRoleFor) {
+  JobConfig none;
+  EXPECT_NO_THROW(check_pools_fit_config({1, 0, 2}, none, ""));
+  EXPECT_THROW(check_pools_fit_config({2, 0, 0}, none, ""), ConfigError);
+  EXPECT_THROW(check_pools_fit_config({1, 1, 0}, none, ""), ConfigError);
+  JobConfig ring;
+  ring.parallel.data = "allreduce";
+  EXPECT_NO_THROW(check_pools_fit_config({4, 0, 0}, ring, ""));
+  EXPECT_THROW(check_pools_fit_config({4, 1, 0}, ring, ""), ConfigError);
+  JobConfig ps;
+  ps.parallel.data = "parameter_server";
+  EXPECT_THROW(check_pools_fit_config({2, 0, 0}, ps, ""), ConfigError);
+  try {
+    check_pools_fit_config({1, 3, 0}, none, "spec: ");
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("spec: 3 server replicas"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace meshtrain

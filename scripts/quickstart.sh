@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/prepare-data.sh
 scripts/build.sh
-exec build/src/meshtrain/meshtrain train examples/tiny-gpt.toml "$@"
+exec build/src/meshtrain/meshtrain run examples/tiny-gpt.toml "$@"

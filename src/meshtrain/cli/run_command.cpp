@@ -1,4 +1,4 @@
-// `meshtrain run CONFIG.toml [--nproc N] [--section.key=value ...]`: a whole
+// `meshtrain run CONFIG.toml [--nproc N] [--resume] [--section.key=value ...]`: a whole
 // job on this host, every pool its config names (cluster/local_job.hpp),
 // supervised with "[worker k] ", "[reducer j] ", "[server j] " and
 // "[evaluator k] " prefixes.
@@ -17,6 +17,8 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("config", request->config_path, "job config (TOML)")->required();
   sub->add_option("--nproc", request->nproc, "worker processes (default: parallel.workers)")
       ->check(CLI::Range(1, 4096));
+  sub->add_flag("--resume", request->resume,
+                "workers continue from the newest complete checkpoint, if there is one (meshtrain train --resume)");
   sub->allow_extras();
   sub->footer(
       "Starts parallel.workers x `meshtrain train`, parallel.reducers x `meshtrain reducer` (all_reduce =\n"

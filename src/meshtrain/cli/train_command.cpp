@@ -1,6 +1,7 @@
 // `meshtrain train CONFIG.toml [--section.key=value ...] [--resume] [--stop-at-step N]`
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
@@ -35,7 +36,10 @@ void add_train_command(CLI::App& app, CommandSet& commands) {
     TrainOptions options;
     options.resume = args->resume;
     options.stop_at_step = args->stop_at_step;
-    options.interactive = isatty(fileno(stdout));
+    // MESHTRAIN_PROGRESS_BAR: a supervisor (meshtrain run, launch) forwards
+    // our output to a terminal and redraws the bar there.
+    const char* bar = std::getenv("MESHTRAIN_PROGRESS_BAR");
+    options.interactive = isatty(fileno(stdout)) || (bar && std::string(bar) == "1");
     train(config, options);
     return 0;
   });

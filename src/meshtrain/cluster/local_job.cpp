@@ -37,9 +37,10 @@ std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobReque
   char timeout[32];
   std::snprintf(timeout, sizeof timeout, "%g", p.timeout_s);
   std::vector<Replica> replicas;
+  std::vector<std::string> train = config_command(request, "train");
+  if (request.resume) train.push_back("--resume");
   for (int r = 0; r < workers; ++r)
-    replicas.push_back({"worker " + std::to_string(r), config_command(request, "train"), rank_environment(world, r),
-                        ReplicaKind::Worker});
+    replicas.push_back({"worker " + std::to_string(r), train, rank_environment(world, r), ReplicaKind::Worker});
   for (int j = 0; j < servers; ++j) {
     Replica server{
         reducers ? "reducer " + std::to_string(j) : "server " + std::to_string(j),

@@ -27,6 +27,7 @@ struct LocalJobRequest {
   std::string config_path;
   std::vector<std::string> overrides;  // "--section.key=value", as given
   int nproc = 0;                       // workers; 0: parallel.workers
+  bool resume = false;                 // workers continue from the newest complete checkpoint
 };
 
 // The replicas of the job, in rank order, evaluators last. Throws

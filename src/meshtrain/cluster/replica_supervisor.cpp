@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 
+#include "meshtrain/cluster/output_forwarder.hpp"
 #include "meshtrain/core/error.hpp"
 
 extern char** environ;
@@ -20,7 +21,7 @@ namespace meshtrain {
 const std::vector<std::string> kLaunchVariables = {
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     "MESHTRAIN_JOB_ID", "MESHTRAIN_JOB_TOKEN", "MESHTRAIN_NUM_SERVERS", "MESHTRAIN_NUM_REDUCERS",
-    "MESHTRAIN_SERVER_ADDRS", "MESHTRAIN_TRANSPORT", "CLUSTER_SPEC", "TF_CONFIG", "SLURM_PROCID",
+    "MESHTRAIN_SERVER_ADDRS", "MESHTRAIN_TRANSPORT", "MESHTRAIN_PROGRESS_BAR", "CLUSTER_SPEC", "TF_CONFIG", "SLURM_PROCID",
     "OMPI_COMM_WORLD_RANK"};
 
 namespace {
@@ -52,25 +53,9 @@ std::string describe(const std::string& label, int status) {
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
-// Forwards complete lines from `data`, keeping a partial one for later.
-void forward(Child& c, int stream, const char* data, size_t n, std::FILE* out, bool flush_partial) {
-  std::string& buf = c.pending[stream];
-  buf.append(data, n);
-  size_t start = 0, nl;
-  while ((nl = buf.find('\n', start)) != std::string::npos) {
-    std::fprintf(out, "[%s] %.*s\n", c.replica->label.c_str(), static_cast<int>(nl - start), buf.data() + start);
-    start = nl + 1;
-  }
-  buf.erase(0, start);
-  if (flush_partial && !buf.empty()) {
-    std::fprintf(out, "[%s] %s\n", c.replica->label.c_str(), buf.c_str());
-    buf.clear();
-  }
-  std::fflush(out);
-}
-
 // The child's environment: ours without the launch variables, then its own.
-std::vector<std::string> child_environment(const Replica& r) {
+// Workers whose output reaches a terminal through us may draw a progress bar.
+std::vector<std::string> child_environment(const Replica& r, bool terminal) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -81,14 +66,15 @@ std::vector<std::string> child_environment(const Replica& r) {
     if (!drop) env.push_back(std::move(kv));
   }
   env.insert(env.end(), r.env.begin(), r.env.end());
+  if (terminal && r.kind == ReplicaKind::Worker) env.push_back("MESHTRAIN_PROGRESS_BAR=1");
   return env;
 }
 
-void spawn(Child& c) {
+void spawn(Child& c, bool terminal) {
   if (c.replica->argv.empty()) throw Error(c.replica->label + ": no command to run");
   // Everything the child needs is built before fork: between fork and exec
   // only async-signal-safe calls.
-  const std::vector<std::string> env = child_environment(*c.replica);
+  const std::vector<std::string> env = child_environment(*c.replica, terminal);
   std::vector<char*> argv, envp;
   for (const auto& a : c.replica->argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -148,14 +134,18 @@ class SignalScope {
 class Supervisor {
  public:
   Supervisor(const std::vector<Replica>& replicas, const SupervisorOptions& o, std::FILE* out)
-      : options_(o), out_(out), children_(replicas.size()) {
+      : options_(o),
+        out_(out),
+        terminal_(isatty(fileno(out)) == 1),
+        forwarder_(out, terminal_),
+        children_(replicas.size()) {
     for (size_t i = 0; i < replicas.size(); ++i) children_[i].replica = &replicas[i];
   }
 
   SupervisorResult run() {
     SignalScope signals;
     try {
-      for (auto& c : children_) spawn(c);
+      for (auto& c : children_) spawn(c, terminal_);
     } catch (const Error& e) {
       for (auto& c : children_)
         if (c.pid > 0) kill(c.pid, SIGKILL);
@@ -174,8 +164,8 @@ class Supervisor {
       }
       if (!drain_until_ && !kill_at_ && workers_done()) drain_until_ = Clock::now() + options_.drain;
       if (drain_until_ && !kill_at_ && Clock::now() > *drain_until_ && running() > 0) {
-        std::fprintf(out_, "[%s] the workers finished %lld s ago; stopping the rest\n", options_.name.c_str(),
-                     static_cast<long long>(options_.drain.count() / 1000));
+        forwarder_.line(options_.name, "the workers finished " + std::to_string(options_.drain.count() / 1000) +
+                                           " s ago; stopping the rest");
         stop_all();
       }
       if (kill_at_ && Clock::now() > *kill_at_) {
@@ -239,9 +229,9 @@ class Supervisor {
       Child& c = children_[i];
       ssize_t n = read(pfds[k].fd, buf, sizeof buf);
       if (n > 0) {
-        forward(c, s, buf, static_cast<size_t>(n), out_, false);
+        forwarder_.feed(c.replica->label, c.pending[s], {buf, static_cast<size_t>(n)});
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        forward(c, s, "", 0, out_, true);
+        forwarder_.flush(c.replica->label, c.pending[s]);
         close(c.fds[s]);
         c.fds[s] = -1;
       }
@@ -263,11 +253,11 @@ class Supervisor {
       if (c.stopped || !failed(status)) continue;
       const std::string what = describe(c.replica->label, status);
       if (c.replica->kind == ReplicaKind::Auxiliary) {
-        std::fprintf(out_, "[%s] %s; the others continue\n", options_.name.c_str(), what.c_str());
+        forwarder_.line(options_.name, what + "; the others continue");
         note_failure(static_cast<int>(i), what, exit_code_of(status));
         continue;
       }
-      std::fprintf(out_, "[%s] %s; stopping the others\n", options_.name.c_str(), what.c_str());
+      forwarder_.line(options_.name, what + "; stopping the others");
       note_failure(static_cast<int>(i), what, exit_code_of(status));
       stop_all();
     }
@@ -284,8 +274,9 @@ class Supervisor {
         if (c.fds[s] < 0) continue;
         fcntl(c.fds[s], F_SETFL, fcntl(c.fds[s], F_GETFL) | O_NONBLOCK);
         ssize_t n;
-        while ((n = read(c.fds[s], buf, sizeof buf)) > 0) forward(c, s, buf, static_cast<size_t>(n), out_, false);
-        forward(c, s, "", 0, out_, true);
+        while ((n = read(c.fds[s], buf, sizeof buf)) > 0)
+          forwarder_.feed(c.replica->label, c.pending[s], {buf, static_cast<size_t>(n)});
+        forwarder_.flush(c.replica->label, c.pending[s]);
         close(c.fds[s]);
         c.fds[s] = -1;
       }
@@ -293,6 +284,8 @@ class Supervisor {
 
   SupervisorOptions options_;
   std::FILE* out_;
+  bool terminal_;
+  OutputForwarder forwarder_;
   std::vector<Child> children_;
   SupervisorResult result_;
   std::optional<Clock::time_point> kill_at_, drain_until_;

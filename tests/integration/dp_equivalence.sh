@@ -62,4 +62,7 @@ grep -q "per-device batch 4, global batch 8 (2 workers) | base lr 0.001, scale r
   scaled-2.log || { cat scaled-2.log; fail "the log does not show the scaled lr for the global batch"; }
 compare_losses "$WORK/scaled-1/metrics.jsonl" "$WORK/scaled-2/metrics.jsonl" 1e-5 || fail "scaled: losses differ"
 grep -q '"effective_lr":0.002' "$WORK/scaled-2/metrics.jsonl" || fail "metrics lack the effective lr"
+# Several ranks without data parallelism would train alone side by side: refused.
+if "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml > alone.log 2>&1; then fail "two ranks with parallel.data = none ran"; fi
+grep -q 'but parallel.data = "none"' alone.log || { cat alone.log; fail "no clear error for ranks without data parallelism"; }
 echo "data-parallel equivalence holds"

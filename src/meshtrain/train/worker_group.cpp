@@ -9,7 +9,16 @@ namespace meshtrain {
 
 WorkerGroup::WorkerGroup(const JobConfig& config) {
   const auto& p = config.parallel;
-  if (p.data != "allreduce") return;
+  if (p.data != "allreduce") {
+    // Several ranks without data parallelism would each train the whole job
+    // alone and overwrite one another's checkpoints.
+    const comm::LaunchEnv env = comm::read_launch_env();
+    if (env.world_size > 1)
+      throw ConfigError("this process is rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+                        " but parallel.data = \"" + p.data + "\": set parallel.data = \"allreduce\" to train "
+                        "together, or start one process");
+    return;
+  }
   algorithm_ = comm::parse_all_reduce_algorithm(p.all_reduce);
   const comm::LaunchEnv env = comm::read_launch_env();
   const bool reduction_server = algorithm_ == comm::AllReduceAlgorithm::ReductionServer;

@@ -29,7 +29,8 @@ TEST(ShmJoin, WrongWorldSizeAbortsTheJobQuickly) {
   const std::string job = unique_job_id("world");
   const auto t0 = Clock::now();
   auto errors = run_threads(3, [&](int r) { auto t = connect_shm(options(job, r, r == 2 ? 4 : 3, 5000)); });
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.0);
+  // Well before the 5 s timeout (with room for a loaded machine).
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 4.0);
   const std::string what = "rank 2 expected world size 4, job has 3";
   EXPECT_NE(errors[2].find(what), std::string::npos) << errors[2];
   EXPECT_NE(errors[0].find("job aborted by rank 2: " + what), std::string::npos) << errors[0];

@@ -10,9 +10,11 @@
 // sent before learning of the end has been applied by every server by then.
 // Server 0 then connects to servers 1..P-1 and sends each Finish; each replies
 // with its final shard (parameters and optimizer state) and is done too. So
-// the job ends after exactly total_steps pushes on server 0; another server's
-// step differs only by pushes a worker half-sent as it died. Server 0 returns
-// the gathered full state, which the caller saves as a normal checkpoint.
+// the job ends after exactly total_steps pushes on server 0; another server
+// may have applied a few more (pushes in flight when server 0 finished: it
+// refused them, the others did not) or fewer (pushes a worker half-sent as
+// it died). Server 0 returns the gathered full state, which the caller saves
+// as a normal checkpoint.
 // Failures. A worker that dies or falls silent for `timeout` loses its
 // connection; the others go on. A server with no request from anyone for
 // `timeout` gives up with CommError. Server 0 fails when it cannot gather a

@@ -39,8 +39,11 @@ std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobReque
   std::vector<Replica> replicas;
   std::vector<std::string> train = config_command(request, "train");
   if (request.resume) train.push_back("--resume");
+  // An asynchronous job goes on without a dead worker; a restarted one rejoins.
+  const int restarts = ps ? static_cast<int>(p.max_restarts) : 0;
   for (int r = 0; r < workers; ++r)
-    replicas.push_back({"worker " + std::to_string(r), train, rank_environment(world, r), ReplicaKind::Worker});
+    replicas.push_back(
+        {"worker " + std::to_string(r), train, rank_environment(world, r), ReplicaKind::Worker, restarts});
   for (int j = 0; j < servers; ++j) {
     Replica server{
         reducers ? "reducer " + std::to_string(j) : "server " + std::to_string(j),

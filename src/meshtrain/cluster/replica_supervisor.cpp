@@ -41,6 +41,7 @@ struct Child {
   bool exited = false;
   bool stopped = false;  // we sent it SIGTERM: its status is not a failure
   int status = 0;
+  int restarted = 0;     // times started again after a failure
 };
 
 std::string describe(const std::string& label, int status) {
@@ -252,6 +253,15 @@ class Supervisor {
       c.status = status;
       if (c.stopped || !failed(status)) continue;
       const std::string what = describe(c.replica->label, status);
+      if (c.restarted < c.replica->restarts && !kill_at_ && !signal_seen_) {
+        ++c.restarted;
+        forwarder_.line(options_.name, what + "; restarting it alone (" + std::to_string(c.restarted) + " of " +
+                                           std::to_string(c.replica->restarts) + ")");
+        drain_output(c);
+        c.exited = false;
+        spawn(c, terminal_);
+        continue;
+      }
       if (c.replica->kind == ReplicaKind::Auxiliary) {
         forwarder_.line(options_.name, what + "; the others continue");
         note_failure(static_cast<int>(i), what, exit_code_of(status));
@@ -268,18 +278,21 @@ class Supervisor {
   // Output a child wrote just before exiting; a grandchild that still holds
   // the pipe open must not keep us waiting.
   void flush_remaining() {
+    for (auto& c : children_) drain_output(c);
+  }
+
+  void drain_output(Child& c) {
     char buf[65536];
-    for (auto& c : children_)
-      for (int s = 0; s < 2; ++s) {
-        if (c.fds[s] < 0) continue;
-        fcntl(c.fds[s], F_SETFL, fcntl(c.fds[s], F_GETFL) | O_NONBLOCK);
-        ssize_t n;
-        while ((n = read(c.fds[s], buf, sizeof buf)) > 0)
-          forwarder_.feed(c.replica->label, c.pending[s], {buf, static_cast<size_t>(n)});
-        forwarder_.flush(c.replica->label, c.pending[s]);
-        close(c.fds[s]);
-        c.fds[s] = -1;
-      }
+    for (int s = 0; s < 2; ++s) {
+      if (c.fds[s] < 0) continue;
+      fcntl(c.fds[s], F_SETFL, fcntl(c.fds[s], F_GETFL) | O_NONBLOCK);
+      ssize_t n;
+      while ((n = read(c.fds[s], buf, sizeof buf)) > 0)
+        forwarder_.feed(c.replica->label, c.pending[s], {buf, static_cast<size_t>(n)});
+      forwarder_.flush(c.replica->label, c.pending[s]);
+      close(c.fds[s]);
+      c.fds[s] = -1;
+    }
   }
 
   SupervisorOptions options_;

@@ -11,6 +11,9 @@
 //              while they run, expected to exit once they are done.
 //   Auxiliary  watches from the side (evaluators); its failure is reported
 //              and fails the job at the end, but does not stop training.
+// A replica with restarts > 0 that fails is started again alone, with the
+// same command and environment, up to that many times (a parameter-server
+// worker rejoins the running job); only then does its failure count.
 // When a worker or service fails, the others are stopped: SIGTERM, then
 // SIGKILL after `grace`. When the workers are done, services and auxiliaries
 // get `drain` to finish by themselves (an evaluator evaluating the final
@@ -31,6 +34,7 @@ struct Replica {
   std::vector<std::string> argv;    // argv[0] is looked up on PATH
   std::vector<std::string> env;     // "NAME=value", over the supervisor's environment
   ReplicaKind kind = ReplicaKind::Worker;
+  int restarts = 0;                 // times it is restarted alone after a failure
 };
 
 // Launch variables a child must not inherit from the supervisor's own

@@ -106,6 +106,8 @@ const std::vector<Field>& fields() {
       MT_FIELD(parallel, max_staleness, Int, closed(-1, 1 << 30), {},
                "parameter server: steps a worker may run ahead of the slowest; -1: unbounded"),
       MT_FIELD(parallel, evaluators, Int, closed(0, 64), {}, "evaluator processes: evaluate each new checkpoint"),
+      MT_FIELD(parallel, max_restarts, Int, closed(0, 1000), {},
+               "parameter server: times `meshtrain run` restarts a dead worker alone, to rejoin"),
   };
   return table;
 }

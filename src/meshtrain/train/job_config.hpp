@@ -89,6 +89,7 @@ struct ParallelSection {
   int64_t servers = 1;               // parameter servers (data = parameter_server)
   int64_t max_staleness = -1;        // parameter server: steps a worker may run ahead of the slowest; -1: unbounded
   int64_t evaluators = 0;            // evaluator processes: evaluate each new checkpoint
+  int64_t max_restarts = 3;          // parameter server: times `meshtrain run` restarts a dead worker alone
 };
 
 struct JobConfig {

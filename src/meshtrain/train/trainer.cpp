@@ -141,7 +141,9 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                  config.schedule.scale_rule.c_str(), (long long)reference_batch, base_lr, optimizer->name().c_str(),
                  config.schedule.decay.c_str(), omp_get_max_threads(), kernels::gemm_backend_name());
     if (sync)
-      std::fprintf(out, "data parallel: %d workers, all-reduce %s over %s, %zu gradient buckets (%.3g MiB each)\n",
+      std::fprintf(out,
+                   "data parallel: %d workers, all-reduce %s over %s, %zu gradient buckets (up to %.3g MiB; the "
+                   "first and the last, up to 1 MiB)\n",
                    world_size, config.parallel.all_reduce.c_str(), workers.transport_name(), sync->buckets().size(),
                    config.parallel.bucket_mb);
   }

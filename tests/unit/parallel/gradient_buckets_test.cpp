@@ -17,18 +17,31 @@ ParamStore store_of(std::vector<int64_t> sizes) {
 TEST(GradientBuckets, TileTheBufferFromTheLastTensor) {
   // 16-element alignment: 10 -> 16 elements (64 B), 100 -> 112 (448 B), 40 -> 48 (192 B), 5 -> 16 (64 B)
   ParamStore s = store_of({10, 100, 40, 5});
-  auto buckets = plan_gradient_buckets(s, 400, 100);
+  auto buckets = plan_gradient_buckets(s, 400, 50);
   ASSERT_EQ(buckets.size(), 3u);
-  // First bucket closes at 100 bytes: t3 (64 B) + t2 (192 B).
-  EXPECT_EQ(buckets[0].first_view, 2u);
+  // First bucket closes at 50 bytes: t3 (64 B) alone.
+  EXPECT_EQ(buckets[0].first_view, 3u);
   EXPECT_EQ(buckets[0].end_view, 4u);
   EXPECT_EQ(buckets[0].end, s.flat_size());
-  // Then t1 alone (448 B >= 400), then t0, which starts the buffer.
+  // Then t2 + t1 (640 B >= 400).
   EXPECT_EQ(buckets[1].first_view, 1u);
-  EXPECT_EQ(buckets[1].end_view, 2u);
+  EXPECT_EQ(buckets[1].end_view, 3u);
+  // Last, t0 alone (64 B >= 50): the tensor backward finishes last, which starts the buffer.
   EXPECT_EQ(buckets[2].first_view, 0u);
+  EXPECT_EQ(buckets[2].end_view, 1u);
   EXPECT_EQ(buckets[2].begin, 0u);
   for (size_t b = 0; b + 1 < buckets.size(); ++b) EXPECT_EQ(buckets[b].begin, buckets[b + 1].end) << b;
+}
+
+TEST(GradientBuckets, SmallLastBucketGathersTheFirstTensors) {
+  ParamStore s = store_of({10, 10, 100, 40, 5});  // 64 + 64 + 448 + 192 + 64 bytes
+  auto buckets = plan_gradient_buckets(s, 1 << 20, 100);
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0].first_view, 3u);  // t4 + t3 >= 100
+  EXPECT_EQ(buckets[1].first_view, 2u);  // the rest of the middle, however big the limit
+  EXPECT_EQ(buckets[1].end_view, 3u);
+  EXPECT_EQ(buckets[2].first_view, 0u);  // t0 + t1 >= 100
+  EXPECT_EQ(buckets[2].end_view, 2u);
 }
 
 TEST(GradientBuckets, OneBigBucketAndEmptyStore) {

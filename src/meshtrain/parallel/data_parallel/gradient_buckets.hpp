@@ -18,9 +18,11 @@ struct GradientBucket {
 };
 
 // Bucket 0 holds the last tensors. A bucket closes once it holds at least
-// bucket_bytes, except that the first closes at first_bucket_bytes (as
-// PyTorch DDP does) so communication starts early in backward. A tensor
-// larger than a bucket gets a bucket of its own. An empty store has no bucket.
+// bucket_bytes, except the first, which closes at first_bucket_bytes (as in
+// PyTorch DDP) so communication starts early in backward, and the last: the
+// first tensors up to first_bucket_bytes, ready only at the end of backward,
+// go alone so little is left to send after it. A tensor larger than a bucket
+// gets a bucket of its own. An empty store has no bucket.
 std::vector<GradientBucket> plan_gradient_buckets(const ParamStore& store, size_t bucket_bytes,
                                                   size_t first_bucket_bytes);
 

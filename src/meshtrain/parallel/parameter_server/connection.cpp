@@ -17,12 +17,7 @@ void Connection::send(Kind kind, int32_t rank, int64_t step, int64_t clock, std:
                       Clock::time_point deadline) {
   // Header and payload go out as two writes: the payload (a whole shard) is
   // not copied into a message buffer.
-  Header h;
-  h.kind = kind;
-  h.rank = rank;
-  h.step = step;
-  h.clock = clock;
-  h.payload_bytes = payload.size();
+  const Header h = make_header(kind, rank, step, clock, payload.size());
   tcp::write_all(fd_.get(), std::string_view(reinterpret_cast<const char*>(&h), kHeaderBytes), deadline, peer_);
   if (!payload.empty()) tcp::write_all(fd_.get(), payload, deadline, peer_);
 }

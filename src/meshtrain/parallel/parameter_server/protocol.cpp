@@ -65,13 +65,18 @@ std::optional<Header> decode_header(std::string_view bytes, std::string& error) 
   return h;
 }
 
-std::string encode_message(Kind kind, int32_t rank, int64_t step, int64_t clock, std::string_view payload) {
+Header make_header(Kind kind, int32_t rank, int64_t step, int64_t clock, uint64_t payload_bytes) {
   Header h;
   h.kind = kind;
   h.rank = rank;
   h.step = step;
   h.clock = clock;
-  h.payload_bytes = payload.size();
+  h.payload_bytes = payload_bytes;
+  return h;
+}
+
+std::string encode_message(Kind kind, int32_t rank, int64_t step, int64_t clock, std::string_view payload) {
+  const Header h = make_header(kind, rank, step, clock, payload.size());
   std::string out(kHeaderBytes + payload.size(), '\0');
   std::memcpy(out.data(), &h, kHeaderBytes);
   if (!payload.empty()) std::memcpy(out.data() + kHeaderBytes, payload.data(), payload.size());

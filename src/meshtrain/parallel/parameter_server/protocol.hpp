@@ -71,6 +71,9 @@ std::string_view kind_name(Kind kind);
 // `error` set when the magic, kind or size is wrong: the stream is corrupt.
 std::optional<Header> decode_header(std::string_view bytes, std::string& error);
 
+// The header of a message with a payload of payload_bytes.
+Header make_header(Kind kind, int32_t rank, int64_t step, int64_t clock, uint64_t payload_bytes);
+
 std::string encode_message(Kind kind, int32_t rank, int64_t step, int64_t clock, std::string_view payload);
 
 // Hello's payload: who is asking, with which secret, and the shard it expects

@@ -8,12 +8,12 @@
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
-#include "meshtrain/optim/clip.hpp"
 #include "meshtrain/parallel/parameter_server/client.hpp"
 #include "meshtrain/train/metrics_log.hpp"
 #include "meshtrain/train/model_factory.hpp"
 #include "meshtrain/train/ps_job.hpp"
 #include "meshtrain/train/section_configs.hpp"
+#include "meshtrain/train/train_step.hpp"
 
 namespace meshtrain {
 namespace {
@@ -66,9 +66,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
     ForwardResult fwd = model->forward(batch);
     model->backward();
     // The synchronous trainer clips the gradient of each step; here each push is a step.
-    const double max_norm = config.optimizer.grad_clip;
-    const float grad_norm = max_norm > 0 ? clip_grad_norm(store, static_cast<float>(max_norm))
-                                         : static_cast<float>(std::sqrt(squared_norm_range(store.grads(), 0, store.flat_size())));
+    const float grad_norm = gradient_norm(store, config.optimizer.grad_clip);
     if (!std::isfinite(fwd.loss) || !std::isfinite(grad_norm))
       throw Error("worker rank " + std::to_string(env.rank) + " at clock " + std::to_string(clock) +
                   ": loss or gradient is not finite (loss " + std::to_string(fwd.loss) +

@@ -11,7 +11,6 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/kernels/gemm.hpp"
-#include "meshtrain/optim/clip.hpp"
 #include "meshtrain/optim/factory.hpp"
 #include "meshtrain/optim/schedule.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
@@ -22,6 +21,7 @@
 #include "meshtrain/train/ps_worker.hpp"
 #include "meshtrain/train/section_configs.hpp"
 #include "meshtrain/train/train_checkpoint.hpp"
+#include "meshtrain/train/train_step.hpp"
 #include "meshtrain/train/worker_group.hpp"
 
 namespace meshtrain {
@@ -43,12 +43,6 @@ void check_writable_dir(const std::string& dir, const char* key) {
   if (!f) throw IoError(std::string(key) + ": directory '" + dir + "' is not writable");
   std::fclose(f);
   std::filesystem::remove(probe, ec);
-}
-
-// The global gradient norm, clipped to max_norm when that is > 0.
-float gradient_norm(ParamStore& store, double max_norm) {
-  if (max_norm > 0) return clip_grad_norm(store, static_cast<float>(max_norm));
-  return static_cast<float>(std::sqrt(squared_norm_range(store.grads(), 0, store.flat_size())));
 }
 
 // The checkpoint every worker resumes from: the lead picks the newest complete
@@ -176,39 +170,30 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
     progress.message("checkpoint " + path);
   };
 
+  const StepContext step_ctx{.model = *model,
+                             .optimizer = *optimizer,
+                             .sync = sync ? &*sync : nullptr,
+                             .workers = workers,
+                             .schedule = schedule,
+                             .base_lr = base_lr,
+                             .grad_clip = config.optimizer.grad_clip};
   const auto run_start = Clock::now();
   const int64_t first_step = step;
   double throughput_ema = 0;
   while (step < last_step) {
     const auto t0 = Clock::now();
     loader.next_batch(batch);
-    model->store().zero_grads();
-    if (sync) sync->start_backward();
-    ForwardResult fwd = model->forward(batch);
-    model->backward();
-    parallel::GradientSyncStats comm_stats;
-    if (sync) {
-      comm_stats = sync->finish_backward();
-      double loss_sum = fwd.loss;  // the global batch's mean: every worker's share is the same size
-      workers.sum({&loss_sum, 1});
-      fwd.loss = static_cast<float>(loss_sum / world_size);
-    }
-    const float grad_norm = gradient_norm(model->store(), config.optimizer.grad_clip);
-    if (!std::isfinite(fwd.loss) || !std::isfinite(grad_norm))
-      throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
-                  std::to_string(fwd.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");
-    const double lr = scheduled_lr(schedule, base_lr, step);
-    optimizer->step(model->store(), static_cast<float>(lr));
+    const StepResult r = run_train_step(step_ctx, batch, step);
     ++step;
     const double step_s = seconds_since(t0);
     const double per_s = static_cast<double>(batch.batch_size * preds_per_sample * world_size) / step_s;
     throughput_ema = step == first_step + 1 ? per_s : 0.9 * throughput_ema + 0.1 * per_s;
-    summary.final_loss = fwd.loss;
+    summary.final_loss = r.loss;
     summary.last_step = step;
 
     const bool log_now = step % tc.log_every == 0 || step == last_step;
     if (log_now && lead) {
-      nlohmann::json rec = {{"step", step}, {"loss", fwd.loss}, {"lr", lr}, {"grad_norm", grad_norm},
+      nlohmann::json rec = {{"step", step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
                             {"step_ms", step_s * 1e3}, {"batch_size", tc.batch_size}, {"global_batch", global_batch},
                             {"elapsed_s", seconds_since(run_start)}};
       rec[is_text ? "tokens_per_s" : "samples_per_s"] = per_s;
@@ -216,17 +201,17 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
       rec["effective_lr"] = base_lr;  // peak lr after the scaling rule
       if (sync) {
         rec["workers"] = world_size;
-        rec["comm_ms"] = comm_stats.busy_s * 1e3;
-        rec["comm_exposed_ms"] = comm_stats.exposed_s * 1e3;
-        rec["comm_hidden_share"] = comm_stats.hidden_share();
+        rec["comm_ms"] = r.comm.busy_s * 1e3;
+        rec["comm_exposed_ms"] = r.comm.exposed_s * 1e3;
+        rec["comm_hidden_share"] = r.comm.hidden_share();
       }
       metrics->write(rec);
     }
     const double elapsed = seconds_since(run_start);
     if (lead)
-      progress.update({.step = step, .total_steps = tc.steps, .loss = fwd.loss, .lr = lr, .throughput = throughput_ema,
-                     .unit = unit, .seconds_left = elapsed / (step - first_step) * (last_step - step)},
-                    log_now);
+      progress.update({.step = step, .total_steps = tc.steps, .loss = r.loss, .lr = r.lr, .throughput = throughput_ema,
+                       .unit = unit, .seconds_left = elapsed / (step - first_step) * (last_step - step)},
+                      log_now);
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step != last_step) run_eval(step);
     if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 && step != last_step) save(step);
   }

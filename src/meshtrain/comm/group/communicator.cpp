@@ -39,43 +39,66 @@ WorkHandle Communicator::submit(std::string description, std::function<void(Tran
   return work;
 }
 
+std::exception_ptr Communicator::execute(const std::string& what, const std::string& broken,
+                                         const std::function<void(Transport&)>& op) {
+  if (!broken.empty())
+    return std::make_exception_ptr(CommError(what + ": communicator of rank " + std::to_string(rank_) +
+                                             " is broken by an earlier failure: " + broken));
+  std::string error;
+  try {
+    op(*transport_);
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "unknown exception";
+  }
+  if (error.empty()) return nullptr;
+  transport_.reset();  // close now, so peers blocked on us learn of it
+  {
+    std::lock_guard lock(mutex_);
+    broken_ = what + ": " + error;
+  }
+  return std::make_exception_ptr(CommError(what + " failed on rank " + std::to_string(rank_) + ": " + error));
+}
+
+void Communicator::run_blocking(std::string description, std::function<void(Transport&)> op) {
+  std::string broken;
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_) throw CommError(description + ": the communicator is shutting down");
+    if (!queue_.empty() || busy_) {
+      lock.unlock();
+      submit(std::move(description), std::move(op))->wait();
+      return;
+    }
+    busy_ = true;  // the thread leaves the transport to us until we are done
+    broken = broken_;
+  }
+  std::exception_ptr error = execute(description, broken, op);
+  {
+    std::lock_guard lock(mutex_);
+    busy_ = false;
+  }
+  queued_cv_.notify_all();  // work queued meanwhile may run now
+  if (error) std::rethrow_exception(error);
+}
+
 void Communicator::run() {
   for (;;) {
     Pending next;
     std::string broken;
     {
       std::unique_lock lock(mutex_);
-      queued_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      busy_ = false;
+      queued_cv_.wait(lock, [&] { return (stopping_ || !queue_.empty()) && !busy_; });
       if (queue_.empty()) break;  // stopping, and everything queued has run
       next = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
       broken = broken_;
     }
-    const std::string& what = next.work->description();
-    if (!broken.empty()) {
-      next.work->finish(std::make_exception_ptr(
-          CommError(what + ": communicator of rank " + std::to_string(rank_) + " is broken by an earlier failure: " + broken)));
-      continue;
-    }
-    std::string error;
     next.work->start();
-    try {
-      next.op(*transport_);
-    } catch (const std::exception& e) {
-      error = e.what();
-    } catch (...) {
-      error = "unknown exception";
-    }
-    if (error.empty()) {
-      next.work->finish(nullptr);
-      continue;
-    }
-    transport_.reset();  // close now, so peers blocked on us learn of it
-    {
-      std::lock_guard lock(mutex_);
-      broken_ = what + ": " + error;
-    }
-    next.work->finish(std::make_exception_ptr(CommError(what + " failed on rank " + std::to_string(rank_) + ": " + error)));
+    next.work->finish(execute(next.work->description(), broken, next.op));
   }
 }
 

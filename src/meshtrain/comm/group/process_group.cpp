@@ -66,11 +66,15 @@ void ProcessGroup::check_group_rank(const char* what, const char* role, int grou
 WorkHandle ProcessGroup::submit(std::string description,
                                 std::function<void(Transport&, const CollectiveOptions&)> op) {
   description += " on group " + rank_list(*members_);
-  return comm_->submit(std::move(description),
-                       [members = members_, rank = rank_, op = std::move(op), comm = comm_.get()](Transport& global) {
-                         GroupTransport group(global, *members, rank);
-                         op(group, comm->options());
-                       });
+  auto run = [members = members_, rank = rank_, op = std::move(op), comm = comm_.get()](Transport& global) {
+    GroupTransport group(global, *members, rank);
+    op(group, comm->options());
+  };
+  if (!blocking_) return comm_->submit(std::move(description), std::move(run));
+  auto work = std::make_shared<Work>(description);
+  comm_->run_blocking(std::move(description), std::move(run));  // throws the CommError on failure
+  work->finish(nullptr);
+  return work;
 }
 
 void ProcessGroup::use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes) {

@@ -59,26 +59,60 @@ class ProcessGroup {
 
   void all_reduce(Buffer data, ReduceKind op = ReduceKind::Sum,
                   AllReduceAlgorithm algorithm = AllReduceAlgorithm::Auto) {
+    BlockingCall now(*this);
     all_reduce_async(data, op, algorithm)->wait();
   }
   void reduce_scatter(ConstBuffer input, Buffer output, ReduceKind op = ReduceKind::Sum) {
+    BlockingCall now(*this);
     reduce_scatter_async(input, output, op)->wait();
   }
-  void all_gather(ConstBuffer input, Buffer output) { all_gather_async(input, output)->wait(); }
-  void broadcast(Buffer data, int root) { broadcast_async(data, root)->wait(); }
-  void reduce(Buffer data, int root, ReduceKind op = ReduceKind::Sum) { reduce_async(data, root, op)->wait(); }
-  void all_to_all(ConstBuffer input, Buffer output) { all_to_all_async(input, output)->wait(); }
+  void all_gather(ConstBuffer input, Buffer output) {
+    BlockingCall now(*this);
+    all_gather_async(input, output)->wait();
+  }
+  void broadcast(Buffer data, int root) {
+    BlockingCall now(*this);
+    broadcast_async(data, root)->wait();
+  }
+  void reduce(Buffer data, int root, ReduceKind op = ReduceKind::Sum) {
+    BlockingCall now(*this);
+    reduce_async(data, root, op)->wait();
+  }
+  void all_to_all(ConstBuffer input, Buffer output) {
+    BlockingCall now(*this);
+    all_to_all_async(input, output)->wait();
+  }
   void all_to_all_v(ConstBuffer input, std::vector<size_t> send_counts, Buffer output,
                     std::vector<size_t> recv_counts) {
+    BlockingCall now(*this);
     all_to_all_v_async(input, std::move(send_counts), output, std::move(recv_counts))->wait();
   }
-  void barrier() { barrier_async()->wait(); }
-  void send(ConstBuffer data, int peer) { send_async(data, peer)->wait(); }
-  void recv(Buffer data, int peer) { recv_async(data, peer)->wait(); }
+  void barrier() {
+    BlockingCall now(*this);
+    barrier_async()->wait();
+  }
+  void send(ConstBuffer data, int peer) {
+    BlockingCall now(*this);
+    send_async(data, peer)->wait();
+  }
+  void recv(Buffer data, int peer) {
+    BlockingCall now(*this);
+    recv_async(data, peer)->wait();
+  }
 
  private:
   WorkHandle submit(std::string description, std::function<void(Transport&, const CollectiveOptions&)> op);
   void check_group_rank(const char* what, const char* role, int group_rank) const;
+
+  // Set while a blocking call submits its operation: submit() then runs it
+  // on the calling thread when the communicator is idle
+  // (Communicator::run_blocking) instead of handing it to the thread.
+  struct BlockingCall {
+    explicit BlockingCall(ProcessGroup& g) : group(g) { group.blocking_ = true; }
+    ~BlockingCall() { group.blocking_ = false; }
+    ProcessGroup& group;
+  };
+  bool blocking_ = false;
 
   struct Reducers {
     std::vector<int> ranks;

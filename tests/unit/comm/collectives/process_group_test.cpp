@@ -62,6 +62,29 @@ TEST(ProcessGroupTest, OperationsRunInSubmissionOrder) {
   EXPECT_EQ(b[1][6], 2);
 }
 
+// A blocking call runs on the calling thread only when the communicator is
+// idle; behind queued work it waits its turn, so the order still holds.
+TEST(ProcessGroupTest, BlockingCallsKeepTheOrderBehindQueuedWork) {
+  World world(inproc(), 3);
+  std::vector<std::vector<int64_t>> a(3, std::vector<int64_t>(200000, 1)), b(3, std::vector<int64_t>(7, 2));
+  std::vector<std::thread> ranks;
+  std::vector<bool> first_done(3, false);
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      auto& g = world.groups[size_t(r)];
+      WorkHandle first = g.all_reduce_async(a[size_t(r)], ReduceKind::Sum, AllReduceAlgorithm::Ring);
+      g.all_reduce(b[size_t(r)], ReduceKind::Sum);  // queued behind `first`, or inline once it is done
+      first_done[size_t(r)] = first->is_completed();
+      g.barrier();  // idle now: runs on this thread
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(first_done[size_t(r)]) << r;
+    EXPECT_EQ(a[size_t(r)][199999], 3);
+    EXPECT_EQ(b[size_t(r)][6], 6);
+  }
+}
+
 TEST(ProcessGroupTest, RankThatLeavesFailsTheOthers) {
   World world(inproc(), 4, 10s);
   world.groups.pop_back();

@@ -156,8 +156,6 @@ def worker(args):
         return
     n, fpt = tg.flops_per_token(args.layers, args.d, args.ctx)
     tokens = world * args.batch * args.ctx
-    tps = [tokens / t for t in times]
-    med = statistics.median(tps)
     slowest = [max(ts) for ts in zip(*all_times)]
     res = {
         "peer": "pytorch-ddp", "torch": torch.__version__, "backend": args.backend,
@@ -171,21 +169,10 @@ def worker(args):
         "steps": args.steps, "warmup": args.warmup, "data": data_name,
         "params_total": sum(p.numel() for p in model.parameters()),
         "N": n, "flops_per_token": fpt,
-        "tokens_per_s": round(med, 1),
-        "tokens_per_s_min": round(min(tps), 1), "tokens_per_s_max": round(max(tps), 1),
         "tokens_per_s_slowest_rank": round(statistics.median(tokens / t for t in slowest), 1),
-        "gflops": round(med * fpt / 1e9, 2),
-        "step_ms_median": round(1e3 * statistics.median(times), 2),
-        "first_step_s": round(t_first, 2) if t_first is not None else None,
-        "warmup_s": round(warm_s, 2),
-        "loss_first": round(losses[0], 4) if losses else None,
-        "loss_last": round(losses[-1], 4) if losses else None,
+        **tg.timing_summary(times, tokens, fpt, t_first, warm_s, losses),
     }
-    if args.json:
-        print(json.dumps(res), flush=True)
-    else:
-        for k, v in res.items():
-            print("%-26s %s" % (k, v))
+    tg.print_result(res, args.json)
 
 
 def main():

@@ -180,6 +180,33 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, VOCAB), targets.reshape(-1))
 
 
+def timing_summary(times, tokens, fpt, t_first, warm_s, losses):
+    """The result fields both PyTorch peers report: median tokens/s over the
+    timed steps (tokens per step / step time), its range, GFLOP/s, and the
+    untimed start-up."""
+    tps = [tokens / t for t in times]
+    med = statistics.median(tps)
+    return {
+        "tokens_per_s": round(med, 1),
+        "tokens_per_s_min": round(min(tps), 1),
+        "tokens_per_s_max": round(max(tps), 1),
+        "gflops": round(med * fpt / 1e9, 2),
+        "step_ms_median": round(1e3 * statistics.median(times), 2),
+        "first_step_s": round(t_first, 2) if t_first is not None else None,
+        "warmup_s": round(warm_s, 2),
+        "loss_first": round(losses[0], 4) if losses else None,
+        "loss_last": round(losses[-1], 4) if losses else None,
+    }
+
+
+def print_result(res, as_json):
+    if as_json:
+        print(json.dumps(res), flush=True)
+    else:
+        for k, v in res.items():
+            print("%-26s %s" % (k, v))
+
+
 def flops_per_token(layers, d, ctx):
     n = 12 * layers * d * d + (VOCAB + ctx) * d
     return n, 6 * n + 12 * layers * d * ctx
@@ -280,8 +307,6 @@ def main():
         times.append(time.perf_counter() - t0)
 
     n, fpt = flops_per_token(args.layers, args.d, args.ctx)
-    tps = [tokens / t for t in times]
-    med = statistics.median(tps)
     res = {
         "peer": "pytorch",
         "torch": torch.__version__,
@@ -301,21 +326,9 @@ def main():
         "params_total": sum(p.numel() for p in model.parameters()),
         "N": n,
         "flops_per_token": fpt,
-        "tokens_per_s": round(med, 1),
-        "tokens_per_s_min": round(min(tps), 1),
-        "tokens_per_s_max": round(max(tps), 1),
-        "gflops": round(med * fpt / 1e9, 2),
-        "step_ms_median": round(1e3 * statistics.median(times), 2),
-        "first_step_s": round(t_first, 2) if t_first is not None else None,
-        "warmup_s": round(warm_s, 2),
-        "loss_first": round(losses[0], 4) if losses else None,
-        "loss_last": round(losses[-1], 4) if losses else None,
+        **timing_summary(times, tokens, fpt, t_first, warm_s, losses),
     }
-    if args.json:
-        print(json.dumps(res), flush=True)
-    else:
-        for k, v in res.items():
-            print("%-18s %s" % (k, v))
+    print_result(res, args.json)
 
 
 if __name__ == "__main__":

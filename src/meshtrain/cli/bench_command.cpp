@@ -41,15 +41,6 @@ struct BenchArgs {
   bool json = false;
 };
 
-comm::AllReduceAlgorithm parse_algo(const std::string& name) {
-  if (name == "ring") return comm::AllReduceAlgorithm::Ring;
-  if (name == "tree") return comm::AllReduceAlgorithm::Tree;
-  if (name == "hd") return comm::AllReduceAlgorithm::HalvingDoubling;
-  if (name == "reduction_server") return comm::AllReduceAlgorithm::ReductionServer;
-  if (name == "auto") return comm::AllReduceAlgorithm::Auto;
-  throw ConfigError("bench collectives: unknown --algo '" + name + "'");
-}
-
 // The launcher writes every rank's lines, prefixed, to one stream: rank 0's
 // result lines go to stdout bare, all else to stderr as it came.
 void route_lines(int fd) {
@@ -126,7 +117,7 @@ int run_rank(const BenchArgs& a, const comm::LaunchEnv& env) {
                       std::to_string(workers) + " worker ranks (WORLD_SIZE " + std::to_string(env.world_size) +
                       " minus " + std::to_string(reducers) + " reducers)");
   comm::bench::AllReduceBenchOptions options;
-  options.algorithm = parse_algo(a.algo);
+  options.algorithm = comm::parse_all_reduce_algorithm(a.algo);
   options.algo_name = a.algo;
   options.sizes = comm::bench::parse_size_range(a.sizes);
   options.iters = a.iters;

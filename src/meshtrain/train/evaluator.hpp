@@ -23,8 +23,8 @@ struct EvalResult {
 // gradients are untouched. Throws DataError if there is no batch.
 EvalResult evaluate(Model& model, DataLoader& loader, int64_t max_batches, Batch& scratch);
 
-// The result of several ranks' evaluations: sums over ranks of loss_sum,
-// correct and predictions, as combine_eval_sums expects them.
+// Several ranks' evaluations as one: takes the sums over ranks of their
+// loss_sum, correct and predictions.
 EvalResult combine_eval_sums(double loss_sum, double correct, double predictions, int64_t batches);
 
 }  // namespace meshtrain

@@ -79,11 +79,9 @@ PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
   o.state.total_steps = tc.steps;
   o.state.max_staleness = config.parallel.max_staleness;
   o.state.optimizer = to_optimizer_config(config.optimizer);
-  o.state.schedule = ScheduleConfig{.warmup_steps = config.schedule.warmup_steps, .decay = config.schedule.decay,
-                                    .total_steps = tc.steps, .min_lr_ratio = config.schedule.min_lr_ratio};
+  o.state.schedule = to_schedule_config(config);
   // Every push is one worker's batch: the batch the lr is scaled for.
-  const int64_t reference = config.schedule.reference_batch > 0 ? config.schedule.reference_batch : tc.batch_size;
-  o.state.base_lr = effective_base_lr(config.optimizer.lr, tc.batch_size, reference, config.schedule.scale_rule);
+  o.state.base_lr = scaled_base_lr(config, tc.batch_size);
   MetricsLog metrics(tc.out_dir + "/server-" + std::to_string(index) + ".jsonl");
   o.state.report_every = tc.log_every;
   o.state.on_report = [&](const ps::ServerReport& r) {

@@ -85,14 +85,12 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size,
                                               workers.rank(), workers.size());
   auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model->store());
-  ScheduleConfig schedule{.warmup_steps = config.schedule.warmup_steps, .decay = config.schedule.decay,
-                          .total_steps = tc.steps, .min_lr_ratio = config.schedule.min_lr_ratio};
+  const ScheduleConfig schedule = to_schedule_config(config);
   validate_schedule(schedule);
 
   const int world_size = workers.size();
   const int64_t global_batch = tc.batch_size * world_size;
-  const int64_t reference_batch = config.schedule.reference_batch > 0 ? config.schedule.reference_batch : tc.batch_size;
-  const double base_lr = effective_base_lr(config.optimizer.lr, global_batch, reference_batch, config.schedule.scale_rule);
+  const double base_lr = scaled_base_lr(config, global_batch);
 
   Rng init_rng(static_cast<uint64_t>(tc.seed));
   model->init_parameters(init_rng);
@@ -132,7 +130,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                  "%d threads, GEMM %s\n",
                  model->kind().c_str(), model->store().parameter_count(), (long long)tc.batch_size,
                  (long long)global_batch, world_size, world_size == 1 ? "" : "s", config.optimizer.lr,
-                 config.schedule.scale_rule.c_str(), (long long)reference_batch, base_lr, optimizer->name().c_str(),
+                 config.schedule.scale_rule.c_str(), (long long)reference_batch(config), base_lr, optimizer->name().c_str(),
                  config.schedule.decay.c_str(), omp_get_max_threads(), kernels::gemm_backend_name());
     if (sync)
       std::fprintf(out,

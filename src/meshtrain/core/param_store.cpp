@@ -14,16 +14,67 @@ size_t ParamStore::declare(std::string name, Shape shape, bool weight_decay) {
   view.offset = flat_size_;
   view.weight_decay = weight_decay;
   flat_size_ += (view.numel + kAlignElems - 1) / kAlignElems * kAlignElems;
+  if (!in_named_unit_ && !open_whole_step_) {
+    units_.push_back({.name = view.name, .first_view = views_.size(), .end_view = views_.size(),
+                      .begin = view.offset, .end = view.offset, .whole_step = true});
+    open_whole_step_ = true;
+  }
+  ParamUnit& unit = units_.back();
+  unit.end_view = views_.size() + 1;
+  unit.end = flat_size_;
+  unit_of_view_.push_back(units_.size() - 1);
   by_name_.emplace(view.name, views_.size());
   views_.push_back(std::move(view));
   return views_.size() - 1;
 }
 
+size_t ParamStore::begin_unit(std::string name) {
+  if (allocated_) throw Error("ParamStore: begin_unit('" + name + "') after allocate()");
+  if (in_named_unit_) throw Error("ParamStore: begin_unit('" + name + "') inside unit '" + units_.back().name + "'");
+  units_.push_back({.name = std::move(name), .first_view = views_.size(), .end_view = views_.size(),
+                    .begin = flat_size_, .end = flat_size_, .whole_step = false});
+  in_named_unit_ = true;
+  open_whole_step_ = false;
+  return units_.size() - 1;
+}
+
+void ParamStore::end_unit() {
+  if (!in_named_unit_) throw Error("ParamStore: end_unit() without begin_unit()");
+  in_named_unit_ = false;
+}
+
 void ParamStore::allocate() {
   if (allocated_) throw Error("ParamStore: allocate() called twice");
+  if (in_named_unit_) throw Error("ParamStore: allocate() inside unit '" + units_.back().name + "'");
   params_.resize(flat_size_);
   grads_.resize(flat_size_);
+  param_ptr_.resize(views_.size());
+  grad_ptr_.resize(views_.size());
+  for (size_t v = 0; v < views_.size(); ++v) {
+    param_ptr_[v] = params_.data() + views_[v].offset;
+    grad_ptr_[v] = grads_.data() + views_[v].offset;
+  }
   allocated_ = true;
+}
+
+namespace {
+void point_views_at(std::vector<float*>& ptrs, const std::vector<ParamView>& views, const ParamUnit& unit, float* base) {
+  for (size_t v = unit.first_view; v < unit.end_view; ++v)
+    ptrs[v] = base ? base + (views[v].offset - unit.begin) : nullptr;
+}
+}  // namespace
+
+void ParamStore::bind_unit_params(size_t unit, float* base) { point_views_at(param_ptr_, views_, units_.at(unit), base); }
+void ParamStore::bind_unit_grads(size_t unit, float* base) { point_views_at(grad_ptr_, views_, units_.at(unit), base); }
+
+void ParamStore::release_flat_params() {
+  params_ = AlignedBuffer<float>(MemoryKind::Parameters);
+  for (auto& p : param_ptr_) p = nullptr;
+}
+
+void ParamStore::release_flat_grads() {
+  grads_ = AlignedBuffer<float>(MemoryKind::Gradients);
+  for (auto& g : grad_ptr_) g = nullptr;
 }
 
 const ParamView* ParamStore::find(std::string_view name) const {

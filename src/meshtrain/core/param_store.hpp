@@ -4,8 +4,21 @@
 // Data-parallel buckets, ZeRO shards and checkpoints are ranges and views of
 // these two buffers; no strategy copies parameters into a layout of its own.
 //
+// Units: consecutive views form units (a transformer block, the embeddings),
+// the granularity at which ZeRO-3 gathers parameters and ZeRO-2/3 reduce
+// gradients. A layer that owns a unit (nn::Block) declares it with
+// begin_unit() / end_unit() and wraps its forward and backward in a
+// UnitScope; every run of views declared outside such a unit becomes a
+// "whole-step" unit, needed from the start of forward to the end of backward
+// (the tied embedding is read by the first and the last layer).
+//
+// Layers reach their tensors only through param(i) / grad(i), so a strategy
+// can point a unit's views at other memory (bind_unit_params/grads: a
+// gathered copy, a gradient staging buffer) and free the flat buffers.
+//
 // Life cycle: a model declares every tensor, then calls allocate() once.
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <span>
 #include <string>
@@ -17,6 +30,25 @@
 #include "meshtrain/core/shape.hpp"
 
 namespace meshtrain {
+
+struct ParamUnit {
+  std::string name;               // the block's prefix, or the first view's name
+  size_t first_view = 0, end_view = 0;  // views [first_view, end_view)
+  size_t begin = 0, end = 0;      // flat element range, padding included
+  bool whole_step = false;        // needed through all of forward and backward
+  size_t size() const { return end - begin; }
+};
+
+enum class UnitPass { Forward, Backward };
+
+// Told when a unit's forward or backward starts and ends (ZeRO-3 gathers
+// and frees parameters there, ZeRO-2/3 reduce the unit's gradients).
+class UnitObserver {
+ public:
+  virtual ~UnitObserver() = default;
+  virtual void before_unit(size_t unit, UnitPass pass) = 0;
+  virtual void after_unit(size_t unit, UnitPass pass) = 0;
+};
 
 struct ParamView {
   std::string name;    // e.g. "h.0.attn.c_attn.weight" (Hugging Face GPT-2 names for GPT)
@@ -33,14 +65,40 @@ class ParamStore {
 
   // Declares a tensor; returns its index. Only before allocate().
   size_t declare(std::string name, Shape shape, bool weight_decay);
-  // Allocates both buffers (zeroed). Only once.
+  // Views declared from here to end_unit() form one unit; returns its index
+  // among the declared units. Units do not nest.
+  size_t begin_unit(std::string name);
+  void end_unit();
+  // Allocates both buffers (zeroed) and closes the unit list. Only once.
   void allocate();
   bool allocated() const { return allocated_; }
 
-  float* param(size_t index) { return params_.data() + views_[index].offset; }
-  const float* param(size_t index) const { return params_.data() + views_[index].offset; }
-  float* grad(size_t index) { return grads_.data() + views_[index].offset; }
-  const float* grad(size_t index) const { return grads_.data() + views_[index].offset; }
+  float* param(size_t index) { return param_ptr_[index]; }
+  const float* param(size_t index) const { return param_ptr_[index]; }
+  float* grad(size_t index) { return grad_ptr_[index]; }
+  const float* grad(size_t index) const { return grad_ptr_[index]; }
+
+  // Units in flat order (after allocate()); unit_of_view(v) is v's unit.
+  const std::vector<ParamUnit>& units() const { return units_; }
+  size_t unit_of_view(size_t view) const { return unit_of_view_[view]; }
+  // Points the views of `unit` at base[view.offset - unit.begin] (the unit's
+  // flat range laid out from base), for parameters or gradients. nullptr
+  // detaches them (a use before the next bind is a bug and crashes).
+  void bind_unit_params(size_t unit, float* base);
+  void bind_unit_grads(size_t unit, float* base);
+  // Frees the flat parameter or gradient buffer (ZeRO-3 / ZeRO-2 keep only
+  // shards): params() / grads() are then empty and every view is detached
+  // until bound.
+  void release_flat_params();
+  void release_flat_grads();
+
+  void set_unit_observer(UnitObserver* observer) { unit_observer_ = observer; }
+  void before_unit(size_t unit, UnitPass pass) {
+    if (unit_observer_) unit_observer_->before_unit(unit, pass);
+  }
+  void after_unit(size_t unit, UnitPass pass) {
+    if (unit_observer_) unit_observer_->after_unit(unit, pass);
+  }
 
   std::span<float> params() { return params_.span(); }
   std::span<const float> params() const { return params_.span(); }
@@ -70,9 +128,37 @@ class ParamStore {
   std::unordered_map<std::string, size_t> by_name_;
   size_t flat_size_ = 0;
   bool allocated_ = false;
+  std::vector<ParamUnit> units_;
+  std::vector<size_t> unit_of_view_;
+  bool in_named_unit_ = false;   // between begin_unit() and end_unit()
+  bool open_whole_step_ = false;  // the last unit is an anonymous one still growing
+  std::vector<float*> param_ptr_, grad_ptr_;
+  UnitObserver* unit_observer_ = nullptr;
   AlignedBuffer<float> params_{MemoryKind::Parameters};
   AlignedBuffer<float> grads_{MemoryKind::Gradients};
   std::function<void(size_t)> grad_ready_hook_;
+};
+
+// before_unit on construction, after_unit on destruction.
+class UnitScope {
+ public:
+  UnitScope(ParamStore& store, size_t unit, UnitPass pass)
+      : store_(store), unit_(unit), pass_(pass), exceptions_(std::uncaught_exceptions()) {
+    store_.before_unit(unit_, pass_);
+  }
+  // Not while unwinding: the step is abandoned, and a second exception
+  // would terminate.
+  ~UnitScope() noexcept(false) {
+    if (std::uncaught_exceptions() == exceptions_) store_.after_unit(unit_, pass_);
+  }
+  UnitScope(const UnitScope&) = delete;
+  UnitScope& operator=(const UnitScope&) = delete;
+
+ private:
+  ParamStore& store_;
+  size_t unit_;
+  UnitPass pass_;
+  int exceptions_;
 };
 
 }  // namespace meshtrain

@@ -3,6 +3,8 @@
 //   x1  = x  + attn(ln_1(x))
 //   out = x1 + mlp(ln_2(x1))
 // The same class serves GPT (causal) and ViT (non-causal attention).
+// Each block is one ParamStore unit: ZeRO-3 gathers its parameters around
+// its forward and its backward, ZeRO-2/3 reduce its gradients after backward.
 // Layer conventions: see linear.hpp.
 #include <cstdint>
 #include <string>
@@ -18,7 +20,7 @@ namespace meshtrain::nn {
 
 class Block {
  public:
-  // Declares "<prefix>.ln_1.*", "<prefix>.attn.*", "<prefix>.ln_2.*", "<prefix>.mlp.*".
+  // Declares unit <prefix> holding "<prefix>.ln_1.*", "<prefix>.attn.*", "<prefix>.ln_2.*", "<prefix>.mlp.*".
   Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal);
 
   // Linear weights ~ N(0, stddev), the two c_proj weights ~ N(0, proj_stddev), norms 1/0, biases 0.
@@ -33,6 +35,8 @@ class Block {
   void backward(float* dres, Workspace& ws);
 
  private:
+  ParamStore& store_;
+  size_t unit_;  // declared before the layers: begin_unit() runs before they declare
   LayerNorm ln_1_;
   SelfAttention attn_;
   LayerNorm ln_2_;

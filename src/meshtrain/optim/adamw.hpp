@@ -16,16 +16,17 @@ namespace meshtrain {
 class AdamW final : public Optimizer {
  public:
   // Expects a validated config (make_optimizer validates).
-  AdamW(const ParamStore& store, const OptimizerConfig& config);
+  // Owns `segments` of the store (make_optimizer passes the whole store
+  // when there is no ZeRO shard).
+  AdamW(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
   std::string name() const override { return "adamw"; }
-  void step(ParamStore& store, float lr) override;
+  void update(const UpdateBuffers& buffers, float lr) override;
   std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
 
  private:
-  UpdateChunks chunks_;
   double weight_decay_, beta1_, beta2_, eps_;
-  AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (flat_size)
-  AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (flat_size)
+  AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (local_size)
+  AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (local_size)
 };
 
 }  // namespace meshtrain

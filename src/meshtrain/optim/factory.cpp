@@ -53,11 +53,16 @@ void validate_optimizer_config(const OptimizerConfig& c) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const ParamStore& store) {
+  return make_optimizer(config, store, FlatSegments{{.begin = 0, .end = store.flat_size(), .local = 0}});
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const ParamStore& store,
+                                          std::span<const FlatSegment> segments) {
   validate_optimizer_config(config);
-  if (config.name == "sgd") return std::make_unique<Sgd>(store, config);
-  if (config.name == "adamw") return std::make_unique<AdamW>(store, config);
-  if (config.name == "lars") return std::make_unique<Lars>(store, config);
-  return std::make_unique<Lamb>(store, config);
+  if (config.name == "sgd") return std::make_unique<Sgd>(store, segments, config);
+  if (config.name == "adamw") return std::make_unique<AdamW>(store, segments, config);
+  if (config.name == "lars") return std::make_unique<Lars>(store, segments, config);
+  return std::make_unique<Lamb>(store, segments, config);
 }
 
 }  // namespace meshtrain

@@ -21,19 +21,22 @@ namespace meshtrain {
 class Lamb final : public Optimizer {
  public:
   // Expects a validated config (make_optimizer validates).
-  Lamb(const ParamStore& store, const OptimizerConfig& config);
+  // Owns `segments` of the store (make_optimizer passes the whole store
+  // when there is no ZeRO shard).
+  Lamb(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
   std::string name() const override { return "lamb"; }
-  void step(ParamStore& store, float lr) override;
+  void update(const UpdateBuffers& buffers, float lr) override;
   std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
-  // Trust ratio of each view used by the last step() (1 for excluded views).
+  // Trust ratio of each view used by the last update() (1 for excluded views).
   const std::vector<double>& last_trust_ratios() const { return trust_; }
 
  private:
-  UpdateChunks chunks_;
   double weight_decay_, beta1_, beta2_, eps_;
-  AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (flat_size)
-  AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (flat_size)
+  AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (local_size)
+  AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (local_size)
   std::vector<double> w_sq_, u_sq_;  // (chunks) partial sums of squares
+  std::vector<double> view_sums_;    // (2 views): per view, sum of w^2 then of u^2 (LAMB) or g^2 (LARS)
+  std::vector<char> decays_;         // (views) the view's weight_decay flag
   std::vector<double> trust_;        // (views)
 };
 

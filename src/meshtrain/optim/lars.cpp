@@ -4,23 +4,21 @@
 
 namespace meshtrain {
 
-Lars::Lars(const ParamStore& store, const OptimizerConfig& config)
-    : chunks_(store),
+Lars::Lars(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config)
+    : Optimizer(store, segments),
       weight_decay_(config.weight_decay),
       eta_(config.trust_coefficient),
       momentum_(float(config.momentum)),
       nesterov_(config.nesterov),
       w_sq_(chunks_.size()),
       g_sq_(chunks_.size()),
+      view_sums_(2 * store.views().size()),
       trust_(store.views().size(), 1.0) {
-  if (momentum_ != 0.0f) momentum_buffer_.resize(store.flat_size());
+  for (size_t v = 0; v < store.views().size(); ++v) decays_.push_back(store.view(v).weight_decay);
+  if (momentum_ != 0.0f) momentum_buffer_.resize(local_size());
 }
 
-void Lars::step(ParamStore& store, float lr) {
-  chunks_.check_layout(store, "lars");
-  float* w = store.params().data();
-  const float* g = store.grads().data();
-  float* buf = momentum_buffer_.data();
+void Lars::update(const UpdateBuffers& buffers, float lr) {
   const long n_chunks = long(chunks_.size());
 
   // Pass 1: partial norms of the views that adapt.
@@ -28,16 +26,24 @@ void Lars::step(ParamStore& store, float lr) {
   for (long c = 0; c < n_chunks; ++c) {
     const UpdateChunk& ch = chunks_.chunks[size_t(c)];
     if (!ch.weight_decay) continue;
-    w_sq_[size_t(c)] = sum_squares(w + ch.begin, ch.end - ch.begin);
-    g_sq_[size_t(c)] = sum_squares(g + ch.begin, ch.end - ch.begin);
+    w_sq_[size_t(c)] = sum_squares(buffers.params_of(ch), ch.size);
+    g_sq_[size_t(c)] = sum_squares(buffers.grads_of(ch), ch.size);
   }
-  // Per view, in chunk order (deterministic); cheap, so serial.
-  for (size_t v = 0; v + 1 < chunks_.first.size(); ++v) {
-    trust_[v] = 1.0;
-    if (!store.view(v).weight_decay) continue;
+  // Per view, in chunk order (deterministic); cheap, so serial. Then summed
+  // over the ranks when the view is sharded.
+  const size_t n_views = trust_.size();
+  for (size_t v = 0; v < n_views; ++v) {
     double ws = 0, gs = 0;
-    for (size_t c = chunks_.first[v]; c < chunks_.first[v + 1]; ++c) ws += w_sq_[c], gs += g_sq_[c];
-    const double w_norm = std::sqrt(ws), g_norm = std::sqrt(gs);
+    if (decays_[v])
+      for (size_t c = chunks_.first[v]; c < chunks_.first[v + 1]; ++c) ws += w_sq_[c], gs += g_sq_[c];
+    view_sums_[2 * v] = ws;
+    view_sums_[2 * v + 1] = gs;
+  }
+  reduce_view_sums(view_sums_);
+  for (size_t v = 0; v < n_views; ++v) {
+    trust_[v] = 1.0;
+    if (!decays_[v]) continue;
+    const double w_norm = std::sqrt(view_sums_[2 * v]), g_norm = std::sqrt(view_sums_[2 * v + 1]);
     if (w_norm > 0 && g_norm > 0) trust_[v] = eta_ * w_norm / (g_norm + weight_decay_ * w_norm);
   }
 
@@ -46,9 +52,12 @@ void Lars::step(ParamStore& store, float lr) {
 #pragma omp parallel for schedule(static)
   for (long c = 0; c < n_chunks; ++c) {
     const UpdateChunk& ch = chunks_.chunks[size_t(c)];
+    float* w = buffers.params_of(ch);
+    const float* g = buffers.grads_of(ch);
+    float* buf = use_momentum ? momentum_buffer_.data() + ch.local : nullptr;
     const float wd = ch.weight_decay ? float(weight_decay_) : 0.0f;
     const float trust = float(trust_[ch.view]);
-    for (size_t i = ch.begin; i < ch.end; ++i) {
+    for (size_t i = 0; i < ch.size; ++i) {
       float d = trust * (g[i] + wd * w[i]);
       if (use_momentum) {
         buf[i] = momentum_ * buf[i] + d;

@@ -19,20 +19,23 @@ namespace meshtrain {
 class Lars final : public Optimizer {
  public:
   // Expects a validated config (make_optimizer validates).
-  Lars(const ParamStore& store, const OptimizerConfig& config);
+  // Owns `segments` of the store (make_optimizer passes the whole store
+  // when there is no ZeRO shard).
+  Lars(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
   std::string name() const override { return "lars"; }
-  void step(ParamStore& store, float lr) override;
+  void update(const UpdateBuffers& buffers, float lr) override;
   std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
-  // Trust ratio of each view used by the last step() (1 for excluded views).
+  // Trust ratio of each view used by the last update() (1 for excluded views).
   const std::vector<double>& last_trust_ratios() const { return trust_; }
 
  private:
-  UpdateChunks chunks_;
   double weight_decay_, eta_;
   float momentum_;
   bool nesterov_;
-  AlignedBuffer<float> momentum_buffer_{MemoryKind::OptimizerState};  // (flat_size), empty if momentum == 0
+  AlignedBuffer<float> momentum_buffer_{MemoryKind::OptimizerState};  // (local_size), empty if momentum == 0
   std::vector<double> w_sq_, g_sq_;  // (chunks) partial sums of squares
+  std::vector<double> view_sums_;    // (2 views): per view, sum of w^2 then of u^2 (LAMB) or g^2 (LARS)
+  std::vector<char> decays_;         // (views) the view's weight_decay flag
   std::vector<double> trust_;        // (views)
 };
 

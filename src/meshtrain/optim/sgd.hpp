@@ -14,16 +14,17 @@ namespace meshtrain {
 class Sgd final : public Optimizer {
  public:
   // Expects a validated config (make_optimizer validates).
-  Sgd(const ParamStore& store, const OptimizerConfig& config);
+  // Owns `segments` of the store (make_optimizer passes the whole store
+  // when there is no ZeRO shard).
+  Sgd(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
   std::string name() const override { return "sgd"; }
-  void step(ParamStore& store, float lr) override;
+  void update(const UpdateBuffers& buffers, float lr) override;
   std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
 
  private:
-  UpdateChunks chunks_;
   float weight_decay_, momentum_;
   bool nesterov_;
-  AlignedBuffer<float> momentum_buffer_{MemoryKind::OptimizerState};  // (flat_size), empty if momentum == 0
+  AlignedBuffer<float> momentum_buffer_{MemoryKind::OptimizerState};  // (local_size), empty if momentum == 0
 };
 
 }  // namespace meshtrain

@@ -8,7 +8,9 @@ Prints one JSON line: medians over the step records after the first SKIP
 the communication thread spent on the step's gradient buckets), comm_exposed_ms
 (time the step waited for them after backward), and the hidden share of
 communication, 1 - exposed/busy: its median over steps ("hidden_median") and
-the pooled ratio 1 - sum(exposed)/sum(busy) ("hidden_pooled"). GFLOP/s uses
+the pooled ratio 1 - sum(exposed)/sum(busy) ("hidden_pooled"), and, where the
+records carry it, comm_bytes (bytes the rank sent plus received in collectives
+in the step; bench/zero.sh compares it across ZeRO stages). GFLOP/s uses
 FLOPs per token = 6*N + 12*L*d*ctx, N = 12*L*d^2 + (256+ctx)*d (as
 bench/peers/torch_gpt.py). Extra key=value pairs are copied into the line.
 """
@@ -54,6 +56,8 @@ def main():
             "hidden_pooled": round(1.0 - sum(exposed) / sum(busy), 3) if sum(busy) > 0 else None,
             "comm_share_of_step": round(statistics.median(b / r["step_ms"] for b, r in zip(busy, timed)), 3),
         })
+    if all("comm_bytes" in r for r in timed):
+        out["comm_bytes"] = med("comm_bytes")
     out.update(extra)
     print(json.dumps(out))
 

@@ -92,7 +92,7 @@ def launch(args):
         try:
             return torch_ddp_gpt.launch(args)
         except SystemExit as e:
-            reason = why.read().strip()
+            reason = why.readline().strip()
             if reason:
                 print(reason, flush=True)
                 return UNSUPPORTED
@@ -205,8 +205,8 @@ def worker(args):
         reason = "torch_zero_gpt: FSDP cannot run on CPU/%s in torch %s: %s" % (
             args.backend, torch.__version__, "; ".join(failures))
         why = os.environ.get("TORCH_ZERO_GPT_WHY")
-        if why and rank == 0:
-            with open(why, "w") as f:
+        if why:  # every rank: the launcher may stop the others when the first one exits
+            with open(why, "a") as f:
                 f.write(reason + "\n")
         elif rank == 0:
             print(reason, flush=True)

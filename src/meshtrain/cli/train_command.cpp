@@ -1,4 +1,5 @@
-// `meshtrain train CONFIG.toml [--section.key=value ...] [--resume] [--stop-at-step N]`
+// `meshtrain train CONFIG.toml [--section.key=value ...] [--resume] [--stop-at-step N]
+//  [--memory-report] [--max-memory-per-rank MIB]`
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,6 +17,8 @@ struct TrainArgs {
   std::string config_path;
   bool resume = false;
   int64_t stop_at_step = 0;
+  bool memory_report = false;
+  double max_memory_mb = 0;
 };
 
 }  // namespace
@@ -28,12 +31,21 @@ void add_train_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--stop-at-step", args->stop_at_step,
                   "checkpoint and stop after this step; the schedule still spans training.steps")
       ->check(CLI::PositiveNumber);
+  sub->add_flag("--memory-report", args->memory_report,
+                "print each kind's peak memory per rank (parameters, gradients, optimizer state, activations, "
+                "communication) beside ZeRO's prediction at the end");
+  sub->add_option("--max-memory-per-rank", args->max_memory_mb,
+                  "per-rank memory limit in MiB (training.max_memory_mb): refuse before training if the model "
+                  "state does not fit, fail a step whose peak exceeds it")
+      ->check(CLI::NonNegativeNumber);
   sub->allow_extras();
   sub->footer("Any config key can be overridden as --section.key=value:\n" + job_config_reference());
   commands.add(sub, [args, sub] {
     JobConfig config = load_job_config(args->config_path);
     apply_overrides(config, sub->remaining());
+    if (args->max_memory_mb > 0) config.training.max_memory_mb = args->max_memory_mb;
     TrainOptions options;
+    options.memory_report = args->memory_report;
     options.resume = args->resume;
     options.stop_at_step = args->stop_at_step;
     // MESHTRAIN_PROGRESS_BAR: a supervisor (meshtrain run, launch) forwards

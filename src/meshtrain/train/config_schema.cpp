@@ -71,6 +71,8 @@ const std::vector<Field>& fields() {
       MT_FIELD(training, eval_every, Int, closed(0, kMaxInt), {}, "steps between validations; 0: at the end only"),
       MT_FIELD(training, eval_batches, Int, closed(1, kMaxInt), {}, "validation batches per evaluation"),
       MT_FIELD(training, out_dir, String, {}, {}, "run directory (metrics, checkpoints)"),
+      MT_FIELD(training, max_memory_mb, Float, closed(0, 1 << 30), {},
+               "per-rank memory limit in MiB, checked before training and after each step; 0: none"),
       MT_FIELD(optimizer, name, String, {}, (V{"sgd", "adamw", "lars", "lamb"}), "optimizer"),
       MT_FIELD(optimizer, lr, Float, left_open(0, 10), {}, "base learning rate"),
       MT_FIELD(optimizer, weight_decay, Float, closed(0, 10), {}, "decoupled weight decay"),
@@ -94,6 +96,8 @@ const std::vector<Field>& fields() {
                "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),
       MT_FIELD(parallel, all_reduce, String, {}, (V{"auto", "ring", "tree", "halving_doubling", "reduction_server"}),
                "gradient all-reduce algorithm (data = allreduce)"),
+      MT_FIELD(parallel, zero_stage, Int, closed(0, 3), {},
+               "ZeRO sharding (data = allreduce): 1 optimizer state, 2 also gradients, 3 also parameters (FSDP)"),
       MT_FIELD(parallel, bucket_mb, Float, left_open(0, 65536), {},
                "gradient bucket size in MiB; each bucket is all-reduced as soon as backward has filled it"),
       MT_FIELD(parallel, transport, String, {}, (V{"auto", "shm", "tcp", "mpi"}),
@@ -317,6 +321,12 @@ void validate_job_config(const JobConfig& c) {
                                               " steps must be shorter than training.steps (" +
                                               std::to_string(c.training.steps) + ") to leave room for decay");
   if (c.training.out_dir.empty()) fail(origin, "training.out_dir", "must not be empty");
+  if (c.parallel.zero_stage > 0 && c.parallel.data != "allreduce")
+    fail(origin, "parallel.zero_stage", "ZeRO shards data-parallel workers: it needs parallel.data = \"allreduce\", not '" +
+                                            c.parallel.data + "'");
+  if (c.parallel.zero_stage >= 2 && c.parallel.all_reduce == "reduction_server")
+    fail(origin, "parallel.zero_stage", "stages 2 and 3 reduce-scatter gradients among the workers; the Reduction "
+                                        "Server serves all-reduces only (use zero_stage = 1, or another all_reduce)");
   if (c.parallel.all_reduce == "reduction_server" && c.parallel.data != "allreduce")
     fail(origin, "parallel.all_reduce", "reduction_server needs parallel.data = \"allreduce\", not '" +
                                             c.parallel.data + "'");

@@ -42,6 +42,7 @@ struct TrainingSection {
   int64_t eval_every = 100;  // 0: only at the end
   int64_t eval_batches = 20;
   std::string out_dir = "runs/default";
+  double max_memory_mb = 0;  // per-rank limit on tracked memory; 0: none
 };
 
 struct OptimizerSection {
@@ -81,6 +82,7 @@ struct MetricsSection {
 struct ParallelSection {
   std::string data = "none";         // none | allreduce | parameter_server
   std::string all_reduce = "auto";   // auto | ring | tree | halving_doubling | reduction_server
+  int64_t zero_stage = 0;            // ZeRO: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters
   double bucket_mb = 25;             // gradient bucket size for the overlapped all-reduce
   std::string transport = "auto";    // auto | shm | tcp | mpi
   double timeout_s = 300;            // longest wait for a peer before the job fails

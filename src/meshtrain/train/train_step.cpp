@@ -13,28 +13,55 @@ float gradient_norm(ParamStore& store, double max_norm) {
   return static_cast<float>(std::sqrt(squared_norm_range(store.grads(), 0, store.flat_size())));
 }
 
+namespace {
+
+// The global gradient norm before clipping, when each worker holds a shard
+// of the averaged gradients; clips the shards.
+float sharded_gradient_norm(parallel::ZeroEngine& zero, WorkerGroup& workers, double max_norm) {
+  double squares = zero.grad_squared_norm_local();
+  workers.sum({&squares, 1});
+  const double norm = std::sqrt(squares);
+  if (max_norm > 0) {
+    const float coef = clip_coefficient(norm, static_cast<float>(max_norm));
+    if (coef < 1.0f) zero.scale_grads(coef);
+  }
+  return static_cast<float>(norm);
+}
+
+}  // namespace
+
 StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t step) {
   ParamStore& store = ctx.model.store();
-  store.zero_grads();
+  parallel::ZeroEngine* zero = ctx.zero;
+  store.zero_grads();  // ZeRO-2/3 have no flat gradients: their staging is zeroed per unit
+  if (zero) zero->begin_step();
   if (ctx.sync) ctx.sync->start_backward();
   ForwardResult fwd = ctx.model.forward(batch);
   ctx.model.backward();
   StepResult r;
   r.loss = fwd.loss;
-  if (ctx.sync) {
-    r.comm = ctx.sync->finish_backward();
+  if (ctx.sync) r.comm = ctx.sync->finish_backward();
+  if (zero && zero->reduces_gradients()) r.comm.exposed_s = zero->finish_backward();
+  if (ctx.workers.size() > 1) {
     double loss_sum = fwd.loss;  // the global batch's mean: every worker's share is the same size
     ctx.workers.sum({&loss_sum, 1});
     r.loss = static_cast<float>(loss_sum / ctx.workers.size());
   }
-  // The gradients are the same bits on every worker after the all-reduce, so
-  // the norm, the clipping and the update are too.
-  r.grad_norm = gradient_norm(store, ctx.grad_clip);
+  // After an all-reduce the gradients are the same bits on every worker, so
+  // the norm, the clipping and the update are too; sharded gradients add
+  // their squares over the workers.
+  r.grad_norm = zero && zero->reduces_gradients() ? sharded_gradient_norm(*zero, ctx.workers, ctx.grad_clip)
+                                                  : gradient_norm(store, ctx.grad_clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
     throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
                 std::to_string(r.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");
   r.lr = scheduled_lr(ctx.schedule, ctx.base_lr, step);
-  ctx.optimizer.step(store, static_cast<float>(r.lr));
+  if (zero) {
+    ctx.optimizer.update(zero->update_buffers(), static_cast<float>(r.lr));
+    zero->after_update();
+  } else {
+    ctx.optimizer.step(store, static_cast<float>(r.lr));
+  }
   return r;
 }
 

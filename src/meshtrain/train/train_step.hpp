@@ -1,8 +1,9 @@
 #pragma once
 // One optimizer step of a synchronous worker, alone or one of a data-parallel
 // group: forward, backward with the gradient all-reduce overlapped (when
-// there is a GradientSync), the global batch's loss, clipping by global
-// norm, a finiteness check, and the update at the schedule's lr.
+// there is a GradientSync) or ZeRO's gathers and reduce-scatters (when there
+// is a ZeroEngine), the global batch's loss, clipping by global norm, a
+// finiteness check, and the update at the schedule's lr.
 #include <cstdint>
 
 #include "meshtrain/core/batch.hpp"
@@ -10,6 +11,7 @@
 #include "meshtrain/optim/optimizer.hpp"
 #include "meshtrain/optim/schedule.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
+#include "meshtrain/parallel/zero/zero_engine.hpp"
 #include "meshtrain/train/worker_group.hpp"
 
 namespace meshtrain {
@@ -24,7 +26,8 @@ struct StepResult {
 struct StepContext {
   Model& model;
   Optimizer& optimizer;
-  parallel::GradientSync* sync = nullptr;  // null: one worker
+  parallel::GradientSync* sync = nullptr;  // null: one worker, or ZeRO stage 2/3
+  parallel::ZeroEngine* zero = nullptr;    // null: ZeRO stage 0 (the optimizer owns the whole store)
   WorkerGroup& workers;
   const ScheduleConfig& schedule;
   double base_lr = 0;     // after the scaling rule

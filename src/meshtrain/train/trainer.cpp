@@ -11,15 +11,15 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/kernels/gemm.hpp"
-#include "meshtrain/optim/factory.hpp"
 #include "meshtrain/optim/schedule.hpp"
-#include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
 #include "meshtrain/train/evaluator.hpp"
+#include "meshtrain/train/memory_budget.hpp"
 #include "meshtrain/train/metrics_log.hpp"
 #include "meshtrain/train/model_factory.hpp"
 #include "meshtrain/train/progress.hpp"
 #include "meshtrain/train/ps_worker.hpp"
 #include "meshtrain/train/section_configs.hpp"
+#include "meshtrain/train/step_machinery.hpp"
 #include "meshtrain/train/train_checkpoint.hpp"
 #include "meshtrain/train/train_step.hpp"
 #include "meshtrain/train/worker_group.hpp"
@@ -61,6 +61,16 @@ std::optional<std::string> agree_on_resume_checkpoint(WorkerGroup& workers, cons
   return path;
 }
 
+// Peak tracked bytes of each kind so far, in MiB, as peak_<kind>_mb.
+void add_memory_peaks(nlohmann::json& record) {
+  const auto& tracker = MemoryTracker::global();
+  for (size_t k = 0; k < kMemoryKindCount; ++k) {
+    const auto kind = static_cast<MemoryKind>(k);
+    record["peak_" + std::string(memory_kind_name(kind)) + "_mb"] = double(tracker.peak(kind)) / (1 << 20);
+  }
+  record["peak_total_mb"] = double(tracker.peak_total()) / (1 << 20);
+}
+
 }  // namespace
 
 TrainSummary train(const JobConfig& config, const TrainOptions& options) {
@@ -84,29 +94,25 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   std::FILE* out = lead ? options.out : nullptr;
   DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size,
                                               workers.rank(), workers.size());
-  auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model->store());
   const ScheduleConfig schedule = to_schedule_config(config);
   validate_schedule(schedule);
 
   const int world_size = workers.size();
   const int64_t global_batch = tc.batch_size * world_size;
   const double base_lr = scaled_base_lr(config, global_batch);
+  const int zero_stage = world_size > 1 ? static_cast<int>(config.parallel.zero_stage) : 0;
+  check_memory_budget(config, model->store(), world_size);
 
   Rng init_rng(static_cast<uint64_t>(tc.seed));
   model->init_parameters(init_rng);
-  std::optional<parallel::GradientSync> sync;
-  if (auto* group = workers.group()) {
-    sync.emplace(model->store(), *group,
-                 parallel::GradientSyncOptions{
-                     .algorithm = workers.algorithm(),
-                     .bucket_bytes = static_cast<size_t>(config.parallel.bucket_mb * (1 << 20)),
-                     .first_bucket_bytes = std::min<size_t>(size_t{1} << 20, config.parallel.bucket_mb * (1 << 20))});
-    sync->broadcast_parameters(0);
-  }
+  StepMachinery machinery = make_step_machinery(config, *model, workers);
+  Optimizer* optimizer = machinery.optimizer.get();
+  parallel::GradientSync* sync = machinery.sync.get();
+  parallel::ZeroEngine* zero = machinery.zero.get();
   int64_t step = 0;
   if (options.resume) {
     if (auto latest = agree_on_resume_checkpoint(workers, ckpt_root, out)) {
-      TrainState state = load_train_checkpoint(*latest, config, *model, optimizer.get());
+      TrainState state = load_train_checkpoint(*latest, config, *model, optimizer);
       loader.restore(state.data);
       step = state.step;
       if (out) std::fprintf(out, "resuming from step %lld (%s)\n", (long long)step, latest->c_str());
@@ -138,14 +144,25 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                    "first and the last, up to 1 MiB)\n",
                    world_size, config.parallel.all_reduce.c_str(), workers.transport_name(), sync->buckets().size(),
                    config.parallel.bucket_mb);
+    if (zero)
+      std::fprintf(out, "ZeRO stage %d: %zu units sharded over %d workers (%zu of %zu elements on this one)\n",
+                   zero_stage, zero->layout().units().size(), world_size, zero->layout().local_size(),
+                   model->store().flat_size());
   }
+  // Setup made the whole model once on every worker; from here on the
+  // peaks are the training's.
+  MemoryTracker::global().reset_peaks();
+  const MemoryPrediction predicted_memory =
+      predict_memory(model->store(), world_size, zero_stage, optimizer_state_floats(config));
 
   std::optional<MetricsLog> metrics;
   if (lead) metrics.emplace(config.metrics_path());
   Progress progress(out ? out : options.out, options.interactive && lead);
   Batch batch, eval_batch;
   auto run_eval = [&](int64_t at_step) {
+    if (zero) zero->begin_evaluation();
     EvalResult r = evaluate(*model, loader, tc.eval_batches, eval_batch);
+    if (zero) zero->end_evaluation();
     if (world_size > 1) {
       double sums[3] = {r.loss_sum, double(r.correct), double(r.predictions)};
       workers.sum(sums);
@@ -162,6 +179,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   };
   // One copy is enough: every worker holds the same parameters and state.
   auto save = [&](int64_t at_step) {
+    if (zero) return;  // TODO sharded
     if (!lead) return;
     std::string path = save_train_checkpoint(ckpt_root, TrainState{at_step, loader.state()}, config, *model,
                                              *optimizer, config.checkpoint.keep);
@@ -170,7 +188,8 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
 
   const StepContext step_ctx{.model = *model,
                              .optimizer = *optimizer,
-                             .sync = sync ? &*sync : nullptr,
+                             .sync = sync,
+                             .zero = zero,
                              .workers = workers,
                              .schedule = schedule,
                              .base_lr = base_lr,
@@ -181,8 +200,11 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   while (step < last_step) {
     const auto t0 = Clock::now();
     loader.next_batch(batch);
+    const uint64_t sent_before = workers.group() ? workers.group()->bytes_sent() : 0;
     const StepResult r = run_train_step(step_ctx, batch, step);
     ++step;
+    const uint64_t comm_bytes = workers.group() ? workers.group()->bytes_sent() - sent_before : 0;
+    check_memory_peak(config, step);
     const double step_s = seconds_since(t0);
     const double per_s = static_cast<double>(batch.batch_size * preds_per_sample * world_size) / step_s;
     throughput_ema = step == first_step + 1 ? per_s : 0.9 * throughput_ema + 0.1 * per_s;
@@ -197,12 +219,17 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
       rec[is_text ? "tokens_per_s" : "samples_per_s"] = per_s;
       rec["gflop_per_s"] = per_s * model->flops_per_sample() / 1e9;  // per prediction (token or image)
       rec["effective_lr"] = base_lr;  // peak lr after the scaling rule
-      if (sync) {
+      if (world_size > 1) {
         rec["workers"] = world_size;
-        rec["comm_ms"] = r.comm.busy_s * 1e3;
+        rec["zero_stage"] = zero_stage;
+        rec["comm_bytes"] = comm_bytes;  // sent by this worker in the step (loss and norm sums included)
         rec["comm_exposed_ms"] = r.comm.exposed_s * 1e3;
+      }
+      if (sync) {
+        rec["comm_ms"] = r.comm.busy_s * 1e3;
         rec["comm_hidden_share"] = r.comm.hidden_share();
       }
+      add_memory_peaks(rec);
       metrics->write(rec);
     }
     const double elapsed = seconds_since(run_start);
@@ -217,6 +244,10 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   save(step);
   if (!lead) return summary;
   progress.finish();
+  nlohmann::json peaks = {{"step", step}, {"memory", "peak"}};
+  add_memory_peaks(peaks);
+  metrics->write(peaks);
+  if (options.memory_report) std::fputs(memory_report(predicted_memory, world_size, zero_stage).c_str(), out);
   std::fprintf(out, "done: %lld steps in %s, final loss %.4f, val_loss %.4f\n",
                (long long)(step - first_step), format_duration(seconds_since(run_start)).c_str(), summary.final_loss,
                summary.val_loss);

@@ -15,6 +15,7 @@ struct TrainOptions {
   int64_t stop_at_step = 0;   // >0: checkpoint and stop after this step (the schedule still spans training.steps)
   std::FILE* out = stdout;    // progress and log lines
   bool interactive = false;   // redraw a status line (out is a terminal)
+  bool memory_report = false; // print peak memory per kind beside ZeRO's prediction at the end
 };
 
 struct TrainSummary {

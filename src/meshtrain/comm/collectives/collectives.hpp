@@ -48,6 +48,11 @@ void halving_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, const
 // input segment r (ring order). output may alias input segment r.
 void reduce_scatter(Transport& t, ConstBuffer input, Buffer output, ReduceKind op,
                     const CollectiveOptions& options = {});
+// The same, reducing inside `data` (n * output.count elements, left
+// clobbered) instead of a copy of it: no scratch allocation, no copy. output
+// may alias data's segment r.
+void reduce_scatter_in_place(Transport& t, Buffer data, Buffer output, ReduceKind op,
+                             const CollectiveOptions& options = {});
 // output: n * input.count elements, segment r from rank r (ring). input may
 // alias output segment r (in place).
 void all_gather(Transport& t, ConstBuffer input, Buffer output, const CollectiveOptions& options = {});

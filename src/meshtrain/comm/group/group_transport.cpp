@@ -19,6 +19,11 @@ void GroupTransport::exchange(std::span<const SendOp> sends, std::span<const Rec
   for (SendOp& op : sends_) op.peer = global_rank(op.peer);
   for (RecvOp& op : recvs_) op.peer = global_rank(op.peer);
   global_.exchange(sends_, recvs_);
+  if (bytes_sent_) {
+    uint64_t bytes = 0;
+    for (const SendOp& op : sends_) bytes += op.bytes;
+    bytes_sent_->fetch_add(bytes, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace meshtrain::comm

@@ -2,6 +2,8 @@
 // A view of a transport restricted to the members of a process group: its
 // ranks are group ranks 0 .. size-1, translated to the transport's global
 // ranks on every exchange. Collectives run on it unchanged.
+#include <atomic>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -11,9 +13,11 @@ namespace meshtrain::comm {
 
 class GroupTransport final : public Transport {
  public:
-  // members[g] is the global rank of group rank g; group_rank is this process's.
-  GroupTransport(Transport& global, std::span<const int> members, int group_rank)
-      : global_(global), members_(members), group_rank_(group_rank) {}
+  // members[g] is the global rank of group rank g; group_rank is this
+  // process's. Bytes sent are added to *bytes_sent when given.
+  GroupTransport(Transport& global, std::span<const int> members, int group_rank,
+                 std::atomic<uint64_t>* bytes_sent = nullptr)
+      : global_(global), members_(members), group_rank_(group_rank), bytes_sent_(bytes_sent) {}
 
   int rank() const override { return group_rank_; }
   int size() const override { return int(members_.size()); }
@@ -26,6 +30,7 @@ class GroupTransport final : public Transport {
   Transport& global_;
   std::span<const int> members_;
   int group_rank_;
+  std::atomic<uint64_t>* bytes_sent_;
   std::vector<SendOp> sends_;
   std::vector<RecvOp> recvs_;
 };

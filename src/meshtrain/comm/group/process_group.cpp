@@ -66,8 +66,9 @@ void ProcessGroup::check_group_rank(const char* what, const char* role, int grou
 WorkHandle ProcessGroup::submit(std::string description,
                                 std::function<void(Transport&, const CollectiveOptions&)> op) {
   description += " on group " + rank_list(*members_);
-  auto run = [members = members_, rank = rank_, op = std::move(op), comm = comm_.get()](Transport& global) {
-    GroupTransport group(global, *members, rank);
+  auto run = [members = members_, rank = rank_, op = std::move(op), comm = comm_.get(),
+              sent = bytes_sent_](Transport& global) {
+    GroupTransport group(global, *members, rank, sent.get());
     op(group, comm->options());
   };
   if (!blocking_) return comm_->submit(std::move(description), std::move(run));
@@ -125,6 +126,15 @@ WorkHandle ProcessGroup::reduce_scatter_async(ConstBuffer input, Buffer output, 
   return submit("reduce_scatter(" + std::string(reduce_kind_name(op)) + ", " + shape(output.count, output.dtype) +
                     " per rank)",
                 [=](Transport& t, const CollectiveOptions& o) { comm::reduce_scatter(t, input, output, op, o); });
+}
+
+WorkHandle ProcessGroup::reduce_scatter_in_place_async(Buffer data, Buffer output, ReduceKind op) {
+  if (data.dtype != output.dtype || data.count != size_t(size()) * output.count)
+    throw CommError("reduce_scatter_in_place: data " + shape(data.count, data.dtype) + " must be " +
+                    std::to_string(size()) + " ranks x output " + shape(output.count, output.dtype));
+  return submit("reduce_scatter_in_place(" + std::string(reduce_kind_name(op)) + ", " +
+                    shape(output.count, output.dtype) + " per rank)",
+                [=](Transport& t, const CollectiveOptions& o) { comm::reduce_scatter_in_place(t, data, output, op, o); });
 }
 
 WorkHandle ProcessGroup::all_gather_async(ConstBuffer input, Buffer output) {

@@ -12,6 +12,8 @@
 //
 // Order: see communicator.hpp — all ranks of a group submit its collectives
 // in the same order.
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
@@ -35,6 +37,9 @@ class ProcessGroup {
   std::span<const int> members() const { return *members_; }
   int global_rank(int group_rank) const;
   Communicator& communicator() const { return *comm_; }
+  // Bytes this rank has sent in the group's collectives so far (the
+  // Reduction Server's traffic excepted): the measured communication volume.
+  uint64_t bytes_sent() const { return bytes_sent_->load(std::memory_order_relaxed); }
 
   // Makes AllReduceAlgorithm::ReductionServer available: all-reduces of this
   // group then go through these reducer processes (global ranks outside the
@@ -47,6 +52,8 @@ class ProcessGroup {
   WorkHandle all_reduce_async(Buffer data, ReduceKind op = ReduceKind::Sum,
                               AllReduceAlgorithm algorithm = AllReduceAlgorithm::Auto);
   WorkHandle reduce_scatter_async(ConstBuffer input, Buffer output, ReduceKind op = ReduceKind::Sum);
+  // data is the work area and is left clobbered (ZeRO's gradient staging).
+  WorkHandle reduce_scatter_in_place_async(Buffer data, Buffer output, ReduceKind op = ReduceKind::Sum);
   WorkHandle all_gather_async(ConstBuffer input, Buffer output);
   WorkHandle broadcast_async(Buffer data, int root);
   WorkHandle reduce_async(Buffer data, int root, ReduceKind op = ReduceKind::Sum);
@@ -123,6 +130,7 @@ class ProcessGroup {
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<Reducers> reducers_;
   std::shared_ptr<const std::vector<int>> members_;  // shared with queued operations
+  std::shared_ptr<std::atomic<uint64_t>> bytes_sent_ = std::make_shared<std::atomic<uint64_t>>(0);
   int rank_ = -1;
 };
 

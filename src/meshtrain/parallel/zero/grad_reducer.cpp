@@ -1,0 +1,79 @@
+#include "meshtrain/parallel/zero/grad_reducer.hpp"
+
+#include <chrono>
+#include <cstring>
+
+namespace meshtrain::parallel {
+
+namespace {
+constexpr size_t npos = size_t(-1);
+}
+
+GradReducer::GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group)
+    : store_(store), layout_(layout), group_(group) {
+  const auto& units = layout.units();
+  whole_step_offset_.assign(units.size(), npos);
+  block_ordinal_.assign(units.size(), npos);
+  size_t blocks = 0, whole = 0;
+  for (const auto& u : units) {
+    if (u.whole_step) {
+      whole_step_offset_[u.unit] = whole;
+      whole += layout.gathered_size(u);
+    } else {
+      block_ordinal_[u.unit] = blocks++;
+    }
+  }
+  for (auto& s : slots_) s.data.ensure(layout.max_gathered_size(false));
+  whole_step_.ensure(whole);
+  shard_.resize(layout.local_size());
+  store.release_flat_grads();
+}
+
+comm::WorkHandle GradReducer::reduce_scatter(const UnitShard& u, float* staged) {
+  return group_.reduce_scatter_in_place_async(std::span<float>(staged, layout_.gathered_size(u)),
+                                     std::span<float>(shard_.data() + u.local, u.slice), comm::ReduceKind::Avg);
+}
+
+void GradReducer::start_backward() {
+  // Zeroed whole: backward adds into it, and the padding past each unit's
+  // end must reduce to zeros in the shard.
+  whole_step_.zero();
+  for (const auto& u : layout_.units())
+    if (u.whole_step) store_.bind_unit_grads(u.unit, whole_step_.data() + whole_step_offset_[u.unit]);
+}
+
+void GradReducer::acquire(size_t unit) {
+  Slot& slot = slot_of(unit);
+  if (slot.work) {
+    auto work = std::move(slot.work);
+    slot.work = nullptr;
+    work->wait();
+  }
+  std::memset(slot.data.data(), 0, layout_.gathered_size(layout_.unit(unit)) * sizeof(float));
+  store_.bind_unit_grads(unit, slot.data.data());
+}
+
+void GradReducer::reduce(size_t unit) {
+  Slot& slot = slot_of(unit);
+  slot.work = reduce_scatter(layout_.unit(unit), slot.data.data());
+  store_.bind_unit_grads(unit, nullptr);
+}
+
+double GradReducer::finish_backward() {
+  std::vector<comm::WorkHandle> work;
+  for (const auto& u : layout_.units())
+    if (u.whole_step) work.push_back(reduce_scatter(u, whole_step_.data() + whole_step_offset_[u.unit]));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& s : slots_)
+    if (s.work) {
+      auto w = std::move(s.work);
+      s.work = nullptr;
+      w->wait();
+    }
+  for (auto& w : work) w->wait();
+  for (const auto& u : layout_.units())
+    if (u.whole_step) store_.bind_unit_grads(u.unit, nullptr);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace meshtrain::parallel

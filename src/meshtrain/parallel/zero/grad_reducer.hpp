@@ -1,0 +1,64 @@
+#pragma once
+// ZeRO's gradient side for stages 2 and 3: the rank keeps only its shard of
+// the gradients. The store's flat gradient buffer is freed; each block's
+// backward writes into a staging buffer (two, alternating, so one block's
+// reduce-scatter travels while the next block computes), and when the block
+// is done its gradients are reduce-scattered (averaged) straight into the
+// rank's gradient shard. Whole-step units (embeddings, final norm) collect
+// gradients over all of backward in staging of their own and are reduced at
+// the end.
+//
+// Staging buffers are counted as MemoryKind::Communication: two of the
+// largest block's gathered size plus the whole-step units'.
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include "meshtrain/comm/group/process_group.hpp"
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/parallel/zero/shard_layout.hpp"
+
+namespace meshtrain::parallel {
+
+class GradReducer {
+ public:
+  // Frees the store's flat gradients.
+  GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group);
+  GradReducer(const GradReducer&) = delete;
+  GradReducer& operator=(const GradReducer&) = delete;
+
+  // The rank's averaged gradients after finish_backward() (layout.local_size()).
+  float* shard() { return shard_.data(); }
+  std::span<float> shard_span() { return shard_.span(); }
+
+  // Before backward: zeroes and binds the whole-step units' staging.
+  void start_backward();
+  // Before a block's backward: binds it to a zeroed staging buffer (waiting,
+  // if needed, for the reduce-scatter that last used it).
+  void acquire(size_t unit);
+  // After a block's backward: starts its reduce-scatter and unbinds it.
+  void reduce(size_t unit);
+  // After backward: reduces the whole-step units and waits for everything.
+  // Returns the seconds spent waiting (communication not hidden by backward).
+  double finish_backward();
+
+ private:
+  struct Slot {
+    AlignedBuffer<float> data{MemoryKind::Communication};
+    comm::WorkHandle work;
+  };
+  Slot& slot_of(size_t unit) { return slots_[block_ordinal_[unit] % 2]; }
+  comm::WorkHandle reduce_scatter(const UnitShard& u, float* staged);  // clobbers staged
+
+  ParamStore& store_;
+  const ShardLayout& layout_;
+  comm::ProcessGroup& group_;
+  AlignedBuffer<float> shard_{MemoryKind::Gradients};
+  AlignedBuffer<float> whole_step_{MemoryKind::Communication};
+  std::vector<size_t> whole_step_offset_;
+  std::vector<size_t> block_ordinal_;
+  std::array<Slot, 2> slots_;
+};
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,130 @@
+#include "meshtrain/parallel/zero/param_gatherer.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::parallel {
+
+ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, bool sharded)
+    : store_(store), layout_(layout), group_(group), sharded_(sharded) {
+  const auto& units = layout.units();
+  whole_step_offset_.assign(units.size(), npos);
+  block_ordinal_.assign(units.size(), npos);
+  size_t blocks = 0, whole = 0;
+  for (const auto& u : units) {
+    if (u.whole_step) {
+      whole_step_offset_[u.unit] = whole;
+      whole += layout.gathered_size(u);
+    } else {
+      block_ordinal_[u.unit] = blocks++;
+    }
+  }
+  if (!sharded) {
+    // Stages 1 and 2 gather every unit through the two slots.
+    const size_t most = std::max(layout.max_gathered_size(true), layout.max_gathered_size(false));
+    for (auto& s : slots_) s.data.ensure(most);
+    return;
+  }
+  for (auto& s : slots_) s.data.ensure(layout.max_gathered_size(false));
+  whole_step_.ensure(whole);
+  shard_.resize(layout.local_size());  // zeroed: the padding past a unit's end stays 0
+  const float* flat = store.params().data();
+  for (const auto& u : units)
+    if (u.owned.size() > 0) std::memcpy(shard_.data() + u.local, flat + u.owned.begin, u.owned.size() * sizeof(float));
+  store.release_flat_params();
+}
+
+void ParamGatherer::gather_whole_step() {
+  std::vector<comm::WorkHandle> work;
+  for (const auto& u : layout_.units()) {
+    if (!u.whole_step) continue;
+    float* out = whole_step_.data() + whole_step_offset_[u.unit];
+    work.push_back(group_.all_gather_async(std::span<const float>(shard_.data() + u.local, u.slice),
+                                           std::span<float>(out, layout_.gathered_size(u))));
+    store_.bind_unit_params(u.unit, out);
+  }
+  for (auto& w : work) w->wait();
+}
+
+void ParamGatherer::release_all() {
+  for (auto& s : slots_) {
+    wait(s);
+    s.unit = npos;
+    s.in_use = false;
+  }
+  for (const auto& u : layout_.units()) store_.bind_unit_params(u.unit, nullptr);
+}
+
+void ParamGatherer::start_gather(size_t unit, Slot& slot) {
+  const UnitShard& u = layout_.unit(unit);
+  slot.unit = unit;
+  slot.work = group_.all_gather_async(std::span<const float>(shard_.data() + u.local, u.slice),
+                                     std::span<float>(slot.data.data(), layout_.gathered_size(u)));
+}
+
+void ParamGatherer::wait(Slot& slot) {
+  if (slot.work) {
+    auto work = std::move(slot.work);
+    slot.work = nullptr;
+    work->wait();
+  }
+}
+
+void ParamGatherer::acquire(size_t unit, size_t next) {
+  Slot& slot = slot_of(unit);
+  if (slot.unit != unit) {
+    if (slot.in_use)
+      throw Error("zero-3: unit " + store_.units()[unit].name + " needs the gather buffer that unit " +
+                  store_.units()[slot.unit].name + " still uses");
+    wait(slot);
+    start_gather(unit, slot);
+  }
+  wait(slot);
+  slot.in_use = true;
+  store_.bind_unit_params(unit, slot.data.data());
+  if (next == npos) return;
+  Slot& ahead = slot_of(next);
+  if (ahead.unit == next || ahead.in_use) return;  // already there, or busy: gathered on demand
+  wait(ahead);
+  start_gather(next, ahead);
+}
+
+void ParamGatherer::release(size_t unit) {
+  Slot& slot = slot_of(unit);
+  if (slot.unit == unit) slot.in_use = false;
+  store_.bind_unit_params(unit, nullptr);
+}
+
+void ParamGatherer::all_gather_flat() {
+  float* flat = store_.params().data();
+  const int r = layout_.rank();
+  // Two slots in turn: while one unit's gather runs, the previous one is
+  // copied into the flat buffer.
+  std::array<size_t, 2> held{npos, npos};
+  auto finish = [&](size_t s) {
+    if (held[s] == npos) return;
+    wait(slots_[s]);
+    const UnitShard& u = layout_.unit(held[s]);
+    std::memcpy(flat + u.begin, slots_[s].data.data(), u.elements() * sizeof(float));
+    held[s] = npos;
+  };
+  for (size_t i = 0; i < layout_.units().size(); ++i) {
+    const size_t s = i % 2;
+    finish(s);
+    const UnitShard& u = layout_.unit(i);
+    // The slice goes into its place in the gathered layout; the all-gather
+    // takes it from there (in place), padding zeroed.
+    float* mine = slots_[s].data.data() + size_t(r) * u.slice;
+    std::memset(mine, 0, u.slice * sizeof(float));
+    if (u.owned.size() > 0) std::memcpy(mine, flat + u.owned.begin, u.owned.size() * sizeof(float));
+    slots_[s].work = group_.all_gather_async(std::span<const float>(mine, u.slice),
+                                             std::span<float>(slots_[s].data.data(), layout_.gathered_size(u)));
+    held[s] = i;
+  }
+  finish(0);
+  finish(1);
+}
+
+}  // namespace meshtrain::parallel

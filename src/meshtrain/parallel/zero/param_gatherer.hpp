@@ -1,0 +1,83 @@
+#pragma once
+// ZeRO's parameter side.
+//
+// Stage 3 (FSDP): the rank keeps only its shard of the parameters. A unit's
+// parameters are all-gathered into a gather buffer just before its forward
+// and again before its backward, the store's views of the unit are pointed
+// at that buffer, and freed (unbound) after; while one block computes, the
+// next block's gather runs on the communication thread (prefetch). Blocks
+// share two gather buffers, alternating, so a prefetch never overwrites the
+// block in use. Whole-step units (embeddings, final norm) are gathered once
+// per step into buffers of their own.
+//
+// Stages 1 and 2: parameters stay whole; after each rank has updated its
+// owned slices, all_gather_flat() brings every rank's slices into the flat
+// buffer.
+//
+// Gather buffers are counted as MemoryKind::Communication: two of the
+// largest block's gathered size, plus the whole-step units' (stage 3), or
+// two of the largest unit's (stages 1 and 2).
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include "meshtrain/comm/group/process_group.hpp"
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/parallel/zero/shard_layout.hpp"
+
+namespace meshtrain::parallel {
+
+class ParamGatherer {
+ public:
+  // sharded: stage 3. Copies the rank's slices out of the store's flat
+  // parameters (equal on every rank), then frees them.
+  ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, bool sharded);
+  ParamGatherer(const ParamGatherer&) = delete;
+  ParamGatherer& operator=(const ParamGatherer&) = delete;
+
+  bool sharded() const { return sharded_; }
+  // Stage 3: the rank's parameter shard (layout.local_size() elements).
+  float* shard() { return shard_.data(); }
+
+  // Stage 3. Gathers every whole-step unit and binds it (blocking).
+  void gather_whole_step();
+  // Stage 3. After the update: unbinds everything; gathered copies are stale.
+  void release_all();
+  // Stage 3. Before a block's forward or backward: waits for (or starts)
+  // its gather and binds it. Then prefetches `next` (a block index, or
+  // npos for none).
+  void acquire(size_t unit, size_t next);
+  // Stage 3. After a block's forward or backward: unbinds it. Its gathered
+  // copy stays valid until its buffer is reused or release_all().
+  void release(size_t unit);
+
+  // Stages 1 and 2: every unit's owned slice, taken from each rank's flat
+  // parameters, lands in every rank's flat parameters.
+  void all_gather_flat();
+
+  static constexpr size_t npos = size_t(-1);
+
+ private:
+  struct Slot {
+    AlignedBuffer<float> data{MemoryKind::Communication};
+    size_t unit = npos;  // whose parameters it holds (or is receiving)
+    bool in_use = false;
+    comm::WorkHandle work;  // the gather into it, while not yet waited for
+  };
+  Slot& slot_of(size_t unit) { return slots_[block_ordinal_[unit] % 2]; }
+  void start_gather(size_t unit, Slot& slot);
+  void wait(Slot& slot);
+
+  ParamStore& store_;
+  const ShardLayout& layout_;
+  comm::ProcessGroup& group_;
+  bool sharded_;
+  AlignedBuffer<float> shard_{MemoryKind::Parameters};
+  AlignedBuffer<float> whole_step_{MemoryKind::Communication};
+  std::vector<size_t> whole_step_offset_;  // per unit: where it lands in whole_step_
+  std::vector<size_t> block_ordinal_;      // per unit: index among the non-whole-step units
+  std::array<Slot, 2> slots_;
+};
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,96 @@
+#include "meshtrain/parallel/zero/zero_engine.hpp"
+
+#include <string>
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/optim/clip.hpp"
+
+namespace meshtrain::parallel {
+
+ZeroEngine::ZeroEngine(ParamStore& store, comm::ProcessGroup& group, int stage)
+    : store_(store),
+      group_(group),
+      stage_(stage),
+      layout_(store, group.rank(), group.size()),
+      params_(store, layout_, group, stage >= 3) {
+  if (stage < 1 || stage > 3) throw Error("ZeroEngine: stage must be 1, 2 or 3, got " + std::to_string(stage));
+  if (stage >= 2) grads_.emplace(store, layout_, group);
+  store.set_unit_observer(this);
+}
+
+ZeroEngine::~ZeroEngine() { store_.set_unit_observer(nullptr); }
+
+void ZeroEngine::begin_step() {
+  if (stage_ >= 3) params_.gather_whole_step();
+  if (grads_) grads_->start_backward();
+}
+
+double ZeroEngine::finish_backward() { return grads_ ? grads_->finish_backward() : 0.0; }
+
+double ZeroEngine::grad_squared_norm_local() {
+  auto shard = grad_shard();
+  return squared_norm_range(shard, 0, shard.size());
+}
+
+void ZeroEngine::scale_grads(float factor) {
+  auto shard = grad_shard();
+  scale_range(shard, 0, shard.size(), factor);
+}
+
+UpdateBuffers ZeroEngine::update_buffers() {
+  UpdateBuffers b;
+  if (stage_ >= 3) {
+    b.params = params_.shard();
+    b.params_in_shard = true;
+  } else {
+    b.params = store_.params().data();
+  }
+  if (grads_) {
+    b.grads = grads_->shard();
+    b.grads_in_shard = true;
+  } else {
+    b.grads = store_.grads().data();
+  }
+  return b;
+}
+
+void ZeroEngine::after_update() {
+  if (stage_ >= 3)
+    params_.release_all();
+  else
+    params_.all_gather_flat();
+}
+
+void ZeroEngine::begin_evaluation() {
+  if (stage_ >= 3) params_.gather_whole_step();
+}
+
+void ZeroEngine::end_evaluation() {
+  if (stage_ >= 3) params_.release_all();
+}
+
+size_t ZeroEngine::next_block(size_t unit, UnitPass pass) const {
+  const auto& units = layout_.units();
+  if (pass == UnitPass::Forward) {
+    for (size_t u = unit + 1; u < units.size(); ++u)
+      if (!units[u].whole_step) return u;
+  } else {
+    for (size_t u = unit; u-- > 0;)
+      if (!units[u].whole_step) return u;
+  }
+  return ParamGatherer::npos;
+}
+
+void ZeroEngine::before_unit(size_t unit, UnitPass pass) {
+  if (layout_.unit(unit).whole_step) return;  // gathered and staged for the whole step
+  if (stage_ >= 3) params_.acquire(unit, next_block(unit, pass));
+  if (grads_ && pass == UnitPass::Backward) grads_->acquire(unit);
+}
+
+void ZeroEngine::after_unit(size_t unit, UnitPass pass) {
+  if (layout_.unit(unit).whole_step) return;
+  if (stage_ >= 3) params_.release(unit);
+  if (grads_ && pass == UnitPass::Backward) grads_->reduce(unit);
+}
+
+}  // namespace meshtrain::parallel

@@ -16,12 +16,16 @@ run() {
     --training.out_dir="$WORK/$name" "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "$name"; }
 }
 
-# same NAME REFERENCE: losses and final parameters agree
+# same NAME REFERENCE: losses and final parameters agree (the sharded
+# checkpoint consolidated into one file)
 same() {
   echo "== $1 against $2"
   compare_losses "$WORK/$2/metrics.jsonl" "$WORK/$1/metrics.jsonl" 1e-5 || fail "$1: losses differ from $2"
-  compare_params "$WORK/$2/checkpoints/step_00000020/model.safetensors" \
-                 "$WORK/$1/checkpoints/step_00000020/model.safetensors" 1e-5 || fail "$1: parameters differ from $2"
+  ls "$WORK/$1/checkpoints/step_00000020/" | grep -q "^shard-00000-of-" || fail "$1: no sharded checkpoint"
+  "$MESHTRAIN" consolidate "$WORK/$1/checkpoints/step_00000020" "$WORK/$1/model.safetensors" > /dev/null ||
+    fail "$1: consolidate"
+  compare_params "$WORK/$2/checkpoints/step_00000020/model.safetensors" "$WORK/$1/model.safetensors" 1e-5 ||
+    fail "$1: parameters differ from $2"
 }
 
 for n in 2 4; do

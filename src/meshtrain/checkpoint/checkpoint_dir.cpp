@@ -43,8 +43,8 @@ bool active(const fs::path& p) {
   return active_paths.count(p) > 0;
 }
 
-fs::path transient_path(const fs::path& dir, int64_t step, std::string_view kind) {
-  return dir / ("." + step_dir_name(step) + "." + std::string(kind) + "-" + std::to_string(::getpid()));
+fs::path transient_path(const fs::path& dir, int64_t step, std::string_view kind, int64_t pid = ::getpid()) {
+  return dir / ("." + step_dir_name(step) + "." + std::string(kind) + "-" + std::to_string(pid));
 }
 
 // The step of a canonical final name ("step_00000100"), or -1.
@@ -92,6 +92,10 @@ CheckpointWriter::~CheckpointWriter() {
   std::error_code ec;
   fs::remove_all(tmp_, ec);  // best effort; prune() removes it later otherwise
   deactivate(tmp_);
+}
+
+fs::path CheckpointWriter::tmp_path_for(const fs::path& dir, int64_t step, int64_t writer_pid) {
+  return transient_path(dir, step, "tmp", writer_pid);
 }
 
 CheckpointWriter CheckpointWriter::begin(const fs::path& dir, int64_t step) {

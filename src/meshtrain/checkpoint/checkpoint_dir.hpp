@@ -42,6 +42,11 @@ class CheckpointWriter {
   // Without commit(), removes the tmp directory: an abandoned checkpoint.
   ~CheckpointWriter();
 
+  // Where the writer begun by process `writer_pid` (on this host or
+  // another sharing `dir`) puts the files of `step`: the ranks of a sharded
+  // checkpoint write their shards there, and the one that began commits.
+  static std::filesystem::path tmp_path_for(const std::filesystem::path& dir, int64_t step, int64_t writer_pid);
+
   int64_t step() const { return step_; }
   // Where to write this checkpoint's files.
   const std::filesystem::path& tmp_path() const { return tmp_; }

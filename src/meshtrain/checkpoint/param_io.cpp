@@ -25,8 +25,7 @@ std::vector<TensorEntry> view_tensors(const ParamStore& store, const float* flat
   return entries;
 }
 
-void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store, float* flat,
-                       std::string_view prefix) {
+void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix) {
   require_allocated(store);
   std::vector<std::string> differences;
   size_t count = 0;
@@ -54,6 +53,11 @@ void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store,
     if (count > differences.size()) msg += "\n  ... and " + std::to_string(count - differences.size()) + " more";
     throw CheckpointError(msg);
   }
+}
+
+void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store, float* flat,
+                       std::string_view prefix) {
+  check_view_tensors(reader, store, prefix);
   for (const ParamView& v : store.views())
     reader.read<float>(std::string(prefix) + v.name, v.shape, std::span<float>(flat + v.offset, v.numel));
 }

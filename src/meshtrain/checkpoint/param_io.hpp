@@ -28,6 +28,8 @@ std::vector<TensorEntry> view_tensors(const ParamStore& store, const float* flat
 // raised before anything is written into `flat`.
 void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store, float* flat,
                        std::string_view prefix = "");
+// Only the check of read_view_tensors: the same CheckpointError, nothing read.
+void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix = "");
 
 // The model's parameters to/from one file.
 void save_params(const ParamStore& store, const std::filesystem::path& path, const Metadata& metadata = {});

@@ -169,4 +169,17 @@ void SafetensorsReader::read(std::string_view name, Dtype dtype, const Shape& sh
     fail("tensor '" + t.name + "' ends past the end of the file (was it truncated after opening?)");
 }
 
+void SafetensorsReader::read_elements(std::string_view name, size_t first, std::span<float> out) const {
+  const TensorInfo& t = info(name);
+  if (t.dtype != Dtype::F32)
+    fail("tensor '" + t.name + "': expected dtype F32, found " + std::string(dtype_name(t.dtype)));
+  const uint64_t count = t.bytes() / sizeof(float);
+  if (first > count || out.size() > count - first)
+    fail("tensor '" + t.name + "' has " + std::to_string(count) + " elements; elements [" + std::to_string(first) +
+         ", " + std::to_string(first + out.size()) + ") were asked for");
+  if (out.empty()) return;
+  if (!fd_.pread_exact(out.data(), out.size_bytes(), data_start_ + t.begin + first * sizeof(float)))
+    fail("tensor '" + t.name + "' ends past the end of the file (was it truncated after opening?)");
+}
+
 }  // namespace meshtrain::checkpoint

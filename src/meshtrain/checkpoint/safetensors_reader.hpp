@@ -55,6 +55,9 @@ class SafetensorsReader {
   void read(std::string_view name, const Shape& shape, std::span<T> out) const {
     read(name, dtype_of<T>(), shape, std::as_writable_bytes(out));
   }
+  // Part of an F32 tensor of any shape, taken flat: elements [first,
+  // first + out.size()). CheckpointError when the range or dtype does not fit.
+  void read_elements(std::string_view name, size_t first, std::span<float> out) const;
 
  private:
   [[noreturn]] void fail(const std::string& problem) const;

@@ -35,5 +35,6 @@ void add_plot_command(CLI::App& app, CommandSet& commands);
 void add_run_command(CLI::App& app, CommandSet& commands);
 void add_submit_command(CLI::App& app, CommandSet& commands);
 void add_evaluator_command(CLI::App& app, CommandSet& commands);
+void add_consolidate_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace meshtrain::cli

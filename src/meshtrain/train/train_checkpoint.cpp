@@ -1,6 +1,12 @@
 #include "meshtrain/train/train_checkpoint.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+
 #include "meshtrain/checkpoint/checkpoint_dir.hpp"
+#include "meshtrain/checkpoint/flat_shards.hpp"
 #include "meshtrain/checkpoint/param_io.hpp"
 #include "meshtrain/checkpoint/safetensors_reader.hpp"
 #include "meshtrain/checkpoint/safetensors_writer.hpp"
@@ -32,12 +38,40 @@ int64_t parse_int(const std::string& text, const std::string& key, const fs::pat
   throw CheckpointError(file.string() + ": metadata '" + key + "' is not a count: '" + text + "'");
 }
 
+// The training state every checkpoint's metadata carries (train_state's, or shard 0's).
+checkpoint::Metadata state_metadata(const TrainState& state, const JobConfig& config, const Optimizer& optimizer) {
+  return {{"format", kStateFormat},
+          {"step", std::to_string(state.step)},
+          {"data_epoch", std::to_string(state.data.epoch)},
+          {"data_position", std::to_string(state.data.position)},
+          {"optimizer", optimizer.name()},
+          {"optimizer_steps", std::to_string(optimizer.steps_taken())},
+          {"config", job_config_to_toml(config)}};
+}
+
+// A sharded checkpoint's shard files, in name order; empty for a whole one.
+std::vector<fs::path> shard_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("shard-") && name.ends_with(".safetensors")) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The file whose metadata holds the training state.
+fs::path state_file(const fs::path& dir) {
+  auto shards = shard_files(dir);
+  return shards.empty() ? dir / kStateFile : shards.front();
+}
+
 }  // namespace
 
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
                                   const Model& model, Optimizer& optimizer, int64_t keep) {
   auto writer = checkpoint::CheckpointWriter::begin(root, state.step);
-  const std::string config_toml = job_config_to_toml(config);
   const ParamStore& store = model.store();
 
   // "format": "pt" lets Hugging Face loaders take the file as a PyTorch state dict.
@@ -49,15 +83,41 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
     auto views = checkpoint::view_tensors(store, buffer->data(), name + ".");
     entries.insert(entries.end(), views.begin(), views.end());
   }
-  checkpoint::write_safetensors(writer.file(kStateFile), entries,
-                                {{"format", kStateFormat},
-                                 {"step", std::to_string(state.step)},
-                                 {"data_epoch", std::to_string(state.data.epoch)},
-                                 {"data_position", std::to_string(state.data.position)},
-                                 {"optimizer", optimizer.name()},
-                                 {"optimizer_steps", std::to_string(optimizer.steps_taken())},
-                                 {"config", config_toml}});
+  checkpoint::write_safetensors(writer.file(kStateFile), entries, state_metadata(state, config, optimizer));
   auto info = writer.commit();
+  checkpoint::prune(root, static_cast<size_t>(keep));
+  return info.path.string();
+}
+
+std::string save_sharded_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
+                                          const Model& model, Optimizer& optimizer, int64_t keep,
+                                          parallel::ZeroEngine& zero, WorkerGroup& workers) {
+  std::optional<checkpoint::CheckpointWriter> writer;
+  int64_t writer_pid = 0;
+  if (workers.is_lead()) {
+    writer.emplace(checkpoint::CheckpointWriter::begin(root, state.step));
+    writer_pid = ::getpid();
+  }
+  writer_pid = workers.broadcast_from_lead(writer_pid);
+  const fs::path dir = checkpoint::CheckpointWriter::tmp_path_for(root, state.step, writer_pid);
+
+  std::vector<checkpoint::ShardBuffer> buffers;
+  auto shard = zero.param_shard();
+  if (!shard.empty())
+    buffers.push_back({"params", shard.data(), true});
+  else
+    buffers.push_back({"params", model.store().params().data(), false});
+  for (auto& [name, buffer] : optimizer.state_buffers()) buffers.push_back({name, buffer->data(), true});
+  checkpoint::Metadata meta = workers.is_lead() ? state_metadata(state, config, optimizer) : checkpoint::Metadata{};
+  meta["zero_stage"] = std::to_string(zero.stage());
+  meta["workers"] = std::to_string(workers.size());
+  checkpoint::write_flat_shard(dir / checkpoint::shard_file_name(workers.rank(), workers.size()), model.store(),
+                               zero.layout().segments(), buffers, meta);
+  // Every shard is written before the lead lists them in the manifest.
+  double done = 1;
+  workers.sum({&done, 1});
+  if (!writer) return "";
+  auto info = writer->commit();
   checkpoint::prune(root, static_cast<size_t>(keep));
   return info.path.string();
 }
@@ -71,33 +131,51 @@ std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::stri
 }
 
 TrainState load_train_checkpoint(const std::string& path, const JobConfig& config, Model& model,
-                                 Optimizer* optimizer) {
+                                 Optimizer* optimizer, parallel::ZeroEngine* zero) {
   const fs::path dir(path);
-  checkpoint::SafetensorsReader state_file(dir / kStateFile);
-  const auto& meta = state_file.metadata();
-  const fs::path state_path = dir / kStateFile;
-  if (require(meta, "format", state_path) != kStateFormat)
-    throw CheckpointError(state_path.string() + ": unknown train-state format '" + meta.at("format") + "'");
+  const fs::path meta_path = state_file(dir);
+  const checkpoint::Metadata meta = checkpoint::SafetensorsReader(meta_path).metadata();
+  if (require(meta, "format", meta_path) != kStateFormat)
+    throw CheckpointError(meta_path.string() + ": unknown train-state format '" + meta.at("format") + "'");
   TrainState state;
-  state.step = parse_int(require(meta, "step", state_path), "step", state_path);
-  state.data.epoch = parse_int(require(meta, "data_epoch", state_path), "data_epoch", state_path);
-  state.data.position = parse_int(require(meta, "data_position", state_path), "data_position", state_path);
+  state.step = parse_int(require(meta, "step", meta_path), "step", meta_path);
+  state.data.epoch = parse_int(require(meta, "data_epoch", meta_path), "data_epoch", meta_path);
+  state.data.position = parse_int(require(meta, "data_position", meta_path), "data_position", meta_path);
 
-  // Check everything that can mismatch before writing into the model.
-  checkpoint::SafetensorsReader model_file(dir / kModelFile);
+  // Opening checks every file against the model before anything is written.
   ParamStore& store = model.store();
-  std::vector<float> scratch(store.flat_size());
-  checkpoint::read_view_tensors(model_file, store, scratch.data());
+  std::vector<std::pair<std::string, AlignedBuffer<float>*>> states;
   if (optimizer) {
-    const std::string& saved = require(meta, "optimizer", state_path);
+    const std::string& saved = require(meta, "optimizer", meta_path);
     if (saved != optimizer->name())
       throw CheckpointError(path + ": written with optimizer '" + saved + "', but optimizer.name is '" +
                             config.optimizer.name + "'");
-    for (auto& [name, buffer] : optimizer->state_buffers())
-      checkpoint::read_view_tensors(state_file, store, buffer->data(), name + ".");
-    optimizer->set_steps_taken(parse_int(require(meta, "optimizer_steps", state_path), "optimizer_steps", state_path));
+    states = optimizer->state_buffers();
   }
-  std::copy(scratch.begin(), scratch.end(), store.params().begin());
+  std::unique_ptr<checkpoint::FlatRangeReader> reader;
+  if (auto shards = shard_files(dir); !shards.empty()) {
+    reader = checkpoint::open_flat_shards(shards, store);
+  } else {
+    std::vector<checkpoint::ViewTensorSource> sources{{"params", dir / kModelFile, ""}};
+    for (auto& [name, buffer] : states) sources.push_back({name, dir / kStateFile, name + "."});
+    reader = checkpoint::open_view_tensors(sources, store);
+  }
+  for (auto& [name, buffer] : states)
+    if (!reader->has(name)) throw CheckpointError(path + ": holds no optimizer state '" + name + "'");
+
+  // This worker's elements: its ZeRO segments, or the whole store.
+  const FlatSegments whole{{.begin = 0, .end = store.flat_size(), .local = 0}};
+  const FlatSegments& owned = zero ? zero->layout().segments() : whole;
+  auto param_shard = zero ? zero->param_shard() : std::span<float>{};
+  if (!param_shard.empty()) {
+    for (const FlatSegment& s : owned) reader->read("params", s.begin, s.end, param_shard.data() + s.local);
+  } else {
+    reader->read("params", 0, store.flat_size(), store.params().data());
+  }
+  for (auto& [name, buffer] : states)
+    for (const FlatSegment& s : owned) reader->read(name, s.begin, s.end, buffer->data() + s.local);
+  if (optimizer)
+    optimizer->set_steps_taken(parse_int(require(meta, "optimizer_steps", meta_path), "optimizer_steps", meta_path));
   return state;
 }
 
@@ -128,7 +206,7 @@ CheckpointModel load_checkpoint_model(const std::string& user_path, const std::v
 }
 
 JobConfig checkpoint_config(const std::string& path) {
-  const fs::path file = fs::path(path) / kStateFile;
+  const fs::path file = state_file(path);
   checkpoint::SafetensorsReader reader(file);
   return parse_job_config(require(reader.metadata(), "config", file), file.string() + " (config)");
 }

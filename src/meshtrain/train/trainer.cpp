@@ -112,7 +112,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   int64_t step = 0;
   if (options.resume) {
     if (auto latest = agree_on_resume_checkpoint(workers, ckpt_root, out)) {
-      TrainState state = load_train_checkpoint(*latest, config, *model, optimizer);
+      TrainState state = load_train_checkpoint(*latest, config, *model, optimizer, zero);
       loader.restore(state.data);
       step = state.step;
       if (out) std::fprintf(out, "resuming from step %lld (%s)\n", (long long)step, latest->c_str());
@@ -177,13 +177,17 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                   r.loss, r.accuracy, (long long)r.batches);
     progress.message(line);
   };
-  // One copy is enough: every worker holds the same parameters and state.
+  // Without ZeRO one copy is enough: every worker holds the same parameters
+  // and state. With it, every worker saves its shard.
   auto save = [&](int64_t at_step) {
-    if (zero) return;  // TODO sharded
-    if (!lead) return;
-    std::string path = save_train_checkpoint(ckpt_root, TrainState{at_step, loader.state()}, config, *model,
-                                             *optimizer, config.checkpoint.keep);
-    progress.message("checkpoint " + path);
+    const TrainState state{at_step, loader.state()};
+    std::string path;
+    if (zero)
+      path = save_sharded_train_checkpoint(ckpt_root, state, config, *model, *optimizer, config.checkpoint.keep, *zero,
+                                           workers);
+    else if (lead)
+      path = save_train_checkpoint(ckpt_root, state, config, *model, *optimizer, config.checkpoint.keep);
+    if (lead) progress.message("checkpoint " + path);
   };
 
   const StepContext step_ctx{.model = *model,

@@ -31,7 +31,7 @@ parallel() {
   echo "== $name"
   compare_losses "$WORK/single-$((4 * n))/metrics.jsonl" "$out/metrics.jsonl" 1e-5 || fail "$name: losses differ"
   compare_params "$WORK/single-$((4 * n))/checkpoints/step_00000020/model.safetensors" \
-                 "$out/checkpoints/step_00000020/model.safetensors" 1e-5 || fail "$name: parameters differ"
+                 "$(params_file "$out/checkpoints/step_00000020")" 1e-5 || fail "$name: parameters differ"
 }
 
 for n in 2 4; do
@@ -49,7 +49,7 @@ out="$WORK/one-bucket"
 "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml "${common[@]}" --parallel.data=allreduce \
   --training.batch_size=4 --training.out_dir="$out" > "$out.log" 2>&1 || { cat "$out.log"; fail "one bucket"; }
 grep -q "1 gradient buckets" "$out.log" || { cat "$out.log"; fail "expected one bucket"; }
-cmp "$out/checkpoints/step_00000020/model.safetensors" "$WORK/dp2-shm-ring/checkpoints/step_00000020/model.safetensors" ||
+cmp "$(params_file "$out/checkpoints/step_00000020")" "$(params_file "$WORK/dp2-shm-ring/checkpoints/step_00000020")" ||
   fail "bucket size changed the result of ring all-reduce"
 # The linear scaling rule applies to the global batch: 2 workers with batch 4
 # and lr tuned for batch 4 run at twice the lr, as one process with batch 8 does.

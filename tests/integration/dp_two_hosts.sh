@@ -50,5 +50,5 @@ for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 grep -q "all-reduce auto over tcp" rank0.log || { cat rank0.log; fail "did not train over TCP"; }
 compare_losses "$WORK/single/metrics.jsonl" "$WORK/hosts/metrics.jsonl" 1e-5 || fail "losses differ"
 compare_params "$WORK/single/checkpoints/step_00000020/model.safetensors" \
-               "$WORK/hosts/checkpoints/step_00000020/model.safetensors" 1e-5 || fail "parameters differ"
+               "$(params_file "$WORK/hosts/checkpoints/step_00000020")" 1e-5 || fail "parameters differ"
 echo "two hosts train like one process"

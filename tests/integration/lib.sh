@@ -100,6 +100,17 @@ sys.exit(0 if total <= rtol else 1)
 PY
 }
 
+# The parameters of checkpoint directory $1 (a step_* directory) in one
+# safetensors file: its model.safetensors, or its shards consolidated (a
+# job of several workers writes shards).
+params_file() {
+  if [ -f "$1/model.safetensors" ]; then echo "$1/model.safetensors"; return; fi
+  local out
+  out="$WORK/consolidated-$(echo "$1" | md5sum | cut -c1-12).safetensors"
+  "$MESHTRAIN" consolidate "$1" "$out" > /dev/null || fail "consolidate $1"
+  echo "$out"
+}
+
 # Asserts two metrics.jsonl files have the same steps and, at each, losses
 # within a relative tolerance.
 compare_losses() {

@@ -24,7 +24,7 @@ same() {
   ls "$WORK/$1/checkpoints/step_00000020/" | grep -q "^shard-00000-of-" || fail "$1: no sharded checkpoint"
   "$MESHTRAIN" consolidate "$WORK/$1/checkpoints/step_00000020" "$WORK/$1/model.safetensors" > /dev/null ||
     fail "$1: consolidate"
-  compare_params "$WORK/$2/checkpoints/step_00000020/model.safetensors" "$WORK/$1/model.safetensors" 1e-5 ||
+  compare_params "$(params_file "$WORK/$2/checkpoints/step_00000020")" "$WORK/$1/model.safetensors" 1e-5 ||
     fail "$1: parameters differ from $2"
 }
 

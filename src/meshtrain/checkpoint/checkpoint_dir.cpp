@@ -118,9 +118,9 @@ CheckpointWriter CheckpointWriter::begin(const fs::path& dir, int64_t step) {
   return CheckpointWriter(dir, step, std::move(tmp));
 }
 
-CheckpointInfo CheckpointWriter::commit() {
+CheckpointInfo CheckpointWriter::commit(const ManifestJob& job) {
   if (tmp_.empty()) throw CheckpointError("CheckpointWriter::commit() on a committed or moved-from writer");
-  write_manifest(tmp_, step_);
+  write_manifest(tmp_, step_, job);
   const fs::path final_path = dir_ / step_dir_name(step_);
 
   if (::rename(tmp_.c_str(), final_path.c_str()) != 0) {

@@ -55,7 +55,8 @@ class CheckpointWriter {
   // Writes the manifest and publishes the directory under its final name. If
   // a checkpoint for this step already exists, it is replaced only after the
   // new one is complete (an atomic exchange where the filesystem offers one).
-  CheckpointInfo commit();
+  // `job` goes into the manifest (manifest.hpp).
+  CheckpointInfo commit(const ManifestJob& job = {});
 
  private:
   CheckpointWriter(std::filesystem::path dir, int64_t step, std::filesystem::path tmp);

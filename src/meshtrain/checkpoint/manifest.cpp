@@ -42,9 +42,10 @@ bool plain_name(const std::string& name) {
 
 }  // namespace
 
-Manifest write_manifest(const std::filesystem::path& dir, int64_t step) {
+Manifest write_manifest(const std::filesystem::path& dir, int64_t step, const ManifestJob& job) {
   Manifest manifest;
   manifest.step = step;
+  manifest.job = job;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -62,7 +63,12 @@ Manifest write_manifest(const std::filesystem::path& dir, int64_t step) {
 
   json files = json::array();
   for (const auto& f : manifest.files) files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"crc32", hex32(f.crc32)}});
-  json doc = {{"format", kFormat}, {"version", kVersion}, {"step", step}, {"files", std::move(files)}};
+  json job_doc = {{"workers", job.workers},
+                  {"zero_stage", job.zero_stage},
+                  {"mesh", {{"dp", job.dp}, {"tp", job.tp}, {"pp", job.pp}, {"ep", job.ep}}},
+                  {"config", job.config}};
+  json doc = {{"format", kFormat}, {"version", kVersion}, {"step", step}, {"job", std::move(job_doc)},
+              {"files", std::move(files)}};
   const std::string text = doc.dump(1) + "\n";
   AtomicFile out(dir / kManifestName);
   out.write(text.data(), text.size());
@@ -94,6 +100,23 @@ Manifest read_manifest(const std::filesystem::path& dir) {
 
   Manifest manifest;
   manifest.step = doc["step"].get<int64_t>();
+  if (doc.contains("job")) {
+    const json& j = doc["job"];
+    auto count = [&](const json& obj, const char* key, int& out) {
+      if (!obj.is_object() || !obj.contains(key)) return;
+      if (!obj[key].is_number_integer()) throw bad(std::string("has a malformed job.") + key);
+      out = obj[key].get<int>();
+    };
+    count(j, "workers", manifest.job.workers);
+    count(j, "zero_stage", manifest.job.zero_stage);
+    if (j.is_object() && j.contains("mesh")) {
+      count(j["mesh"], "dp", manifest.job.dp);
+      count(j["mesh"], "tp", manifest.job.tp);
+      count(j["mesh"], "pp", manifest.job.pp);
+      count(j["mesh"], "ep", manifest.job.ep);
+    }
+    if (j.is_object() && j.contains("config") && j["config"].is_string()) manifest.job.config = j["config"].get<std::string>();
+  }
   for (const json& f : doc["files"]) {
     ManifestFile file;
     if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("bytes") ||

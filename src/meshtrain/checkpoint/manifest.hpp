@@ -9,7 +9,12 @@
 // zlib can recompute it (see crc32.hpp).
 //
 //   {"format": "meshtrain-checkpoint", "version": 1, "step": 100,
-//    "files": [{"name": "model.safetensors", "bytes": 1234, "crc32": "cbf43926"}, ...]}
+//    "job": {"workers": 4, "zero_stage": 3, "mesh": {"dp": 4, "tp": 1, "pp": 1, "ep": 1},
+//            "config": "<the job config as TOML>"},
+//    "files": [{"name": "shard-00000-of-00004.safetensors", "bytes": 1234, "crc32": "cbf43926"}, ...]}
+//
+// "job" tells a reader what wrote the checkpoint (and is optional: older
+// checkpoints lack it); the files list is the shard list.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -26,15 +31,25 @@ struct ManifestFile {
   uint32_t crc32 = 0;
 };
 
+// What wrote a checkpoint: how many workers, the ZeRO stage, the device
+// mesh (data x tensor x pipeline x expert parallel sizes), and the config.
+struct ManifestJob {
+  int workers = 1;
+  int zero_stage = 0;
+  int dp = 1, tp = 1, pp = 1, ep = 1;
+  std::string config;  // TOML
+};
+
 struct Manifest {
   int64_t step = 0;
+  ManifestJob job;
   std::vector<ManifestFile> files;  // sorted by name
 };
 
 // Fsyncs and digests every regular file in `dir` (dot-files excepted: they
 // are leftovers of interrupted atomic writes), then writes the manifest
 // atomically. A subdirectory is a CheckpointError: checkpoints are flat.
-Manifest write_manifest(const std::filesystem::path& dir, int64_t step);
+Manifest write_manifest(const std::filesystem::path& dir, int64_t step, const ManifestJob& job = {});
 
 // Parses and validates `dir`/MANIFEST.json; CheckpointError if it is missing
 // or malformed, naming the directory.

@@ -27,7 +27,13 @@ void OutputForwarder::feed(const std::string& label, std::string& pending, std::
       status_.clear();
       status_owner_.clear();
     }
-    line(label, visible(std::string_view(pending).substr(start, nl - start)));
+    const std::string text = visible(std::string_view(pending).substr(start, nl - start));
+    line(label, text);
+    if (!text.empty()) {
+      std::deque<std::string>& recent = recent_[label];
+      recent.push_back(text.substr(0, kRecentLineChars));
+      if (recent.size() > kRecentLines) recent.pop_front();
+    }
     start = nl + 1;
   }
   pending.erase(0, start);
@@ -50,6 +56,12 @@ void OutputForwarder::line(const std::string& label, std::string_view text) {
   std::fprintf(out_, "[%s] %.*s\n", label.c_str(), static_cast<int>(text.size()), text.data());
   draw_status();
   std::fflush(out_);
+}
+
+std::vector<std::string> OutputForwarder::recent_lines(const std::string& label) const {
+  const auto it = recent_.find(label);
+  if (it == recent_.end()) return {};
+  return {it->second.begin(), it->second.end()};
 }
 
 void OutputForwarder::clear_status() {

@@ -6,9 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include "meshtrain/cluster/output_forwarder.hpp"
@@ -27,6 +33,7 @@ const std::vector<std::string> kLaunchVariables = {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
 
 volatile std::sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
@@ -35,13 +42,23 @@ void on_signal(int sig) { g_signal = sig; }
 // partial line of each stream not yet forwarded.
 struct Child {
   const Replica* replica = nullptr;
+  std::string heartbeat_file;  // empty: no heartbeats
   pid_t pid = -1;
   int fds[2] = {-1, -1};  // stdout, stderr
   std::string pending[2];
   bool exited = false;
   bool stopped = false;  // we sent it SIGTERM: its status is not a failure
   int status = 0;
-  int restarted = 0;     // times started again after a failure
+  int restarted = 0;     // times started again alone after a failure, in this group
+  Clock::time_point started;
+  std::string hung;      // set when we killed it for missing heartbeats: why
+};
+
+// A failure that decides the job's outcome.
+struct Failure {
+  int index = -1;
+  std::string what;
+  int code = 0;
 };
 
 std::string describe(const std::string& label, int status) {
@@ -54,28 +71,35 @@ std::string describe(const std::string& label, int status) {
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
-// The child's environment: ours without the launch variables, then its own.
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g s", s);
+  return buf;
+}
+
+// The child's environment: ours without the launch variables, then its own
+// (`own`: the replica's env as this group runs it).
 // Workers whose output reaches a terminal through us may draw a progress bar.
-std::vector<std::string> child_environment(const Replica& r, bool terminal) {
+std::vector<std::string> child_environment(const Replica& r, const std::vector<std::string>& own, bool terminal) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     const std::string name = kv.substr(0, kv.find('='));
-    bool drop = false;
+    bool drop = name == "MESHTRAIN_HEARTBEAT_FILE";  // an outer supervisor's: never ours to touch
     for (const auto& v : kLaunchVariables) drop = drop || name == v;
-    for (const auto& mine : r.env) drop = drop || mine.compare(0, name.size() + 1, name + "=") == 0;
+    for (const auto& mine : own) drop = drop || mine.compare(0, name.size() + 1, name + "=") == 0;
     if (!drop) env.push_back(std::move(kv));
   }
-  env.insert(env.end(), r.env.begin(), r.env.end());
+  env.insert(env.end(), own.begin(), own.end());
   if (terminal && r.kind == ReplicaKind::Worker) env.push_back("MESHTRAIN_PROGRESS_BAR=1");
   return env;
 }
 
-void spawn(Child& c, bool terminal) {
+void spawn(Child& c, const std::vector<std::string>& own_env, bool terminal) {
   if (c.replica->argv.empty()) throw Error(c.replica->label + ": no command to run");
   // Everything the child needs is built before fork: between fork and exec
   // only async-signal-safe calls.
-  const std::vector<std::string> env = child_environment(*c.replica, terminal);
+  const std::vector<std::string> env = child_environment(*c.replica, own_env, terminal);
   std::vector<char*> argv, envp;
   for (const auto& a : c.replica->argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -110,6 +134,7 @@ void spawn(Child& c, bool terminal) {
   c.pid = pid;
   c.fds[0] = out_pipe[0];
   c.fds[1] = err_pipe[0];
+  c.started = Clock::now();
 }
 
 // Installs on_signal for SIGINT and SIGTERM for the supervisor's lifetime.
@@ -132,6 +157,30 @@ class SignalScope {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
+// A private directory for the workers' heartbeat files, removed at the end.
+class HeartbeatDir {
+ public:
+  HeartbeatDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/meshtrain-heartbeats.XXXXXX";
+    if (!mkdtemp(tmpl.data())) throw Error("cannot create a directory for heartbeats: " + tmpl + ": " + std::strerror(errno));
+    path_ = tmpl;
+  }
+  ~HeartbeatDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  // "worker 1" -> "<dir>/worker-1.hb"
+  std::string file_for(std::string label) const {
+    for (char& ch : label)
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
+    return path_ + "/" + label + ".hb";
+  }
+
+ private:
+  std::string path_;
+};
+
 class Supervisor {
  public:
   Supervisor(const std::vector<Replica>& replicas, const SupervisorOptions& o, std::FILE* out)
@@ -140,13 +189,50 @@ class Supervisor {
         terminal_(isatty(fileno(out)) == 1),
         forwarder_(out, terminal_),
         children_(replicas.size()) {
-    for (size_t i = 0; i < replicas.size(); ++i) children_[i].replica = &replicas[i];
+    if (options_.heartbeat_timeout.count() > 0) heartbeats_.emplace();
+    for (size_t i = 0; i < replicas.size(); ++i) {
+      children_[i].replica = &replicas[i];
+      if (heartbeats_ && replicas[i].kind == ReplicaKind::Worker)
+        children_[i].heartbeat_file = heartbeats_->file_for(replicas[i].label);
+    }
   }
 
   SupervisorResult run() {
     SignalScope signals;
+    for (;;) {
+      run_group();
+      if (signal_failure_ || !group_failure_) break;
+      if (result_.restarts >= options_.max_restarts) break;
+      // Backoff: a failure with a cause outside the job (a full disk, a busy
+      // port) gets time to clear, and a job that fails at once does not spin.
+      milliseconds backoff = options_.restart_backoff;
+      for (int k = 0; k < result_.restarts && backoff < options_.max_restart_backoff; ++k) backoff *= 2;
+      backoff = std::min(backoff, options_.max_restart_backoff);
+      ++result_.restarts;
+      forwarder_.line(options_.name, "restarting the whole job in " + seconds_text(backoff.count() / 1000.0) +
+                                         " (restart " + std::to_string(result_.restarts) + " of " +
+                                         std::to_string(options_.max_restarts) + ")");
+      const auto until = Clock::now() + backoff;
+      while (Clock::now() < until && !g_signal) usleep(20000);
+      if (g_signal) {
+        signal_failure_ = Failure{-1, "stopped by signal " + std::to_string(g_signal), 128 + g_signal};
+        break;
+      }
+    }
+    finish();
+    return result_;
+  }
+
+ private:
+  // Starts every replica and runs them until all have exited. Leaves the
+  // group's failure, if any, in group_failure_.
+  void run_group() {
+    group_failure_.reset();
+    kill_at_.reset();
+    drain_until_.reset();
+    for (auto& c : children_) c = Child{c.replica, c.heartbeat_file};
     try {
-      for (auto& c : children_) spawn(c, terminal_);
+      for (auto& c : children_) start(c);
     } catch (const Error& e) {
       for (auto& c : children_)
         if (c.pid > 0) kill(c.pid, SIGKILL);
@@ -158,9 +244,9 @@ class Supervisor {
     while (running() > 0) {
       pump(100);
       reap();
-      if (g_signal && !signal_seen_) {
-        signal_seen_ = true;
-        note_failure(-1, "stopped by signal " + std::to_string(g_signal), 128 + g_signal);
+      check_heartbeats();
+      if (g_signal && !signal_failure_) {
+        signal_failure_ = Failure{-1, "stopped by signal " + std::to_string(g_signal), 128 + g_signal};
         stop_all();
       }
       if (!drain_until_ && !kill_at_ && workers_done()) drain_until_ = Clock::now() + options_.drain;
@@ -176,10 +262,22 @@ class Supervisor {
       }
     }
     flush_remaining();
-    return result_;
   }
 
- private:
+  // Starts (or starts again) one replica, as this group runs it.
+  void start(Child& c) {
+    std::vector<std::string> env = c.replica->env;
+    if (result_.restarts > 0)
+      for (auto& kv : env)
+        if (kv.rfind("MESHTRAIN_JOB_ID=", 0) == 0) kv += "-r" + std::to_string(result_.restarts);
+    if (!c.heartbeat_file.empty()) {
+      unlink(c.heartbeat_file.c_str());  // a beat of an earlier process is no sign of this one's life
+      env.push_back("MESHTRAIN_HEARTBEAT_FILE=" + c.heartbeat_file);
+    }
+    forwarder_.forget_recent_lines(c.replica->label);
+    spawn(c, env, terminal_);
+  }
+
   int running() const {
     int n = 0;
     for (const auto& c : children_) n += !c.exited;
@@ -192,13 +290,6 @@ class Supervisor {
     return true;
   }
 
-  void note_failure(int index, const std::string& what, int code) {
-    if (result_.exit_code != 0) return;
-    result_.failed = index;
-    result_.failure = what;
-    result_.exit_code = code;
-  }
-
   void stop_all() {
     for (auto& c : children_)
       if (!c.exited && !c.stopped && c.pid > 0) {
@@ -206,6 +297,34 @@ class Supervisor {
         c.stopped = true;
       }
     if (!kill_at_) kill_at_ = Clock::now() + options_.grace;
+  }
+
+  // Kills every running worker whose heartbeat is overdue (reap() then
+  // treats it as failed).
+  void check_heartbeats() {
+    if (!heartbeats_) return;
+    const milliseconds timeout = options_.heartbeat_timeout;
+    const milliseconds first = std::max(timeout, options_.heartbeat_startup);
+    for (auto& c : children_) {
+      if (c.heartbeat_file.empty() || c.exited || c.stopped || !c.hung.empty()) continue;
+      struct stat st {};
+      std::string why;
+      if (stat(c.heartbeat_file.c_str(), &st) == 0) {
+        // mtime is wall-clock time; the file system stamps it from the same clock.
+        const auto last = std::chrono::system_clock::time_point(
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+        const auto quiet = std::chrono::system_clock::now() - last;
+        if (quiet > timeout)
+          why = "sent no heartbeat for " + seconds_text(std::chrono::duration<double>(quiet).count()) +
+                " (parallel.heartbeat_timeout_s " + seconds_text(timeout.count() / 1000.0) + ")";
+      } else if (Clock::now() - c.started > first) {
+        why = "sent no first heartbeat within " + seconds_text(first.count() / 1000.0) + " of its start";
+      }
+      if (why.empty()) continue;
+      c.hung = why;
+      kill(c.pid, SIGKILL);
+    }
   }
 
   // Forwards whatever output is ready, waiting up to timeout_ms for some.
@@ -239,8 +358,8 @@ class Supervisor {
     }
   }
 
-  // Collects exited children and acts on their status; returns how many run.
-  int reap() {
+  // Collects exited children and acts on their status.
+  void reap() {
     for (size_t i = 0; i < children_.size(); ++i) {
       Child& c = children_[i];
       int status = 0;
@@ -251,28 +370,69 @@ class Supervisor {
       if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
       c.exited = true;
       c.status = status;
-      if (c.stopped || !failed(status)) continue;
-      const std::string what = describe(c.replica->label, status);
-      if (c.restarted < c.replica->restarts && !kill_at_ && !signal_seen_) {
+      // A hung worker we killed is a failure even if the supervisor was
+      // stopping it anyway.
+      if (c.hung.empty() && (c.stopped || !failed(status))) continue;
+      const std::string what = c.hung.empty() ? describe(c.replica->label, status)
+                                              : c.replica->label + " " + c.hung + "; killed it";
+      record_failure(c, what);
+      if (c.stopped) continue;
+      if (c.restarted < c.replica->restarts && !kill_at_ && !signal_failure_) {
         ++c.restarted;
         forwarder_.line(options_.name, what + "; restarting it alone (" + std::to_string(c.restarted) + " of " +
                                            std::to_string(c.replica->restarts) + ")");
-        drain_output(c);
-        c.exited = false;
-        spawn(c, terminal_);
+        c = Child{c.replica, c.heartbeat_file, -1, {-1, -1}, {}, false, false, 0, c.restarted};
+        start(c);
         continue;
       }
+      const Failure failure{static_cast<int>(i), what, exit_code_of(status)};
       if (c.replica->kind == ReplicaKind::Auxiliary) {
         forwarder_.line(options_.name, what + "; the others continue");
-        note_failure(static_cast<int>(i), what, exit_code_of(status));
+        if (!aux_failure_) aux_failure_ = failure;
         continue;
       }
-      forwarder_.line(options_.name, what + "; stopping the others");
-      note_failure(static_cast<int>(i), what, exit_code_of(status));
+      if (group_failure_ || signal_failure_) continue;  // already stopping
+      group_failure_ = failure;
+      const bool restart = result_.restarts < options_.max_restarts;
+      forwarder_.line(options_.name, what + (restart ? "; stopping the others to restart the whole job"
+                                                     : "; stopping the others"));
       stop_all();
     }
     std::fflush(out_);
-    return running();
+  }
+
+  // Counts a failure of c and keeps its last lines for the summary.
+  void record_failure(Child& c, const std::string& what) {
+    drain_output(c);  // its last words are still in the pipe
+    auto it = std::find_if(result_.failures.begin(), result_.failures.end(),
+                           [&](const ReplicaFailures& f) { return f.label == c.replica->label; });
+    if (it == result_.failures.end()) it = result_.failures.insert(it, ReplicaFailures{c.replica->label});
+    ++it->count;
+    it->last = what;
+    it->last_lines = forwarder_.recent_lines(c.replica->label);
+  }
+
+  // The job's outcome: a signal to us, else the failure that stopped the last
+  // group, else an auxiliary's; and the summary of every failure.
+  void finish() {
+    const std::optional<Failure>& f = signal_failure_ ? signal_failure_ : group_failure_ ? group_failure_ : aux_failure_;
+    if (!f) return;
+    result_.exit_code = f->code;
+    result_.failed = f->index;
+    result_.failure = f->what;
+    if (result_.failures.empty()) return;
+    std::vector<std::string> lines;
+    lines.push_back("the job failed: " + f->what + " (after " + std::to_string(result_.restarts) + " of " +
+                    std::to_string(options_.max_restarts) + " restarts of the whole job)");
+    for (const auto& r : result_.failures) {
+      lines.push_back("  " + r.label + " failed " + std::to_string(r.count) + (r.count == 1 ? " time" : " times") +
+                      "; last: " + r.last + (r.last_lines.empty() ? "; no output" : "; its last lines:"));
+      for (const auto& l : r.last_lines) lines.push_back("    | " + l);
+    }
+    for (const auto& l : lines) {
+      forwarder_.line(options_.name, l);
+      result_.summary += l + "\n";
+    }
   }
 
   // Output a child wrote just before exiting; a grandchild that still holds
@@ -299,10 +459,13 @@ class Supervisor {
   std::FILE* out_;
   bool terminal_;
   OutputForwarder forwarder_;
+  std::optional<HeartbeatDir> heartbeats_;
   std::vector<Child> children_;
   SupervisorResult result_;
   std::optional<Clock::time_point> kill_at_, drain_until_;
-  bool signal_seen_ = false;
+  std::optional<Failure> group_failure_;   // the failure that stops the running group
+  std::optional<Failure> aux_failure_;     // the first auxiliary failure of the job
+  std::optional<Failure> signal_failure_;  // SIGINT or SIGTERM to us
 };
 
 }  // namespace

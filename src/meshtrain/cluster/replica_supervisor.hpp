@@ -20,6 +20,24 @@
 // checkpoint) before they are stopped the same way; a replica stopped on
 // purpose is not a failure. SIGINT or SIGTERM to the supervisor stops every
 // replica the same way.
+//
+// Whole-group restarts: a synchronous job cannot go on without one of its
+// members, so when a worker or service fails (after its own restarts, if it
+// has any) and `max_restarts` allows, the supervisor stops the others, waits
+// `restart_backoff` (doubled after each restart, at most
+// `max_restart_backoff`) and starts every replica again, the auxiliaries
+// included; the workers are expected to resume from their newest checkpoint.
+// Each group gets MESHTRAIN_JOB_ID "<id>-r<k>" (k: restarts so far) so that
+// its transports never meet what a dead group left behind.
+//
+// Heartbeats: with heartbeat_timeout > 0 each worker gets
+// MESHTRAIN_HEARTBEAT_FILE (train/heartbeat.hpp). A worker whose file was last
+// touched more than heartbeat_timeout ago, or that has not touched it
+// max(heartbeat_timeout, heartbeat_startup) after its start, is hung: it is
+// killed with SIGKILL and counts as failed.
+//
+// When the job fails, the supervisor prints a summary: each replica that
+// failed, how often, and its last lines of output.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -46,17 +64,33 @@ struct SupervisorOptions {
   std::string name = "launch";              // "[name] ..." in the supervisor's own lines
   std::chrono::milliseconds grace{5000};    // SIGTERM -> SIGKILL
   std::chrono::milliseconds drain{30000};   // workers done -> stop the rest
+  int max_restarts = 0;                                 // whole-group restarts
+  std::chrono::milliseconds restart_backoff{1000};      // before the first; doubles per restart
+  std::chrono::milliseconds max_restart_backoff{30000};
+  std::chrono::milliseconds heartbeat_timeout{0};       // 0: no heartbeats
+  std::chrono::milliseconds heartbeat_startup{60000};   // allowance for the first beat
+};
+
+// The failures of one replica over the whole job (all its restarts).
+struct ReplicaFailures {
+  std::string label;
+  int count = 0;
+  std::string last;                     // description of the latest one
+  std::vector<std::string> last_lines;  // its last lines of output before the latest one
 };
 
 struct SupervisorResult {
   int exit_code = 0;     // 0 when the job succeeded
-  int failed = -1;       // index of the first replica that failed, or -1
+  int failed = -1;       // index of the replica whose failure ended the job, or -1
   std::string failure;   // "worker 2 exited with status 3", "rank 1 killed by signal 9 (Killed)"
+  int restarts = 0;      // whole-group restarts done
+  std::vector<ReplicaFailures> failures;  // in the order of each replica's first failure
+  std::string summary;   // when the job failed: the failures, as printed at the end (lines)
 };
 
-// Starts every replica and runs the job to its end. Throws Error when a
-// replica cannot be started (a fork or pipe failure; a missing program is
-// that replica exiting with status 127).
+// Starts every replica and runs the job to its end, restarts included.
+// Throws Error when a replica cannot be started (a fork or pipe failure; a
+// missing program is that replica exiting with status 127).
 SupervisorResult supervise(const std::vector<Replica>& replicas, const SupervisorOptions& options,
                            std::FILE* out = stdout);
 

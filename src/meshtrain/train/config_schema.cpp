@@ -91,6 +91,7 @@ const std::vector<Field>& fields() {
       MT_FIELD(checkpoint, dir, String, {}, {}, "checkpoint directory; empty: <out_dir>/checkpoints"),
       MT_FIELD(checkpoint, every, Int, closed(0, kMaxInt), {}, "steps between checkpoints; 0: at the end"),
       MT_FIELD(checkpoint, keep, Int, closed(1, 1 << 20), {}, "complete checkpoints to keep"),
+      MT_FIELD(checkpoint, async, Bool, {}, {}, "write checkpoints on a thread while training goes on"),
       MT_FIELD(metrics, path, String, {}, {}, "JSONL metrics file; empty: <out_dir>/metrics.jsonl"),
       MT_FIELD(parallel, data, String, {}, (V{"none", "allreduce", "parameter_server"}),
                "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),

@@ -70,6 +70,7 @@ struct CheckpointSection {
   std::string dir;    // empty: <training.out_dir>/checkpoints
   int64_t every = 0;  // 0: only at the end
   int64_t keep = 3;
+  bool async = true;  // snapshot in memory, write on a thread; at most one in flight
 };
 
 struct MetricsSection {

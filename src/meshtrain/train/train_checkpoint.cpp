@@ -1,7 +1,5 @@
 #include "meshtrain/train/train_checkpoint.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <optional>
 
@@ -39,13 +37,13 @@ int64_t parse_int(const std::string& text, const std::string& key, const fs::pat
 }
 
 // The training state every checkpoint's metadata carries (train_state's, or shard 0's).
-checkpoint::Metadata state_metadata(const TrainState& state, const JobConfig& config, const Optimizer& optimizer) {
+checkpoint::Metadata state_metadata(const TrainState& state, const JobConfig& config, const SavedShare& share) {
   return {{"format", kStateFormat},
           {"step", std::to_string(state.step)},
           {"data_epoch", std::to_string(state.data.epoch)},
           {"data_position", std::to_string(state.data.position)},
-          {"optimizer", optimizer.name()},
-          {"optimizer_steps", std::to_string(optimizer.steps_taken())},
+          {"optimizer", share.optimizer_name},
+          {"optimizer_steps", std::to_string(share.optimizer_steps)},
           {"config", job_config_to_toml(config)}};
 }
 
@@ -69,57 +67,47 @@ fs::path state_file(const fs::path& dir) {
 
 }  // namespace
 
+SavedShare whole_share(const Model& model, Optimizer& optimizer) {
+  SavedShare share{.segments = {{.begin = 0, .end = model.store().flat_size(), .local = 0}},
+                   .buffers = {{"params", model.store().params().data(), false}},
+                   .optimizer_name = optimizer.name(),
+                   .optimizer_steps = optimizer.steps_taken()};
+  for (auto& [name, buffer] : optimizer.state_buffers()) share.buffers.push_back({name, buffer->data(), false});
+  return share;
+}
+
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
                                   const Model& model, Optimizer& optimizer, int64_t keep) {
   auto writer = checkpoint::CheckpointWriter::begin(root, state.step);
-  const ParamStore& store = model.store();
-
-  // "format": "pt" lets Hugging Face loaders take the file as a PyTorch state dict.
-  checkpoint::save_params(store, writer.file(kModelFile),
-                          {{"format", "pt"}, {"step", std::to_string(state.step)}, {"model", model.kind()}});
-
-  std::vector<checkpoint::TensorEntry> entries;
-  for (auto& [name, buffer] : optimizer.state_buffers()) {
-    auto views = checkpoint::view_tensors(store, buffer->data(), name + ".");
-    entries.insert(entries.end(), views.begin(), views.end());
-  }
-  checkpoint::write_safetensors(writer.file(kStateFile), entries, state_metadata(state, config, optimizer));
-  auto info = writer.commit();
+  write_whole_checkpoint(writer.tmp_path(), state, config, model, whole_share(model, optimizer));
+  auto info = writer.commit({.config = job_config_to_toml(config)});
   checkpoint::prune(root, static_cast<size_t>(keep));
   return info.path.string();
 }
 
-std::string save_sharded_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
-                                          const Model& model, Optimizer& optimizer, int64_t keep,
-                                          parallel::ZeroEngine& zero, WorkerGroup& workers) {
-  std::optional<checkpoint::CheckpointWriter> writer;
-  int64_t writer_pid = 0;
-  if (workers.is_lead()) {
-    writer.emplace(checkpoint::CheckpointWriter::begin(root, state.step));
-    writer_pid = ::getpid();
+void write_whole_checkpoint(const fs::path& dir, const TrainState& state, const JobConfig& config,
+                            const Model& model, const SavedShare& share) {
+  const ParamStore& store = model.store();
+  if (share.segments.size() != 1 || share.segments[0].size() != store.flat_size() || share.buffers.empty())
+    throw CheckpointError("write_whole_checkpoint: the share is not the whole model");
+  // "format": "pt" lets Hugging Face loaders take the file as a PyTorch state dict.
+  checkpoint::write_safetensors(dir / kModelFile, checkpoint::view_tensors(store, share.buffers[0].data),
+                                {{"format", "pt"}, {"step", std::to_string(state.step)}, {"model", model.kind()}});
+  std::vector<checkpoint::TensorEntry> entries;
+  for (size_t b = 1; b < share.buffers.size(); ++b) {
+    auto views = checkpoint::view_tensors(store, share.buffers[b].data, share.buffers[b].name + ".");
+    entries.insert(entries.end(), views.begin(), views.end());
   }
-  writer_pid = workers.broadcast_from_lead(writer_pid);
-  const fs::path dir = checkpoint::CheckpointWriter::tmp_path_for(root, state.step, writer_pid);
+  checkpoint::write_safetensors(dir / kStateFile, entries, state_metadata(state, config, share));
+}
 
-  std::vector<checkpoint::ShardBuffer> buffers;
-  auto shard = zero.param_shard();
-  if (!shard.empty())
-    buffers.push_back({"params", shard.data(), true});
-  else
-    buffers.push_back({"params", model.store().params().data(), false});
-  for (auto& [name, buffer] : optimizer.state_buffers()) buffers.push_back({name, buffer->data(), true});
-  checkpoint::Metadata meta = workers.is_lead() ? state_metadata(state, config, optimizer) : checkpoint::Metadata{};
-  meta["zero_stage"] = std::to_string(zero.stage());
-  meta["workers"] = std::to_string(workers.size());
-  checkpoint::write_flat_shard(dir / checkpoint::shard_file_name(workers.rank(), workers.size()), model.store(),
-                               zero.layout().segments(), buffers, meta);
-  // Every shard is written before the lead lists them in the manifest.
-  double done = 1;
-  workers.sum({&done, 1});
-  if (!writer) return "";
-  auto info = writer->commit();
-  checkpoint::prune(root, static_cast<size_t>(keep));
-  return info.path.string();
+void write_checkpoint_shard(const fs::path& dir, int rank, int world, int zero_stage, const TrainState& state,
+                            const JobConfig& config, const ParamStore& store, const SavedShare& share) {
+  checkpoint::Metadata meta = rank == 0 ? state_metadata(state, config, share) : checkpoint::Metadata{};
+  meta["zero_stage"] = std::to_string(zero_stage);
+  meta["workers"] = std::to_string(world);
+  checkpoint::write_flat_shard(dir / checkpoint::shard_file_name(rank, world), store, share.segments, share.buffers,
+                               meta);
 }
 
 std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::string& root, std::FILE* log) {

@@ -1,15 +1,16 @@
 #pragma once
 // A training checkpoint, committed atomically by checkpoint::CheckpointWriter
 // with a manifest of checksums, in one of two layouts:
-//  - whole (one worker, or ZeRO stage 0, written by the lead):
+//  - whole (one worker):
 //    model.safetensors (the parameters under the model's names, loadable by
 //    any safetensors reader) and train_state.safetensors (the optimizer's
 //    state buffers as "<state>.<param name>" tensors; step, data position and
 //    the job config in its metadata);
-//  - sharded (ZeRO stages 1-3): shard-<r>-of-<N>.safetensors from every
-//    worker r, holding its segments of the parameters and of each optimizer
-//    state buffer (checkpoint/flat_shards.hpp); shard 0's metadata carries
-//    the training state.
+//  - sharded (several workers): shard-<r>-of-<N>.safetensors from every
+//    worker r, written in parallel, holding its segments of the parameters
+//    and of each optimizer state buffer (checkpoint/flat_shards.hpp: its ZeRO
+//    shard, or the same split of the whole model when every worker holds
+//    all of it); shard 0's metadata carries the training state.
 // Either layout loads into any worker count and ZeRO stage, or into one
 // process (meshtrain consolidate writes a whole model file from shards).
 #include <cstdint>
@@ -21,6 +22,8 @@
 #include <vector>
 
 #include "meshtrain/checkpoint/checkpoint_dir.hpp"
+#include "meshtrain/checkpoint/flat_shards.hpp"
+#include "meshtrain/core/flat_segment.hpp"
 #include "meshtrain/data/sampler.hpp"
 #include "meshtrain/nn/model.hpp"
 #include "meshtrain/optim/optimizer.hpp"
@@ -35,17 +38,34 @@ struct TrainState {
   SamplerState data;  // where the training data order stands
 };
 
-// Writes and commits a checkpoint for state.step under root, then keeps the
-// newest `keep` complete ones. Returns the committed directory.
+// One worker's part of the training state as a checkpoint saves it: live
+// buffers or a snapshot of them (checkpoint_saver.hpp), each indexed by flat
+// offset or, in_shard, by the segments' local offsets.
+struct SavedShare {
+  FlatSegments segments;                         // what this worker saves (the whole store for one worker)
+  std::vector<checkpoint::ShardBuffer> buffers;  // "params", then the optimizer's state buffers by name
+  std::string optimizer_name;
+  int64_t optimizer_steps = 0;
+};
+
+// The live buffers of a model and optimizer that own the whole store.
+SavedShare whole_share(const Model& model, Optimizer& optimizer);
+
+// Writes and commits a whole checkpoint of them under root, then keeps the
+// newest `keep` complete ones (one process: a parameter server's model).
+// Returns the committed directory.
 std::string save_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
                                   const Model& model, Optimizer& optimizer, int64_t keep);
 
-// Every worker of a ZeRO job calls this: each writes its shard into the
-// directory the lead began, then the lead commits and prunes. Returns the
-// committed directory on the lead, "" on the others.
-std::string save_sharded_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
-                                          const Model& model, Optimizer& optimizer, int64_t keep,
-                                          parallel::ZeroEngine& zero, WorkerGroup& workers);
+// The whole layout into `dir` (a checkpoint being written); share.segments
+// must be the whole store.
+void write_whole_checkpoint(const std::filesystem::path& dir, const TrainState& state, const JobConfig& config,
+                            const Model& model, const SavedShare& share);
+// Worker `rank` of `world` writes its shard into `dir`; shard 0 carries the
+// training state.
+void write_checkpoint_shard(const std::filesystem::path& dir, int rank, int world, int zero_stage,
+                            const TrainState& state, const JobConfig& config, const ParamStore& store,
+                            const SavedShare& share);
 
 // The newest checkpoint under root that passes its checksums; corrupt newer
 // ones are reported on `log` (when given) and skipped. nullopt when there is none.

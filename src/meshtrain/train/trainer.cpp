@@ -12,6 +12,7 @@
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/optim/schedule.hpp"
+#include "meshtrain/train/checkpoint_saver.hpp"
 #include "meshtrain/train/evaluator.hpp"
 #include "meshtrain/train/memory_budget.hpp"
 #include "meshtrain/train/metrics_log.hpp"
@@ -177,18 +178,13 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                   r.loss, r.accuracy, (long long)r.batches);
     progress.message(line);
   };
-  // Without ZeRO one copy is enough: every worker holds the same parameters
-  // and state. With it, every worker saves its shard.
-  auto save = [&](int64_t at_step) {
-    const TrainState state{at_step, loader.state()};
-    std::string path;
-    if (zero)
-      path = save_sharded_train_checkpoint(ckpt_root, state, config, *model, *optimizer, config.checkpoint.keep, *zero,
-                                           workers);
-    else if (lead)
-      path = save_train_checkpoint(ckpt_root, state, config, *model, *optimizer, config.checkpoint.keep);
-    if (lead) progress.message("checkpoint " + path);
+  // Every worker writes its part (checkpoint_saver.hpp); the lead reports
+  // each checkpoint once it is committed.
+  CheckpointSaver saver(config, *model, *optimizer, zero, workers);
+  auto report_checkpoint = [&](const std::string& path) {
+    if (lead && !path.empty()) progress.message("checkpoint " + path);
   };
+  auto save = [&](int64_t at_step) { report_checkpoint(saver.save(TrainState{at_step, loader.state()})); };
 
   const StepContext step_ctx{.model = *model,
                              .optimizer = *optimizer,
@@ -246,6 +242,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   }
   run_eval(step);
   save(step);
+  report_checkpoint(saver.wait());
   if (!lead) return summary;
   progress.finish();
   nlohmann::json peaks = {{"step", step}, {"memory", "peak"}};

@@ -36,7 +36,7 @@ CheckpointSaver::~CheckpointSaver() {
   if (thread_.joinable()) thread_.join();
 }
 
-SavedShare CheckpointSaver::snapshot() {
+SavedShare CheckpointSaver::snapshot(bool copy) {
   auto states = optimizer_.state_buffers();
   SavedShare share{.segments = segments_, .optimizer_name = optimizer_.name(),
                    .optimizer_steps = optimizer_.steps_taken()};
@@ -44,7 +44,7 @@ SavedShare CheckpointSaver::snapshot() {
   const float* params = params_in_shard_ ? zero_->param_shard().data() : model_.store().params().data();
   std::vector<checkpoint::ShardBuffer> live{{"params", params, params_in_shard_}};
   for (auto& [name, buffer] : states) live.push_back({name, buffer->data(), state_in_shard_});
-  if (!async_) {
+  if (!copy) {
     share.buffers = std::move(live);
     return share;
   }
@@ -98,7 +98,7 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
   committed_ = info.path.string();
 }
 
-std::string CheckpointSaver::save(const TrainState& state) {
+std::string CheckpointSaver::save(const TrainState& state, bool last) {
   std::string previous = wait();
   const std::string root = config_.checkpoint_dir();
   std::optional<checkpoint::CheckpointWriter> writer;
@@ -109,8 +109,9 @@ std::string CheckpointSaver::save(const TrainState& state) {
   }
   writer_pid = workers_.broadcast_from_lead(writer_pid);
   fs::path dir = checkpoint::CheckpointWriter::tmp_path_for(root, state.step, writer_pid);
-  SavedShare share = snapshot();
-  if (!async_) {
+  const bool background = async_ && !last;
+  SavedShare share = snapshot(background);
+  if (!background) {
     write(state, std::move(share), std::move(dir), std::move(writer));
     return std::exchange(committed_, "");
   }

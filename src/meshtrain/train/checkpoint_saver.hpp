@@ -47,8 +47,11 @@ class CheckpointSaver {
 
   // Starts the checkpoint of `state` with the model and optimizer as they
   // are now; every worker calls it at the same step. Returns the directory
-  // of the previous checkpoint when this call saw it committed (lead), else "".
-  std::string save(const TrainState& state);
+  // of the previous checkpoint when this call saw it committed (lead), else
+  // "". `last`: the run ends here, so the write runs now, from the live
+  // buffers (no copy), and the directory returned is this one's (wait()
+  // first to see the previous one's).
+  std::string save(const TrainState& state, bool last = false);
   // Finishes the checkpoint in flight: its committed directory (lead), or "".
   // Throws its failure.
   std::string wait();
@@ -56,7 +59,8 @@ class CheckpointSaver {
  private:
   void write(TrainState state, SavedShare share, std::filesystem::path dir,
              std::optional<checkpoint::CheckpointWriter> writer);
-  SavedShare snapshot();
+  // The worker's part: the live buffers, or (copy) a copy of them.
+  SavedShare snapshot(bool copy);
 
   const JobConfig& config_;
   const Model& model_;

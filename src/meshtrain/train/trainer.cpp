@@ -184,7 +184,9 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   auto report_checkpoint = [&](const std::string& path) {
     if (lead && !path.empty()) progress.message("checkpoint " + path);
   };
-  auto save = [&](int64_t at_step) { report_checkpoint(saver.save(TrainState{at_step, loader.state()})); };
+  auto save = [&](int64_t at_step, bool last) {
+    report_checkpoint(saver.save(TrainState{at_step, loader.state()}, last));
+  };
 
   const StepContext step_ctx{.model = *model,
                              .optimizer = *optimizer,
@@ -238,11 +240,11 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                        .unit = unit, .seconds_left = elapsed / (step - first_step) * (last_step - step)},
                       log_now);
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step != last_step) run_eval(step);
-    if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 && step != last_step) save(step);
+    if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 && step != last_step) save(step, false);
   }
   run_eval(step);
-  save(step);
-  report_checkpoint(saver.wait());
+  report_checkpoint(saver.wait());  // the one in flight, if any
+  save(step, true);
   if (!lead) return summary;
   progress.finish();
   nlohmann::json peaks = {{"step", step}, {"memory", "peak"}};

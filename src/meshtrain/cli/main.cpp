@@ -31,6 +31,12 @@ int main(int argc, char** argv) {
   }
   try {
     return commands.run_selected();
+  } catch (const meshtrain::ConfigError& e) {
+    std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
+    return meshtrain::kExitBadInput;
+  } catch (const meshtrain::DataError& e) {
+    std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
+    return meshtrain::kExitBadInput;
   } catch (const meshtrain::Error& e) {
     std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
     return 1;

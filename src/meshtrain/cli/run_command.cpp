@@ -1,7 +1,8 @@
-// `meshtrain run CONFIG.toml [--nproc N] [--resume] [--section.key=value ...]`: a whole
+// `meshtrain run CONFIG.toml [--nproc N] [--section.key=value ...]`: a whole
 // job on this host, every pool its config names (cluster/local_job.hpp),
 // supervised with "[worker k] ", "[reducer j] ", "[server j] " and
-// "[evaluator k] " prefixes.
+// "[evaluator k] " prefixes, and restarted from its newest checkpoint when a
+// replica fails (parallel.max_restarts).
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
@@ -17,23 +18,29 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("config", request->config_path, "job config (TOML)")->required();
   sub->add_option("--nproc", request->nproc, "worker processes (default: parallel.workers)")
       ->check(CLI::Range(1, 4096));
-  sub->add_flag("--resume", request->resume,
-                "workers continue from the newest complete checkpoint, if there is one (meshtrain train --resume)");
+  // Kept so that older command lines still parse: resuming is what run does.
+  auto ignored_resume = std::make_shared<bool>(false);
+  sub->add_flag("--resume", *ignored_resume,
+                "accepted for compatibility: workers always continue from the newest complete checkpoint, if "
+                "there is one (the default)");
   sub->allow_extras();
   sub->footer(
       "Starts parallel.workers x `meshtrain train`, parallel.reducers x `meshtrain reducer` (all_reduce =\n"
       "reduction_server), parallel.servers x `meshtrain ps-server` (data = parameter_server) and\n"
       "parallel.evaluators x `meshtrain evaluator`, each with the config and the --section.key=value\n"
-      "overrides given here. When a worker, reducer or server fails the rest are stopped and run exits\n"
-      "with its status; evaluators are stopped once the workers are done.");
-  commands.add(sub, [request, sub] {
+      "overrides given here. Workers always resume from the newest complete checkpoint (run the same\n"
+      "command again to continue a job; a finished one reports \"already finished\").\n"
+      "When a worker, reducer or server fails (or a worker misses heartbeats, parallel.heartbeat_timeout_s),\n"
+      "the rest are stopped and the whole job restarts from its newest complete checkpoint after\n"
+      "parallel.restart_backoff_s (doubling, at most 30 s), up to parallel.max_restarts times; a dead\n"
+      "parameter-server worker is first restarted alone. Then run exits with the failure's status and a\n"
+      "summary of every replica's failures. Evaluators are stopped once the workers are done.");
+  commands.add(sub, [request, sub, ignored_resume] {
     request->overrides = sub->remaining();
     JobConfig config = load_job_config(request->config_path);
     apply_overrides(config, request->overrides);
     request->self = self_executable();
-    SupervisorOptions options;
-    options.name = "run";
-    SupervisorResult r = supervise(plan_local_job(config, *request), options);
+    SupervisorResult r = supervise(plan_local_job(config, *request), local_job_supervision(config));
     if (r.exit_code != 0) std::fprintf(stderr, "meshtrain run: %s\n", r.failure.c_str());
     return r.exit_code;
   });

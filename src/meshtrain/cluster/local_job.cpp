@@ -38,8 +38,9 @@ std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobReque
   std::snprintf(timeout, sizeof timeout, "%g", p.timeout_s);
   std::vector<Replica> replicas;
   std::vector<std::string> train = config_command(request, "train");
-  if (request.resume) train.push_back("--resume");
-  // An asynchronous job goes on without a dead worker; a restarted one rejoins.
+  train.push_back("--resume");
+  // An asynchronous job goes on without a dead worker; a restarted one
+  // rejoins. Any other failure restarts the whole group (the supervisor).
   const int restarts = ps ? static_cast<int>(p.max_restarts) : 0;
   for (int r = 0; r < workers; ++r)
     replicas.push_back(
@@ -56,6 +57,16 @@ std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobReque
     replicas.push_back(
         {"evaluator " + std::to_string(k), config_command(request, "evaluator"), {}, ReplicaKind::Auxiliary});
   return replicas;
+}
+
+SupervisorOptions local_job_supervision(const JobConfig& config) {
+  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000 + 0.5)); };
+  SupervisorOptions options;
+  options.name = "run";
+  options.max_restarts = static_cast<int>(config.parallel.max_restarts);
+  options.restart_backoff = ms(config.parallel.restart_backoff_s);
+  options.heartbeat_timeout = ms(config.parallel.heartbeat_timeout_s);
+  return options;
 }
 
 }  // namespace meshtrain

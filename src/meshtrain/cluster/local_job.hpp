@@ -13,7 +13,10 @@
 //
 // Every rank gets the environment `meshtrain launch` sets
 // (local_launcher.hpp); the command-line overrides go to every child
-// unchanged, so they all read the same config.
+// unchanged, so they all read the same config. Workers always run with
+// --resume: a restarted group, or the same `meshtrain run` command run again
+// after a crash, continues from the newest complete checkpoint (and a
+// finished job says so and exits).
 #include <string>
 #include <vector>
 
@@ -27,11 +30,15 @@ struct LocalJobRequest {
   std::string config_path;
   std::vector<std::string> overrides;  // "--section.key=value", as given
   int nproc = 0;                       // workers; 0: parallel.workers
-  bool resume = false;                 // workers continue from the newest complete checkpoint
 };
 
 // The replicas of the job, in rank order, evaluators last. Throws
 // ConfigError when the pools do not fit the config (pool_check.hpp).
 std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobRequest& request);
+
+// How the supervisor treats the job: parallel.max_restarts whole-job
+// restarts after parallel.restart_backoff_s, heartbeats after
+// parallel.heartbeat_timeout_s (0: none).
+SupervisorOptions local_job_supervision(const JobConfig& config);
 
 }  // namespace meshtrain

@@ -59,6 +59,7 @@ struct Failure {
   int index = -1;
   std::string what;
   int code = 0;
+  bool retryable = true;  // false: bad configuration or input (kExitBadInput)
 };
 
 std::string describe(const std::string& label, int status) {
@@ -202,7 +203,7 @@ class Supervisor {
     for (;;) {
       run_group();
       if (signal_failure_ || !group_failure_) break;
-      if (result_.restarts >= options_.max_restarts) break;
+      if (result_.restarts >= options_.max_restarts || !group_failure_->retryable) break;
       // Backoff: a failure with a cause outside the job (a full disk, a busy
       // port) gets time to clear, and a job that fails at once does not spin.
       milliseconds backoff = options_.restart_backoff;
@@ -230,7 +231,7 @@ class Supervisor {
     group_failure_.reset();
     kill_at_.reset();
     drain_until_.reset();
-    for (auto& c : children_) c = Child{c.replica, c.heartbeat_file};
+    for (auto& c : children_) c = fresh(c);
     try {
       for (auto& c : children_) start(c);
     } catch (const Error& e) {
@@ -262,6 +263,14 @@ class Supervisor {
       }
     }
     flush_remaining();
+  }
+
+  // A child to start again: the same replica, nothing of the old process.
+  static Child fresh(const Child& old) {
+    Child c;
+    c.replica = old.replica;
+    c.heartbeat_file = old.heartbeat_file;
+    return c;
   }
 
   // Starts (or starts again) one replica, as this group runs it.
@@ -360,42 +369,51 @@ class Supervisor {
 
   // Collects exited children and acts on their status.
   void reap() {
+    // Collect first, then act: when a rank dies its peers fail on their own a
+    // moment later, and of the children that ended since the last look, one
+    // killed by a signal is the likelier cause, so it is handled (and named)
+    // first. A failure while the group is being stopped is a consequence.
+    std::vector<size_t> ended;
     for (size_t i = 0; i < children_.size(); ++i) {
       Child& c = children_[i];
-      int status = 0;
-      if (c.exited || c.pid <= 0) {
-        c.exited = true;
-        continue;
-      }
-      if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      if (c.exited || c.pid <= 0 || waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
       c.exited = true;
-      c.status = status;
-      // A hung worker we killed is a failure even if the supervisor was
-      // stopping it anyway.
-      if (c.hung.empty() && (c.stopped || !failed(status))) continue;
-      const std::string what = c.hung.empty() ? describe(c.replica->label, status)
+      ended.push_back(i);
+    }
+    std::stable_partition(ended.begin(), ended.end(), [&](size_t i) { return WIFSIGNALED(children_[i].status); });
+    for (size_t i : ended) {
+      Child& c = children_[i];
+      const bool stopping = c.stopped || group_failure_ || signal_failure_;
+      // A hung worker we killed is a failure even if the group is being
+      // stopped anyway.
+      if (c.hung.empty() && (stopping || !failed(c.status))) continue;
+      const std::string what = c.hung.empty() ? describe(c.replica->label, c.status)
                                               : c.replica->label + " " + c.hung + "; killed it";
       record_failure(c, what);
-      if (c.stopped) continue;
-      if (c.restarted < c.replica->restarts && !kill_at_ && !signal_failure_) {
-        ++c.restarted;
-        forwarder_.line(options_.name, what + "; restarting it alone (" + std::to_string(c.restarted) + " of " +
+      if (stopping) continue;
+      // Bad configuration or input fails again however often it is rerun.
+      const bool retryable = !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == kExitBadInput);
+      if (retryable && c.restarted < c.replica->restarts && !kill_at_) {
+        forwarder_.line(options_.name, what + "; restarting it alone (" + std::to_string(c.restarted + 1) + " of " +
                                            std::to_string(c.replica->restarts) + ")");
-        c = Child{c.replica, c.heartbeat_file, -1, {-1, -1}, {}, false, false, 0, c.restarted};
+        const int restarted = c.restarted + 1;
+        c = fresh(c);
+        c.restarted = restarted;
         start(c);
         continue;
       }
-      const Failure failure{static_cast<int>(i), what, exit_code_of(status)};
+      const Failure failure{static_cast<int>(i), what, exit_code_of(c.status), retryable};
       if (c.replica->kind == ReplicaKind::Auxiliary) {
         forwarder_.line(options_.name, what + "; the others continue");
         if (!aux_failure_) aux_failure_ = failure;
         continue;
       }
-      if (group_failure_ || signal_failure_) continue;  // already stopping
       group_failure_ = failure;
-      const bool restart = result_.restarts < options_.max_restarts;
-      forwarder_.line(options_.name, what + (restart ? "; stopping the others to restart the whole job"
-                                                     : "; stopping the others"));
+      const bool restart = retryable && result_.restarts < options_.max_restarts;
+      forwarder_.line(options_.name, what + (restart    ? "; stopping the others to restart the whole job"
+                                             : retryable ? "; stopping the others"
+                                                         : " (bad configuration or input: not restarted); "
+                                                           "stopping the others"));
       stop_all();
     }
     std::fflush(out_);
@@ -406,7 +424,11 @@ class Supervisor {
     drain_output(c);  // its last words are still in the pipe
     auto it = std::find_if(result_.failures.begin(), result_.failures.end(),
                            [&](const ReplicaFailures& f) { return f.label == c.replica->label; });
-    if (it == result_.failures.end()) it = result_.failures.insert(it, ReplicaFailures{c.replica->label});
+    if (it == result_.failures.end()) {
+      result_.failures.emplace_back();
+      it = result_.failures.end() - 1;
+      it->label = c.replica->label;
+    }
     ++it->count;
     it->last = what;
     it->last_lines = forwarder_.recent_lines(c.replica->label);
@@ -422,8 +444,11 @@ class Supervisor {
     result_.failure = f->what;
     if (result_.failures.empty()) return;
     std::vector<std::string> lines;
-    lines.push_back("the job failed: " + f->what + " (after " + std::to_string(result_.restarts) + " of " +
-                    std::to_string(options_.max_restarts) + " restarts of the whole job)");
+    std::string head = "the job failed: " + f->what;
+    if (options_.max_restarts > 0)
+      head += " (after " + std::to_string(result_.restarts) + " of " + std::to_string(options_.max_restarts) +
+              " restarts of the whole job)";
+    lines.push_back(head);
     for (const auto& r : result_.failures) {
       lines.push_back("  " + r.label + " failed " + std::to_string(r.count) + (r.count == 1 ? " time" : " times") +
                       "; last: " + r.last + (r.last_lines.empty() ? "; no output" : "; its last lines:"));

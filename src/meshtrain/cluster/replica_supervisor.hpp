@@ -28,7 +28,9 @@
 // `max_restart_backoff`) and starts every replica again, the auxiliaries
 // included; the workers are expected to resume from their newest checkpoint.
 // Each group gets MESHTRAIN_JOB_ID "<id>-r<k>" (k: restarts so far) so that
-// its transports never meet what a dead group left behind.
+// its transports never meet what a dead group left behind. A replica that
+// exits with kExitBadInput (core/error.hpp: bad configuration or input data)
+// is restarted neither alone nor with its group: it would fail again.
 //
 // Heartbeats: with heartbeat_timeout > 0 each worker gets
 // MESHTRAIN_HEARTBEAT_FILE (train/heartbeat.hpp). A worker whose file was last

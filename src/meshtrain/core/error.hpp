@@ -31,4 +31,9 @@ struct IoError : Error {
   using Error::Error;
 };
 
+// Exit status of a `meshtrain` process that failed on its configuration or
+// input data (ConfigError, DataError): running it again cannot help, so a
+// supervisor does not restart it. Other errors exit with status 1.
+inline constexpr int kExitBadInput = 3;
+
 }  // namespace meshtrain

@@ -112,7 +112,13 @@ const std::vector<Field>& fields() {
                "parameter server: steps a worker may run ahead of the slowest; -1: unbounded"),
       MT_FIELD(parallel, evaluators, Int, closed(0, 64), {}, "evaluator processes: evaluate each new checkpoint"),
       MT_FIELD(parallel, max_restarts, Int, closed(0, 1000), {},
-               "parameter server: times `meshtrain run` restarts a dead worker alone, to rejoin"),
+               "`meshtrain run`: a dead parameter-server worker is restarted alone (this many times); any other "
+               "failure restarts the whole job (this many times) from its newest complete checkpoint"),
+      MT_FIELD(parallel, restart_backoff_s, Float, closed(0, 3600), {},
+               "`meshtrain run`: wait before the first whole-job restart; doubles per restart, at most 30 s"),
+      MT_FIELD(parallel, heartbeat_timeout_s, Float, closed(0, 86400 * 7), {},
+               "`meshtrain run`: a worker that has not finished a step for this long (or its first within "
+               "max(this, 60 s)) is killed as hung and the job restarted; 0: off"),
   };
   return table;
 }

@@ -92,7 +92,9 @@ struct ParallelSection {
   int64_t servers = 1;               // parameter servers (data = parameter_server)
   int64_t max_staleness = -1;        // parameter server: steps a worker may run ahead of the slowest; -1: unbounded
   int64_t evaluators = 0;            // evaluator processes: evaluate each new checkpoint
-  int64_t max_restarts = 3;          // parameter server: times `meshtrain run` restarts a dead worker alone
+  int64_t max_restarts = 3;          // `meshtrain run`: restarts of a dead PS worker alone, or of the whole job
+  double restart_backoff_s = 1;      // wait before the first whole-job restart; doubles per restart, at most 30 s
+  double heartbeat_timeout_s = 0;    // a worker silent this long is hung: killed and restarted; 0: off
 };
 
 struct JobConfig {

@@ -3,6 +3,7 @@
 // record so a crash loses at most the line being written and a plotter can
 // tail it while the run goes on.
 #include <cstdio>
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,8 +13,10 @@ namespace meshtrain {
 class MetricsLog {
  public:
   // Opens path for appending (creating parent directories). A resumed run
-  // appends to the file of the run it continues.
-  explicit MetricsLog(const std::string& path);
+  // appends to the file of the run it continues; given `from_step`, the
+  // records of steps after it are dropped first (a run restarted from the
+  // checkpoint of that step logs them again; 0: a run starting over).
+  explicit MetricsLog(const std::string& path, int64_t from_step = -1);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;

@@ -9,6 +9,7 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/parallel/parameter_server/client.hpp"
+#include "meshtrain/train/heartbeat.hpp"
 #include "meshtrain/train/metrics_log.hpp"
 #include "meshtrain/train/model_factory.hpp"
 #include "meshtrain/train/ps_job.hpp"
@@ -47,10 +48,10 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   parallel::ps::Client client(store, copts);
   int64_t clock = client.initial_clock();
   loader.restore(state_after(loader.sampler(), clock));
-  std::fprintf(options.out, "ps-worker rank %d of %d: %s %d servers at clock %lld (server step %lld of %lld)%s\n",
+  // --resume changes nothing here: a worker always rejoins the running job.
+  std::fprintf(options.out, "ps-worker rank %d of %d: %s %d servers at clock %lld (server step %lld of %lld)\n",
                env.rank, env.num_workers(), clock > 0 ? "rejoined" : "joined", env.num_servers, (long long)clock,
-               (long long)client.server_step(), (long long)tc.steps,
-               options.resume ? "; --resume is implied: a worker always rejoins the running job" : "");
+               (long long)client.server_step(), (long long)tc.steps);
   std::fflush(options.out);
 
   MetricsLog metrics(tc.out_dir + "/worker-" + std::to_string(env.rank) + ".jsonl");
@@ -59,6 +60,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   TrainSummary summary{.first_step = clock, .last_step = clock};
   Batch batch;
   const auto start = Clock::now();
+  Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)
   while (client.pull(store)) {
     const auto t0 = Clock::now();
     loader.next_batch(batch);
@@ -73,6 +75,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
                   "); lower optimizer.lr or enable optimizer.grad_clip");
     if (!client.push(store)) break;
     ++clock;
+    heartbeat.beat();
     summary.final_loss = fwd.loss;
     summary.last_step = clock;
     const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -14,6 +14,7 @@
 #include "meshtrain/optim/schedule.hpp"
 #include "meshtrain/train/checkpoint_saver.hpp"
 #include "meshtrain/train/evaluator.hpp"
+#include "meshtrain/train/heartbeat.hpp"
 #include "meshtrain/train/memory_budget.hpp"
 #include "meshtrain/train/metrics_log.hpp"
 #include "meshtrain/train/model_factory.hpp"
@@ -157,7 +158,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
       predict_memory(model->store(), world_size, zero_stage, optimizer_state_floats(config));
 
   std::optional<MetricsLog> metrics;
-  if (lead) metrics.emplace(config.metrics_path());
+  if (lead) metrics.emplace(config.metrics_path(), step);
   Progress progress(out ? out : options.out, options.interactive && lead);
   Batch batch, eval_batch;
   auto run_eval = [&](int64_t at_step) {
@@ -198,6 +199,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                              .grad_clip = config.optimizer.grad_clip};
   const auto run_start = Clock::now();
   const int64_t first_step = step;
+  Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)
   double throughput_ema = 0;
   while (step < last_step) {
     const auto t0 = Clock::now();
@@ -241,6 +243,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                       log_now);
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step != last_step) run_eval(step);
     if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 && step != last_step) save(step, false);
+    heartbeat.beat();  // after the step's evaluation and checkpoint too
   }
   run_eval(step);
   report_checkpoint(saver.wait());  // the one in flight, if any

@@ -29,7 +29,10 @@ TEST(LocalJob, ReductionServerJobHasReducersLast) {
   std::vector<Replica> r = plan_local_job(c, request());
   ASSERT_EQ(r.size(), 5u);  // 2 workers, 2 reducers (0: as many as workers), 1 evaluator
   EXPECT_EQ(r[1].label, "worker 1");
-  EXPECT_EQ(r[1].argv, (std::vector<std::string>{"/bin/meshtrain", "train", "job.toml", "--training.steps=5"}));
+  // Always --resume: a restarted group continues from the newest checkpoint.
+  EXPECT_EQ(r[1].argv,
+            (std::vector<std::string>{"/bin/meshtrain", "train", "job.toml", "--training.steps=5", "--resume"}));
+  EXPECT_EQ(r[1].restarts, 0);  // a synchronous worker is restarted with the whole group
   EXPECT_EQ(env_value(r[1], "RANK"), "1");
   EXPECT_EQ(env_value(r[1], "WORLD_SIZE"), "4");
   EXPECT_EQ(r[3].label, "reducer 1");
@@ -58,6 +61,24 @@ TEST(LocalJob, ParameterServersGetAddresses) {
   EXPECT_EQ(addrs, env_value(r[4], "MESHTRAIN_SERVER_ADDRS"));
   EXPECT_EQ(std::count(addrs.begin(), addrs.end(), ','), 1);
   EXPECT_EQ(addrs.rfind("127.0.0.1:", 0), 0u);
+  EXPECT_EQ(r[0].restarts, 3);  // parallel.max_restarts: a PS worker is restarted alone
+  EXPECT_EQ(r[3].restarts, 0);  // a dead server restarts the whole group
+}
+
+TEST(LocalJob, SupervisionFollowsTheParallelSection) {
+  JobConfig c;
+  SupervisorOptions defaults = local_job_supervision(c);
+  EXPECT_EQ(defaults.name, "run");
+  EXPECT_EQ(defaults.max_restarts, 3);
+  EXPECT_EQ(defaults.restart_backoff, std::chrono::milliseconds(1000));
+  EXPECT_EQ(defaults.heartbeat_timeout, std::chrono::milliseconds(0));
+  c.parallel.max_restarts = 5;
+  c.parallel.restart_backoff_s = 0.25;
+  c.parallel.heartbeat_timeout_s = 90;
+  SupervisorOptions o = local_job_supervision(c);
+  EXPECT_EQ(o.max_restarts, 5);
+  EXPECT_EQ(o.restart_backoff, std::chrono::milliseconds(250));
+  EXPECT_EQ(o.heartbeat_timeout, std::chrono::milliseconds(90000));
 }
 
 TEST(PoolCheck, RefusesPoolsTheConfigHasNoRoleFor) {

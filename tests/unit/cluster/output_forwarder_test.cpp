@@ -64,5 +64,22 @@ TEST(OutputForwarder, ElsewhereRedrawsWaitForTheNewline) {
   EXPECT_EQ(out.text(), "[worker 0] bar 2\n");
 }
 
+TEST(OutputForwarder, KeepsEachReplicasLastLines) {
+  Capture out;
+  OutputForwarder fwd(out.file(), false);
+  std::string a, b;
+  for (int i = 1; i <= 7; ++i) fwd.feed("worker 0", a, "line " + std::to_string(i) + "\n\n");  // blank lines: not kept
+  fwd.feed("worker 1", b, "only\n");
+  fwd.line("run", "the supervisor's own line");
+  EXPECT_EQ(fwd.recent_lines("worker 0"),
+            (std::vector<std::string>{"line 3", "line 4", "line 5", "line 6", "line 7"}));
+  EXPECT_EQ(fwd.recent_lines("worker 1"), (std::vector<std::string>{"only"}));
+  EXPECT_TRUE(fwd.recent_lines("run").empty());
+  fwd.feed("worker 1", b, std::string(1000, 'x') + "\n");  // a long line is cut
+  EXPECT_EQ(fwd.recent_lines("worker 1").back().size(), OutputForwarder::kRecentLineChars);
+  fwd.forget_recent_lines("worker 1");
+  EXPECT_TRUE(fwd.recent_lines("worker 1").empty());
+}
+
 }  // namespace
 }  // namespace meshtrain

@@ -3,8 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace meshtrain {
@@ -23,11 +28,15 @@ struct Outcome {
   double seconds = 0;
 };
 
-Outcome supervise_all(const std::vector<Replica>& replicas, std::chrono::milliseconds drain = 2000ms) {
+SupervisorOptions test_options(std::chrono::milliseconds drain = 2000ms) {
   SupervisorOptions options;
   options.name = "test";
   options.grace = 1000ms;
   options.drain = drain;
+  return options;
+}
+
+Outcome supervise_with(const std::vector<Replica>& replicas, const SupervisorOptions& options) {
   std::FILE* out = std::tmpfile();
   const auto start = std::chrono::steady_clock::now();
   Outcome r;
@@ -39,6 +48,42 @@ Outcome supervise_all(const std::vector<Replica>& replicas, std::chrono::millise
   while ((n = std::fread(buf, 1, sizeof buf, out)) > 0) r.output.append(buf, n);
   std::fclose(out);
   return r;
+}
+
+Outcome supervise_all(const std::vector<Replica>& replicas, std::chrono::milliseconds drain = 2000ms) {
+  return supervise_with(replicas, test_options(drain));
+}
+
+// A scratch directory where the replicas leave traces ($D in their scripts).
+class Scratch {
+ public:
+  Scratch() {
+    std::string tmpl = std::filesystem::temp_directory_path() / "supervisor-test.XXXXXX";
+    dir_ = mkdtemp(tmpl.data());
+  }
+  ~Scratch() { std::filesystem::remove_all(dir_); }
+  std::string env() const { return "D=" + dir_; }
+  std::vector<std::string> lines(const std::string& name) const {
+    std::ifstream in(dir_ + "/" + name);
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+
+ private:
+  std::string dir_;
+};
+
+// Appends a line to $D/<name>; the script goes on when this is start number
+// `n` or later (the shell's `starts` variable holds the count).
+std::string count_start(const std::string& name, const std::string& line = "start") {
+  return "echo " + line + " >> $D/" + name + "; starts=$(wc -l < $D/" + name + "); ";
+}
+
+const ReplicaFailures* failures_of(const SupervisorResult& r, const std::string& label) {
+  for (const auto& f : r.failures)
+    if (f.label == label) return &f;
+  return nullptr;
 }
 
 TEST(ReplicaSupervisor, PrefixesOutputAndPassesEnvironment) {
@@ -91,6 +136,169 @@ TEST(ReplicaSupervisor, AMissingProgramExits127) {
   Outcome r = supervise_all({{"worker 0", {"/nonexistent/program"}, {}, ReplicaKind::Worker}});
   EXPECT_EQ(r.result.exit_code, 127);
   EXPECT_NE(r.output.find("cannot run '/nonexistent/program'"), std::string::npos) << r.output;
+}
+
+TEST(ReplicaSupervisor, AFailureRestartsTheWholeGroup) {
+  Scratch d;
+  SupervisorOptions options = test_options(300ms);
+  options.max_restarts = 2;
+  options.restart_backoff = 100ms;
+  // worker 0 fails on its first start; worker 1 and the server would run on
+  // forever in the first group, and are restarted with it (worker 1 sees the
+  // group's job id).
+  Outcome r = supervise_with(
+      {sh("worker 0", count_start("w0") + "[ $starts -ge 2 ] && exit 0; sleep 0.3; echo 'boom' >&2; exit 4",
+          ReplicaKind::Worker, {d.env()}),
+       sh("worker 1", count_start("w1", "$MESHTRAIN_JOB_ID") + "[ $starts -ge 2 ] && exit 0; sleep 30",
+          ReplicaKind::Worker, {d.env(), "MESHTRAIN_JOB_ID=job"}),
+       sh("server 0", count_start("s0") + "sleep 30", ReplicaKind::Service, {d.env()})},
+      options);
+  EXPECT_EQ(r.result.exit_code, 0) << r.output;
+  EXPECT_EQ(r.result.restarts, 1);
+  EXPECT_EQ(d.lines("w0").size(), 2u);
+  EXPECT_EQ(d.lines("w1"), (std::vector<std::string>{"job", "job-r1"}));
+  EXPECT_EQ(d.lines("s0").size(), 2u);
+  EXPECT_NE(r.output.find("[test] worker 0 exited with status 4; stopping the others to restart the whole job"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("[test] restarting the whole job in 0.1 s (restart 1 of 2)"), std::string::npos) << r.output;
+  // The others were stopped on purpose: only worker 0 failed.
+  ASSERT_EQ(r.result.failures.size(), 1u);
+  EXPECT_EQ(r.result.failures[0].label, "worker 0");
+  EXPECT_EQ(r.result.failures[0].count, 1);
+  EXPECT_LT(r.seconds, 10);
+}
+
+TEST(ReplicaSupervisor, AFailedServiceRestartsTheWholeGroup) {
+  Scratch d;
+  SupervisorOptions options = test_options(300ms);
+  options.max_restarts = 1;
+  options.restart_backoff = 0ms;
+  Outcome r = supervise_with(
+      {sh("worker 0", count_start("w0") + "[ $starts -ge 2 ] && exit 0; sleep 30", ReplicaKind::Worker, {d.env()}),
+       sh("reducer 0", count_start("r0") + "[ $starts -ge 2 ] && sleep 30; kill -9 $$", ReplicaKind::Service,
+          {d.env()})},
+      options);
+  EXPECT_EQ(r.result.exit_code, 0) << r.output;
+  EXPECT_EQ(r.result.restarts, 1);
+  EXPECT_EQ(d.lines("w0").size(), 2u);
+  ASSERT_NE(failures_of(r.result, "reducer 0"), nullptr);
+  EXPECT_EQ(failures_of(r.result, "reducer 0")->last, "reducer 0 killed by signal 9 (Killed)");
+}
+
+TEST(ReplicaSupervisor, AReplicaRestartedAloneRestartsTheGroupWhenItsOwnRestartsAreSpent) {
+  // A parameter-server worker: restarted alone once; its second failure
+  // restarts the group, whose fresh worker succeeds.
+  Scratch d;
+  SupervisorOptions options = test_options(300ms);
+  options.max_restarts = 1;
+  options.restart_backoff = 0ms;
+  Replica ps_worker =
+      sh("worker 1", count_start("w1") + "[ $starts -ge 3 ] && exit 0; exit 2", ReplicaKind::Worker, {d.env()});
+  ps_worker.restarts = 1;
+  Outcome r = supervise_with(
+      {sh("worker 0", count_start("w0") + "[ $starts -ge 2 ] && exit 0; sleep 30", ReplicaKind::Worker, {d.env()}),
+       ps_worker},
+      options);
+  EXPECT_EQ(r.result.exit_code, 0) << r.output;
+  EXPECT_EQ(r.result.restarts, 1);
+  EXPECT_EQ(d.lines("w1").size(), 3u);
+  EXPECT_EQ(d.lines("w0").size(), 2u);
+  EXPECT_NE(r.output.find("worker 1 exited with status 2; restarting it alone (1 of 1)"), std::string::npos)
+      << r.output;
+  ASSERT_NE(failures_of(r.result, "worker 1"), nullptr);
+  EXPECT_EQ(failures_of(r.result, "worker 1")->count, 2);
+}
+
+TEST(ReplicaSupervisor, TheBackoffDoublesUpToItsCap) {
+  Scratch d;
+  SupervisorOptions options = test_options();
+  options.max_restarts = 4;
+  options.restart_backoff = 200ms;
+  options.max_restart_backoff = 600ms;
+  Outcome r = supervise_with({sh("worker 0", "date +%s.%N >> $D/t; exit 1", ReplicaKind::Worker, {d.env()})}, options);
+  EXPECT_EQ(r.result.exit_code, 1);
+  EXPECT_EQ(r.result.restarts, 4);
+  for (const char* m : {"in 0.2 s (restart 1 of 4)", "in 0.4 s (restart 2 of 4)", "in 0.6 s (restart 3 of 4)",
+                        "in 0.6 s (restart 4 of 4)"})
+    EXPECT_NE(r.output.find(m), std::string::npos) << m << "\n" << r.output;
+  // Between two starts: at least the backoff; at most it plus generous
+  // slack for a loaded machine.
+  const std::vector<std::string> t = d.lines("t");
+  ASSERT_EQ(t.size(), 5u);
+  const double backoff[] = {0.2, 0.4, 0.6, 0.6};
+  for (size_t k = 0; k < 4; ++k) {
+    const double gap = std::stod(t[k + 1]) - std::stod(t[k]);
+    EXPECT_GE(gap, backoff[k] - 0.01) << "restart " << k + 1;
+    EXPECT_LT(gap, backoff[k] + 2.0) << "restart " << k + 1;
+  }
+}
+
+TEST(ReplicaSupervisor, AHungWorkerIsKilledAndTheGroupRestarted) {
+  Scratch d;
+  SupervisorOptions options = test_options(300ms);
+  options.max_restarts = 1;
+  options.restart_backoff = 0ms;
+  options.heartbeat_timeout = 1000ms;
+  // worker 0 beats once and hangs in its first group; worker 1 beats all
+  // along and must not be taken for hung. Services get no heartbeat file.
+  Outcome r = supervise_with(
+      {sh("worker 0", count_start("w0") + "touch \"$MESHTRAIN_HEARTBEAT_FILE\"; [ $starts -ge 2 ] && exit 0; sleep 30",
+          ReplicaKind::Worker, {d.env()}),
+       sh("worker 1",
+          count_start("w1") + "[ $starts -ge 2 ] && exit 0; while :; do touch \"$MESHTRAIN_HEARTBEAT_FILE\"; sleep 0.2; done",
+          ReplicaKind::Worker, {d.env()}),
+       sh("server 0", "echo hb=${MESHTRAIN_HEARTBEAT_FILE:-none}; sleep 30", ReplicaKind::Service)},
+      options);
+  EXPECT_EQ(r.result.exit_code, 0) << r.output;
+  EXPECT_EQ(r.result.restarts, 1);
+  EXPECT_EQ(d.lines("w0").size(), 2u);
+  EXPECT_EQ(d.lines("w1").size(), 2u);
+  EXPECT_NE(r.output.find("[test] worker 0 sent no heartbeat for"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[server 0] hb=none"), std::string::npos) << r.output;
+  ASSERT_EQ(r.result.failures.size(), 1u) << r.output;
+  EXPECT_EQ(r.result.failures[0].label, "worker 0");
+  EXPECT_LT(r.seconds, 15);
+}
+
+TEST(ReplicaSupervisor, AWorkerThatNeverBeatsIsHungAfterTheStartupAllowance) {
+  SupervisorOptions options = test_options();
+  options.heartbeat_timeout = 300ms;
+  options.heartbeat_startup = 1500ms;
+  Outcome r = supervise_with({sh("worker 0", "sleep 30")}, options);
+  EXPECT_EQ(r.result.exit_code, 128 + 9);
+  EXPECT_EQ(r.result.failure, "worker 0 sent no first heartbeat within 1.5 s of its start; killed it");
+  EXPECT_GE(r.seconds, 1.4);
+  EXPECT_LT(r.seconds, 10);
+}
+
+TEST(ReplicaSupervisor, WhenRestartsAreSpentTheSummaryNamesTheFailures) {
+  Scratch d;
+  SupervisorOptions options = test_options();
+  options.max_restarts = 2;
+  options.restart_backoff = 50ms;
+  Outcome r = supervise_with(
+      {sh("worker 0", "sleep 30"),
+       sh("worker 1", "for i in 1 2 3 4 5 6; do echo line $i; done; echo 'fatal: disk on fire' >&2; exit 7")},
+      options);
+  EXPECT_EQ(r.result.exit_code, 7);
+  EXPECT_EQ(r.result.failed, 1);
+  EXPECT_EQ(r.result.failure, "worker 1 exited with status 7");
+  EXPECT_EQ(r.result.restarts, 2);
+  ASSERT_EQ(r.result.failures.size(), 1u) << r.output;  // worker 0 was stopped, it did not fail
+  EXPECT_EQ(r.result.failures[0].count, 3);
+  // The last 5 lines, stdout and stderr as they came.
+  EXPECT_EQ(r.result.failures[0].last_lines,
+            (std::vector<std::string>{"line 3", "line 4", "line 5", "line 6", "fatal: disk on fire"}));
+  const std::string& s = r.result.summary;
+  EXPECT_NE(s.find("the job failed: worker 1 exited with status 7 (after 2 of 2 restarts of the whole job)"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("worker 1 failed 3 times; last: worker 1 exited with status 7; its last lines:"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("    | fatal: disk on fire\n"), std::string::npos) << s;
+  EXPECT_EQ(s.find("line 2"), std::string::npos) << s;
+  EXPECT_NE(r.output.find("[test]     | fatal: disk on fire\n"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #   - the reducer of a Reduction Server job.
 # The random choices print their seed; CHAOS_SEED=N replays one.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/chaos_lib.sh"
 make_text data.txt 100000
 tiny_config job.toml data.txt
 seed=${CHAOS_SEED:-$RANDOM}
@@ -17,24 +18,6 @@ echo "chaos seed $seed"
 base=(--nproc 2 --parallel.data=allreduce --checkpoint.every=4 --checkpoint.keep=5 --training.steps=20
       --training.log_every=1 --model.n_embd=128 --model.block_size=128 --training.batch_size=8
       --parallel.restart_backoff_s=0.2)
-
-final_params() {  # OUT_DIR FILE
-  "$MESHTRAIN" consolidate "$1/checkpoints/step_00000020" "$2" > /dev/null || fail "consolidate $1"
-}
-
-reached() {  # OUT_DIR STEP: the metrics show STEP or later
-  python3 - "$1/metrics.jsonl" "$2" <<'PY'
-import json, os, sys
-best = 0
-if os.path.exists(sys.argv[1]):
-    for line in open(sys.argv[1]):
-        try:
-            best = max(best, json.loads(line).get("step", 0))
-        except ValueError:
-            pass
-sys.exit(0 if best >= int(sys.argv[2]) else 1)
-PY
-}
 
 # chaos NAME VICTIM_RANK [ARGS...]: the job once straight, once with the
 # process of RANK=VICTIM_RANK killed at a random step; same final bits.
@@ -47,20 +30,12 @@ chaos() {
   local at=$((3 + RANDOM % 12))
   "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/$name" > "$name.txt" 2>&1 &
   local run_pid=$!
-  for _ in $(seq 600); do reached "$WORK/$name" "$at" && break; sleep 0.05; done
-  reached "$WORK/$name" "$at" || { cat "$name.txt"; fail "$name: never reached step $at"; }
-  # The supervisor's children are the replicas; RANK tells them apart.
-  local victim="" pid
-  for pid in $(pgrep -P "$run_pid"); do
-    if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=$victim_rank"; then victim=$pid; fi
-  done
-  [ -n "$victim" ] || { cat "$name.txt"; fail "$name: no process with RANK=$victim_rank"; }
-  kill -9 "$victim"
+  kill_at "$run_pid" "$WORK/$name" "$at" "$victim_rank"
   wait "$run_pid" || { cat "$name.txt"; fail "$name: the job failed after rank $victim_rank died"; }
   grep -q "killed by signal 9 (Killed); stopping the others to restart the whole job" "$name.txt" ||
     { cat "$name.txt"; fail "$name: no restart after the kill"; }
-  final_params "$WORK/$name-straight" "$name-straight.safetensors"
-  final_params "$WORK/$name" "$name.safetensors"
+  final_params "$WORK/$name-straight" 20 "$name-straight.safetensors"
+  final_params "$WORK/$name" 20 "$name.safetensors"
   cmp "$name-straight.safetensors" "$name.safetensors" || fail "$name: parameters differ from the uninterrupted run"
   echo "== $name: rank $victim_rank killed at step >= $at; restarted and resumed to the same bits"
 }

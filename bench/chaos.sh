@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Chaos: N trials (default 20) of `meshtrain run` jobs that lose one process
+# to kill -9 at a random step, across roles and strategies; each trial must
+# complete with final parameters bitwise equal to an uninterrupted run of
+# the same job. Prints, per trial and in total: passed, whole-job restarts,
+# steps lost (killed at step k, resumed from checkpoint c: k - c, summed over
+# restarts) and wall-time overhead against the uninterrupted run.
+#
+# Strategies (picked at random per trial, each uninterrupted once first):
+#   dp      2 workers, ring all-reduce          victims: worker 0 (primary) or 1
+#   zero3   2 workers, ZeRO stage 3             victims: worker 0 or 1
+#   rs      2 workers + 1 reducer               victims: worker 0, 1 or the reducer (rank 2)
+# The tiny GPT of tests/integration (n_embd 128, context 128, batch 8),
+# $STEPS steps (default 40), a checkpoint every $EVERY (default 5), restart
+# backoff 0.2 s. Runtime: ~4 min for 20 trials. Results: bench/RESULTS.md,
+# section "Chaos".
+#   Usage: bench/chaos.sh [TRIALS]     knobs: SEED, STEPS, EVERY, MESHTRAIN, OUT [bench/out/chaos]
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root" || exit 1
+TRIALS="${1:-20}" STEPS="${STEPS:-40}" EVERY="${EVERY:-5}"
+MESHTRAIN="${MESHTRAIN:-$root/build/src/meshtrain/meshtrain}"
+WORK="${OUT:-$root/bench/out/chaos}"
+rm -rf "$WORK" && mkdir -p "$WORK"
+fail() { echo "FAIL: $*" >&2; return 1; }
+source tests/integration/chaos_lib.sh
+SEED="${SEED:-$RANDOM}"
+RANDOM=$SEED
+echo "chaos: $(date -u +%Y-%m-%dT%H:%M:%SZ), $TRIALS trials, seed $SEED, $STEPS steps, checkpoint every $EVERY"
+
+head -c 100000 "${TEXT:-data/kjv.txt}" > "$WORK/text.txt" 2> /dev/null || python3 -c "
+import random; r = random.Random(7); w = 'and the lord said unto him behold'.split()
+open('$WORK/text.txt', 'w').write(' '.join(r.choice(w) for _ in range(20000)))"
+cat > "$WORK/job.toml" <<TOML
+[model]
+kind = "gpt"
+n_layer = 2
+n_embd = 128
+n_head = 2
+block_size = 128
+[data]
+path = "$WORK/text.txt"
+val_fraction = 0.1
+[training]
+batch_size = 8
+steps = $STEPS
+log_every = 1
+eval_every = 0
+eval_batches = 2
+threads = 1
+[checkpoint]
+every = $EVERY
+keep = 3
+[parallel]
+data = "allreduce"
+workers = 2
+restart_backoff_s = 0.2
+TOML
+
+strategy_args() {
+  case "$1" in
+    dp) echo "" ;;
+    zero3) echo "--parallel.zero_stage=3" ;;
+    rs) echo "--parallel.all_reduce=reduction_server --parallel.reducers=1" ;;
+  esac
+}
+declare -A straight_s
+for s in dp zero3 rs; do
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2046
+  "$MESHTRAIN" run "$WORK/job.toml" $(strategy_args "$s") --training.out_dir="$WORK/straight-$s" \
+    > "$WORK/straight-$s.txt" 2>&1 || { tail "$WORK/straight-$s.txt"; echo "uninterrupted $s failed"; exit 1; }
+  straight_s[$s]=$(python3 -c "import time; print(time.time() - $t0)")
+  final_params "$WORK/straight-$s" "$STEPS" "$WORK/straight-$s.safetensors"
+done
+
+passed=0 restarts=0 lost=0 overhead_sum=0
+echo "| trial | strategy | victim | killed at step | passed | restarts | steps lost | wall overhead |"
+echo "|---|---|---|---|---|---|---|---|"
+for trial in $(seq "$TRIALS"); do
+  strategies=(dp zero3 rs)
+  s=${strategies[$((RANDOM % 3))]}
+  victims=2; [ "$s" = rs ] && victims=3
+  rank=$((RANDOM % victims))
+  at=$((2 + RANDOM % (STEPS - 4)))
+  out="$WORK/trial-$trial"
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2046
+  "$MESHTRAIN" run "$WORK/job.toml" $(strategy_args "$s") --training.out_dir="$out" > "$out.txt" 2>&1 &
+  run_pid=$!
+  ok=1
+  kill_at "$run_pid" "$out" "$at" "$rank" || ok=0
+  wait "$run_pid" || ok=0
+  wall=$(python3 -c "import time; print(time.time() - $t0)")
+  if [ $ok = 1 ]; then
+    final_params "$out" "$STEPS" "$out.safetensors" && cmp -s "$out.safetensors" "$WORK/straight-$s.safetensors" || ok=0
+  fi
+  r=$(grep -c "restarting the whole job" "$out.txt")
+  # Steps lost: the step reached before each kill minus the step resumed from.
+  l=$(python3 - "$out.txt" "$at" <<'PY'
+import re, sys
+resumed = [int(m) for m in re.findall(r"\[worker 0\] resuming from step (\d+)", open(sys.argv[1]).read())]
+print(sum(max(0, int(sys.argv[2]) - r) for r in resumed) if resumed else int(sys.argv[2]) * bool(re.search("restarting", open(sys.argv[1]).read())))
+PY
+)
+  o=$(python3 -c "print(f'{$wall / ${straight_s[$s]} - 1:+.0%}')")
+  name=$([ "$s" = rs ] && [ "$rank" = 2 ] && echo reducer || echo "worker $rank")
+  echo "| $trial | $s | $name | $at | $([ $ok = 1 ] && echo yes || echo NO) | $r | $l | $o |"
+  passed=$((passed + ok)) restarts=$((restarts + r)) lost=$((lost + l))
+  overhead_sum=$(python3 -c "print($overhead_sum + $wall / ${straight_s[$s]} - 1)")
+done
+echo
+echo "trials passed: $passed of $TRIALS (bitwise-equal final parameters); whole-job restarts: $restarts;" \
+     "steps lost: $lost; mean wall-time overhead: $(python3 -c "print(f'{$overhead_sum / $TRIALS:+.0%}')")"
+[ "$passed" = "$TRIALS" ]

@@ -8,7 +8,7 @@
 #   - the reducer of a Reduction Server job.
 # The random choices print their seed; CHAOS_SEED=N replays one.
 source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/chaos_lib.sh"
+source "$SRC/tests/integration/chaos_lib.sh"
 make_text data.txt 100000
 tiny_config job.toml data.txt
 seed=${CHAOS_SEED:-$RANDOM}

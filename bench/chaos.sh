@@ -82,30 +82,31 @@ for trial in $(seq "$TRIALS"); do
   s=${strategies[$((RANDOM % 3))]}
   victims=2; [ "$s" = rs ] && victims=3
   rank=$((RANDOM % victims))
-  at=$((2 + RANDOM % (STEPS - 4)))
+  at=$((2 + RANDOM % (STEPS - 10)))  # leaves the kill time to land before the end
   out="$WORK/trial-$trial"
   t0=$(date +%s.%N)
   # shellcheck disable=SC2046
   "$MESHTRAIN" run "$WORK/job.toml" $(strategy_args "$s") --training.out_dir="$out" > "$out.txt" 2>&1 &
   run_pid=$!
   ok=1
-  kill_at "$run_pid" "$out" "$at" "$rank" || ok=0
+  killed=$(kill_at "$run_pid" "$out/metrics.jsonl" "$at" "$rank") || ok=0
   wait "$run_pid" || ok=0
   wall=$(python3 -c "import time; print(time.time() - $t0)")
   if [ $ok = 1 ]; then
     final_params "$out" "$STEPS" "$out.safetensors" && cmp -s "$out.safetensors" "$WORK/straight-$s.safetensors" || ok=0
   fi
   r=$(grep -c "restarting the whole job" "$out.txt")
-  # Steps lost: the step reached before each kill minus the step resumed from.
-  l=$(python3 - "$out.txt" "$at" <<'PY'
+  # Steps lost: the step logged when the kill landed minus the step resumed from.
+  l=$(python3 - "$out.txt" "${killed:-0}" <<'PY'
 import re, sys
-resumed = [int(m) for m in re.findall(r"\[worker 0\] resuming from step (\d+)", open(sys.argv[1]).read())]
-print(sum(max(0, int(sys.argv[2]) - r) for r in resumed) if resumed else int(sys.argv[2]) * bool(re.search("restarting", open(sys.argv[1]).read())))
+log = open(sys.argv[1]).read()
+resumed = [int(m) for m in re.findall(r"\[worker 0\] resuming from step (\d+)", log)]
+print(max(0, int(sys.argv[2]) - resumed[0]) if resumed else (int(sys.argv[2]) if "restarting" in log else 0))
 PY
 )
   o=$(python3 -c "print(f'{$wall / ${straight_s[$s]} - 1:+.0%}')")
   name=$([ "$s" = rs ] && [ "$rank" = 2 ] && echo reducer || echo "worker $rank")
-  echo "| $trial | $s | $name | $at | $([ $ok = 1 ] && echo yes || echo NO) | $r | $l | $o |"
+  echo "| $trial | $s | $name | ${killed:-none} | $([ $ok = 1 ] && echo yes || echo NO) | $r | $l | $o |"
   passed=$((passed + ok)) restarts=$((restarts + r)) lost=$((lost + l))
   overhead_sum=$(python3 -c "print($overhead_sum + $wall / ${straight_s[$s]} - 1)")
 done

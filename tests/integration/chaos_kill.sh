@@ -30,14 +30,15 @@ chaos() {
   local at=$((3 + RANDOM % 12))
   "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/$name" > "$name.txt" 2>&1 &
   local run_pid=$!
-  kill_at "$run_pid" "$WORK/$name" "$at" "$victim_rank"
+  local killed_at
+  killed_at=$(kill_at "$run_pid" "$WORK/$name/metrics.jsonl" "$at" "$victim_rank") || { cat "$name.txt"; exit 1; }
   wait "$run_pid" || { cat "$name.txt"; fail "$name: the job failed after rank $victim_rank died"; }
   grep -q "killed by signal 9 (Killed); stopping the others to restart the whole job" "$name.txt" ||
     { cat "$name.txt"; fail "$name: no restart after the kill"; }
   final_params "$WORK/$name-straight" 20 "$name-straight.safetensors"
   final_params "$WORK/$name" 20 "$name.safetensors"
   cmp "$name-straight.safetensors" "$name.safetensors" || fail "$name: parameters differ from the uninterrupted run"
-  echo "== $name: rank $victim_rank killed at step >= $at; restarted and resumed to the same bits"
+  echo "== $name: rank $victim_rank killed after step $killed_at; restarted and resumed to the same bits"
 }
 
 chaos worker $((RANDOM % 2))

@@ -8,6 +8,10 @@
 #include <memory>
 #include <optional>
 
+#include "meshtrain/checkpoint/checkpoint_dir.hpp"
+#include "meshtrain/checkpoint/param_io.hpp"
+#include "meshtrain/checkpoint/safetensors_reader.hpp"
+#include "meshtrain/checkpoint/safetensors_writer.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/optim/factory.hpp"
@@ -48,6 +52,65 @@ std::string save_final(const JobConfig& config, const ps::FinalState& f, Model& 
   // The data position is per worker here; a checkpoint holds one, so none.
   return save_train_checkpoint(config.checkpoint_dir(), TrainState{.step = f.step, .data = {}}, config, model,
                                *optimizer, config.checkpoint.keep);
+}
+
+// Each server checkpoints its own shard (parameters and optimizer state as
+// "param.<tensor>" and "<state>.<tensor>", step in the metadata) into
+// <checkpoint.dir>/server-<j>/step_*: one writer per directory, so the usual
+// atomic commit needs no coordination between servers. A restarted server
+// continues from its newest complete one; in an asynchronous job the
+// servers' steps never agree exactly anyway, so each resumes its own.
+constexpr const char* kShardFile = "shard.safetensors";
+constexpr const char* kParamPrefix = "param.";  // then "<state>." for each optimizer state buffer
+
+std::string server_checkpoint_dir(const JobConfig& config, int index) {
+  return config.checkpoint_dir() + "/server-" + std::to_string(index);
+}
+
+void save_server_shard(const std::string& dir, int64_t step, int64_t keep, const ParamStore& shard,
+                       Optimizer& optimizer) {
+  auto writer = checkpoint::CheckpointWriter::begin(dir, step);
+  auto entries = checkpoint::view_tensors(shard, shard.params().data(), kParamPrefix);
+  for (auto& [name, buffer] : optimizer.state_buffers()) {
+    auto views = checkpoint::view_tensors(shard, buffer->data(), name + ".");
+    entries.insert(entries.end(), views.begin(), views.end());
+  }
+  checkpoint::write_safetensors(writer.file(kShardFile), entries,
+                                {{"step", std::to_string(step)},
+                                 {"optimizer", optimizer.name()},
+                                 {"optimizer_steps", std::to_string(optimizer.steps_taken())}});
+  writer.commit();
+  checkpoint::prune(dir, static_cast<size_t>(keep));
+}
+
+// The step of the newest complete checkpoint of this server's shard, loaded
+// into `shard` and `optimizer`; 0 when there is none.
+int64_t restore_server_shard(const std::string& dir, ParamStore& shard, Optimizer& optimizer, int index,
+                             std::FILE* out) {
+  std::vector<std::string> skipped;
+  auto latest = checkpoint::latest_verified(dir, &skipped);
+  for (const auto& why : skipped) std::fprintf(out, "ps-server %d: skipping checkpoint: %s\n", index, why.c_str());
+  if (!latest) return 0;
+  checkpoint::SafetensorsReader reader(latest->path / kShardFile);
+  const auto& meta = reader.metadata();
+  auto field = [&](const char* key) {
+    auto it = meta.find(key);
+    if (it == meta.end()) throw CheckpointError(reader.path().string() + ": metadata lacks '" + key + "'");
+    return it->second;
+  };
+  if (field("optimizer") != optimizer.name())
+    throw CheckpointError(reader.path().string() + ": written with optimizer '" + field("optimizer") +
+                          "', not '" + optimizer.name() + "'");
+  checkpoint::check_view_tensors(reader, shard, kParamPrefix);
+  for (auto& [name, buffer] : optimizer.state_buffers()) checkpoint::check_view_tensors(reader, shard, name + ".");
+  checkpoint::read_view_tensors(reader, shard, shard.params().data(), kParamPrefix);
+  for (auto& [name, buffer] : optimizer.state_buffers())
+    checkpoint::read_view_tensors(reader, shard, buffer->data(), name + ".");
+  optimizer.set_steps_taken(std::stoll(field("optimizer_steps")));
+  std::fprintf(out, "ps-server %d: resuming from step %lld (%s)\n", index, (long long)latest->step,
+               latest->path.c_str());
+  std::fflush(out);
+  return latest->step;
 }
 
 }  // namespace
@@ -94,6 +157,14 @@ PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
                  (long long)r.step, (long long)tc.steps, r.lr, r.live_workers, r.window.mean(),
                  (long long)r.window.max);
     std::fflush(out);
+  };
+  const std::string own_dir = server_checkpoint_dir(config, index);
+  o.state.checkpoint_every = config.checkpoint.every;
+  o.state.on_checkpoint = [&](int64_t step, const ParamStore& shard, Optimizer& optimizer) {
+    save_server_shard(own_dir, step, config.checkpoint.keep, shard, optimizer);
+  };
+  o.state.restore = [&](ParamStore& shard, Optimizer& optimizer) {
+    return restore_server_shard(own_dir, shard, optimizer, index, out);
   };
   o.num_servers = env.num_servers;
   o.servers = job.servers;

@@ -23,6 +23,7 @@ ServerState::ServerState(const ParamStore& initial, const ShardRange& shard, Ser
       optimizer_(make_optimizer(options_.optimizer, *store_)),
       workers_(static_cast<size_t>(options_.num_workers)) {
   validate_schedule(options_.schedule);
+  if (options_.restore) step_ = options_.restore(*store_, *optimizer_);
 }
 
 ServerState::Welcome ServerState::join(int rank) {
@@ -98,6 +99,8 @@ bool ServerState::apply_push(int rank, int64_t version, const float* grad, int64
   last_lr_ = lr;
   if (options_.index == 0 && step_ >= options_.total_steps) done_ = true;
   if (options_.report_every > 0 && step_ % options_.report_every == 0) report_locked();
+  if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0 && !done_ && options_.on_checkpoint)
+    options_.on_checkpoint(step_, *store_, *optimizer_);
   step = step_;
   cv_.notify_all();
   return true;

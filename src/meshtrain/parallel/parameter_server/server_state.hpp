@@ -67,6 +67,15 @@ struct ServerStateOptions {
   double base_lr = 1e-3;
   int64_t report_every = 0;  // 0: no periodic reports
   std::function<void(const ServerReport&)> on_report;  // called under the lock
+  // The server's own checkpoints: every checkpoint_every steps (0: never),
+  // on_checkpoint gets the step, the shard's store (its parameters) and the
+  // optimizer, under the lock (pushes wait while it writes).
+  int64_t checkpoint_every = 0;
+  std::function<void(int64_t step, const ParamStore& shard, Optimizer& optimizer)> on_checkpoint;
+  // Called once by the constructor: fills the shard's parameters and
+  // optimizer state from a checkpoint and returns its step, or returns 0
+  // (a fresh start). Unset: a fresh start.
+  std::function<int64_t(ParamStore& shard, Optimizer& optimizer)> restore;
 };
 
 class ServerState {

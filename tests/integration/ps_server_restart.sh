@@ -1,0 +1,26 @@
+# A parameter server killed with SIGKILL mid-run: `meshtrain run` restarts the
+# whole job, every server continues from its newest complete checkpoint of
+# its own shard (<checkpoint.dir>/server-<j>/step_*), the workers rejoin, and
+# the job completes with its final checkpoint.
+source "$(dirname "$0")/lib.sh"
+source "$SRC/tests/integration/chaos_lib.sh"
+make_text data.txt 100000
+tiny_config job.toml data.txt
+args=(--nproc 2 --parallel.data=parameter_server --parallel.servers=2 --checkpoint.every=5 --training.steps=80
+      --training.log_every=1 --model.n_embd=128 --model.block_size=128 --training.batch_size=8
+      --parallel.restart_backoff_s=0.2 --training.out_dir="$WORK/ps")
+"$MESHTRAIN" run job.toml "${args[@]}" > ps.txt 2>&1 &
+run_pid=$!
+# Workers are ranks 0-1, servers 2-3: kill server 1 after its step 20.
+killed=$(kill_at "$run_pid" "$WORK/ps/server-1.jsonl" 20 3) || { cat ps.txt; exit 1; }
+wait "$run_pid" || { cat ps.txt; fail "the job failed after server 1 died"; }
+grep -q "killed by signal 9 (Killed); stopping the others to restart the whole job" ps.txt ||
+  { cat ps.txt; fail "no restart after the server's death"; }
+for j in 0 1; do
+  grep -q "^\[server $j\] ps-server $j: resuming from step [1-9][0-9]* " ps.txt ||
+    { cat ps.txt; fail "server $j did not resume from its checkpoint"; }
+  ls "$WORK/ps/checkpoints/server-$j" | grep -q "^step_" || fail "server $j kept no checkpoint"
+done
+[ -d "$WORK/ps/checkpoints/step_00000080" ] || { cat ps.txt; fail "no final checkpoint"; }
+"$MESHTRAIN" eval "$WORK/ps/checkpoints" --json > eval.json || fail "the final checkpoint does not load"
+echo "ps server restart ok: server 1 killed after its step $killed; $(cat eval.json)"

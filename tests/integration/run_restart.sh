@@ -4,6 +4,7 @@
 # parameters are bitwise those of an uninterrupted run of the same command,
 # and running the command again after the end only reports "already finished".
 source "$(dirname "$0")/lib.sh"
+source "$SRC/tests/integration/chaos_lib.sh"
 make_text data.txt 100000
 tiny_config job.toml data.txt
 # A model big enough that 20 steps take a couple of seconds (~0.1 s a step
@@ -24,21 +25,6 @@ params() {
   fi
 }
 
-# metrics_step OUT_DIR: the highest step in its metrics (0 before the first).
-metrics_step() {
-  python3 - "$1/metrics.jsonl" <<'PY'
-import json, os, sys
-step = 0
-if os.path.exists(sys.argv[1]):
-    for line in open(sys.argv[1]):
-        try:
-            step = max(step, json.loads(line).get("step", 0))
-        except ValueError:  # a line still being written
-            pass
-print(step)
-PY
-}
-
 start=$(date +%s)
 "$MESHTRAIN" run job.toml "${ARGS[@]}" --training.out_dir="$WORK/straight" > straight.txt 2>&1 ||
   { cat straight.txt; fail "uninterrupted run"; }
@@ -56,7 +42,7 @@ reached_7 || { cat killed.txt; fail "the run did not reach step 7"; }
 victim=$(pgrep -f -- "--training.out_dir=$WORK/killed" | while read -r pid; do
   if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=1"; then echo "$pid"; fi; done | head -n 1 || true)
 [ -n "$victim" ] || { cat killed.txt; fail "could not find worker 1"; }
-killed_at=$(metrics_step "$WORK/killed")
+killed_at=$(latest_step "$WORK/killed/metrics.jsonl")
 kill -9 "$victim"
 wait "$run_pid" || { cat killed.txt; fail "the job failed after a worker died"; }
 [ "$killed_at" -lt 20 ] || { cat killed.txt; fail "worker 1 was killed after the last step ($killed_at): too late to test"; }

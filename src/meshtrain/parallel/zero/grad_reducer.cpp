@@ -5,26 +5,10 @@
 
 namespace meshtrain::parallel {
 
-namespace {
-constexpr size_t npos = size_t(-1);
-}
-
 GradReducer::GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group)
     : store_(store), layout_(layout), group_(group) {
-  const auto& units = layout.units();
-  whole_step_offset_.assign(units.size(), npos);
-  block_ordinal_.assign(units.size(), npos);
-  size_t blocks = 0, whole = 0;
-  for (const auto& u : units) {
-    if (u.whole_step) {
-      whole_step_offset_[u.unit] = whole;
-      whole += layout.gathered_size(u);
-    } else {
-      block_ordinal_[u.unit] = blocks++;
-    }
-  }
   for (auto& s : slots_) s.data.ensure(layout.max_gathered_size(false));
-  whole_step_.ensure(whole);
+  whole_step_.ensure(layout.whole_step_gathered_size());
   shard_.resize(layout.local_size());
   store.release_flat_grads();
 }
@@ -39,7 +23,7 @@ void GradReducer::start_backward() {
   // end must reduce to zeros in the shard.
   whole_step_.zero();
   for (const auto& u : layout_.units())
-    if (u.whole_step) store_.bind_unit_grads(u.unit, whole_step_.data() + whole_step_offset_[u.unit]);
+    if (u.whole_step) store_.bind_unit_grads(u.unit, whole_step_.data() + u.whole_step_offset);
 }
 
 void GradReducer::acquire(size_t unit) {
@@ -62,7 +46,7 @@ void GradReducer::reduce(size_t unit) {
 double GradReducer::finish_backward() {
   std::vector<comm::WorkHandle> work;
   for (const auto& u : layout_.units())
-    if (u.whole_step) work.push_back(reduce_scatter(u, whole_step_.data() + whole_step_offset_[u.unit]));
+    if (u.whole_step) work.push_back(reduce_scatter(u, whole_step_.data() + u.whole_step_offset));
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& s : slots_)
     if (s.work) {

@@ -48,7 +48,7 @@ class GradReducer {
     AlignedBuffer<float> data{MemoryKind::Communication};
     comm::WorkHandle work;
   };
-  Slot& slot_of(size_t unit) { return slots_[block_ordinal_[unit] % 2]; }
+  Slot& slot_of(size_t unit) { return slots_[layout_.unit(unit).block_ordinal % 2]; }
   comm::WorkHandle reduce_scatter(const UnitShard& u, float* staged);  // clobbers staged
 
   ParamStore& store_;
@@ -56,8 +56,6 @@ class GradReducer {
   comm::ProcessGroup& group_;
   AlignedBuffer<float> shard_{MemoryKind::Gradients};
   AlignedBuffer<float> whole_step_{MemoryKind::Communication};
-  std::vector<size_t> whole_step_offset_;
-  std::vector<size_t> block_ordinal_;
   std::array<Slot, 2> slots_;
 };
 

@@ -10,17 +10,6 @@ namespace meshtrain::parallel {
 ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, bool sharded)
     : store_(store), layout_(layout), group_(group), sharded_(sharded) {
   const auto& units = layout.units();
-  whole_step_offset_.assign(units.size(), npos);
-  block_ordinal_.assign(units.size(), npos);
-  size_t blocks = 0, whole = 0;
-  for (const auto& u : units) {
-    if (u.whole_step) {
-      whole_step_offset_[u.unit] = whole;
-      whole += layout.gathered_size(u);
-    } else {
-      block_ordinal_[u.unit] = blocks++;
-    }
-  }
   if (!sharded) {
     // Stages 1 and 2 gather every unit through the two slots.
     const size_t most = std::max(layout.max_gathered_size(true), layout.max_gathered_size(false));
@@ -28,7 +17,7 @@ ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm:
     return;
   }
   for (auto& s : slots_) s.data.ensure(layout.max_gathered_size(false));
-  whole_step_.ensure(whole);
+  whole_step_.ensure(layout.whole_step_gathered_size());
   shard_.resize(layout.local_size());  // zeroed: the padding past a unit's end stays 0
   const float* flat = store.params().data();
   for (const auto& u : units)
@@ -40,7 +29,7 @@ void ParamGatherer::gather_whole_step() {
   std::vector<comm::WorkHandle> work;
   for (const auto& u : layout_.units()) {
     if (!u.whole_step) continue;
-    float* out = whole_step_.data() + whole_step_offset_[u.unit];
+    float* out = whole_step_.data() + u.whole_step_offset;
     work.push_back(group_.all_gather_async(std::span<const float>(shard_.data() + u.local, u.slice),
                                            std::span<float>(out, layout_.gathered_size(u))));
     store_.bind_unit_params(u.unit, out);

@@ -65,7 +65,7 @@ class ParamGatherer {
     bool in_use = false;
     comm::WorkHandle work;  // the gather into it, while not yet waited for
   };
-  Slot& slot_of(size_t unit) { return slots_[block_ordinal_[unit] % 2]; }
+  Slot& slot_of(size_t unit) { return slots_[layout_.unit(unit).block_ordinal % 2]; }
   void start_gather(size_t unit, Slot& slot);
   void wait(Slot& slot);
 
@@ -75,8 +75,6 @@ class ParamGatherer {
   bool sharded_;
   AlignedBuffer<float> shard_{MemoryKind::Parameters};
   AlignedBuffer<float> whole_step_{MemoryKind::Communication};
-  std::vector<size_t> whole_step_offset_;  // per unit: where it lands in whole_step_
-  std::vector<size_t> block_ordinal_;      // per unit: index among the non-whole-step units
   std::array<Slot, 2> slots_;
 };
 

@@ -13,6 +13,7 @@ ShardLayout::ShardLayout(const ParamStore& store, int rank, int world) : rank_(r
   constexpr size_t align = ParamStore::kAlignElems;
   const size_t n = size_t(world), r = size_t(rank);
   const auto& units = store.units();
+  size_t blocks = 0, whole = 0;
   for (size_t u = 0; u < units.size(); ++u) {
     const ParamUnit& pu = units[u];
     UnitShard s;
@@ -28,6 +29,12 @@ ShardLayout::ShardLayout(const ParamStore& store, int rank, int world) : rank_(r
     s.owned = {.begin = lo, .end = hi, .local = s.local};
     if (hi > lo) segments_.push_back(s.owned);
     local_size_ += s.slice;
+    if (s.whole_step) {
+      s.whole_step_offset = whole;
+      whole += gathered_size(s);
+    } else {
+      s.block_ordinal = blocks++;
+    }
     units_.push_back(s);
   }
 }

@@ -26,6 +26,11 @@ struct UnitShard {
   size_t local = 0;           // where this rank's slice starts in its shard buffers
   FlatSegment owned;          // this rank's elements of the unit (empty when the padding covers its slice)
   bool whole_step = false;
+  // Whole-step units: where this one's gathered copy starts in a buffer of
+  // all of them (whole_step_gathered_size()). Blocks: the block's index
+  // among the blocks, which picks one of two alternating buffers.
+  size_t whole_step_offset = 0;
+  size_t block_ordinal = 0;
   size_t elements() const { return end - begin; }
 };
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "meshtrain/checkpoint/checkpoint_dir.hpp"
 #include "meshtrain/checkpoint/param_io.hpp"
@@ -28,6 +29,7 @@ namespace meshtrain {
 namespace {
 
 namespace ps = parallel::ps;
+namespace fs = std::filesystem;
 
 nlohmann::json staleness_json(const ps::StalenessStats& s) {
   // The histogram without its empty tail.
@@ -58,8 +60,7 @@ std::string save_final(const JobConfig& config, const ps::FinalState& f, Model& 
 // "param.<tensor>" and "<state>.<tensor>", step in the metadata) into
 // <checkpoint.dir>/server-<j>/step_*: one writer per directory, so the usual
 // atomic commit needs no coordination between servers. A restarted server
-// continues from its newest complete one; in an asynchronous job the
-// servers' steps never agree exactly anyway, so each resumes its own.
+// continues from the newest step all servers have complete.
 constexpr const char* kShardFile = "shard.safetensors";
 constexpr const char* kParamPrefix = "param.";  // then "<state>." for each optimizer state buffer
 
@@ -83,34 +84,52 @@ void save_server_shard(const std::string& dir, int64_t step, int64_t keep, const
   checkpoint::prune(dir, static_cast<size_t>(keep));
 }
 
-// The step of the newest complete checkpoint of this server's shard, loaded
-// into `shard` and `optimizer`; 0 when there is none.
-int64_t restore_server_shard(const std::string& dir, ParamStore& shard, Optimizer& optimizer, int index,
-                             std::FILE* out) {
-  std::vector<std::string> skipped;
-  auto latest = checkpoint::latest_verified(dir, &skipped);
-  for (const auto& why : skipped) std::fprintf(out, "ps-server %d: skipping checkpoint: %s\n", index, why.c_str());
-  if (!latest) return 0;
-  checkpoint::SafetensorsReader reader(latest->path / kShardFile);
-  const auto& meta = reader.metadata();
-  auto field = [&](const char* key) {
-    auto it = meta.find(key);
-    if (it == meta.end()) throw CheckpointError(reader.path().string() + ": metadata lacks '" + key + "'");
-    return it->second;
-  };
-  if (field("optimizer") != optimizer.name())
-    throw CheckpointError(reader.path().string() + ": written with optimizer '" + field("optimizer") +
-                          "', not '" + optimizer.name() + "'");
-  checkpoint::check_view_tensors(reader, shard, kParamPrefix);
-  for (auto& [name, buffer] : optimizer.state_buffers()) checkpoint::check_view_tensors(reader, shard, name + ".");
-  checkpoint::read_view_tensors(reader, shard, shard.params().data(), kParamPrefix);
-  for (auto& [name, buffer] : optimizer.state_buffers())
-    checkpoint::read_view_tensors(reader, shard, buffer->data(), name + ".");
-  optimizer.set_steps_taken(std::stoll(field("optimizer_steps")));
-  std::fprintf(out, "ps-server %d: resuming from step %lld (%s)\n", index, (long long)latest->step,
-               latest->path.c_str());
-  std::fflush(out);
-  return latest->step;
+// The newest step that every server has a complete checkpoint of (so that
+// the shards resume together; `checkpoint.keep` > 1 leaves older common
+// ones), loaded into this server's `shard` and `optimizer`; 0 when there is
+// none. A checkpoint of this server's that fails its checksums is skipped.
+int64_t restore_server_shard(const JobConfig& config, int index, int num_servers, ParamStore& shard,
+                             Optimizer& optimizer, std::FILE* out) {
+  std::set<int64_t> common;
+  for (int j = 0; j < num_servers; ++j) {
+    std::set<int64_t> steps;
+    for (const auto& c : checkpoint::list_complete(server_checkpoint_dir(config, j))) steps.insert(c.step);
+    if (j == 0) {
+      common = std::move(steps);
+    } else {
+      std::erase_if(common, [&](int64_t s) { return !steps.count(s); });
+    }
+  }
+  const fs::path own = server_checkpoint_dir(config, index);
+  for (auto it = common.rbegin(); it != common.rend(); ++it) {
+    const fs::path dir = own / checkpoint::step_dir_name(*it);
+    try {
+      checkpoint::verify_checkpoint(dir);
+    } catch (const CheckpointError& e) {
+      std::fprintf(out, "ps-server %d: skipping checkpoint: %s\n", index, e.what());
+      continue;
+    }
+    checkpoint::SafetensorsReader reader(dir / kShardFile);
+    const auto& meta = reader.metadata();
+    auto field = [&](const char* key) {
+      auto f = meta.find(key);
+      if (f == meta.end()) throw CheckpointError(reader.path().string() + ": metadata lacks '" + key + "'");
+      return f->second;
+    };
+    if (field("optimizer") != optimizer.name())
+      throw CheckpointError(reader.path().string() + ": written with optimizer '" + field("optimizer") +
+                            "', not '" + optimizer.name() + "'");
+    checkpoint::check_view_tensors(reader, shard, kParamPrefix);
+    for (auto& [name, buffer] : optimizer.state_buffers()) checkpoint::check_view_tensors(reader, shard, name + ".");
+    checkpoint::read_view_tensors(reader, shard, shard.params().data(), kParamPrefix);
+    for (auto& [name, buffer] : optimizer.state_buffers())
+      checkpoint::read_view_tensors(reader, shard, buffer->data(), name + ".");
+    optimizer.set_steps_taken(std::stoll(field("optimizer_steps")));
+    std::fprintf(out, "ps-server %d: resuming from step %lld (%s)\n", index, (long long)*it, dir.c_str());
+    std::fflush(out);
+    return *it;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -164,7 +183,7 @@ PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
     save_server_shard(own_dir, step, config.checkpoint.keep, shard, optimizer);
   };
   o.state.restore = [&](ParamStore& shard, Optimizer& optimizer) {
-    return restore_server_shard(own_dir, shard, optimizer, index, out);
+    return restore_server_shard(config, index, env.num_servers, shard, optimizer, out);
   };
   o.num_servers = env.num_servers;
   o.servers = job.servers;

@@ -24,6 +24,11 @@ ServerState::ServerState(const ParamStore& initial, const ShardRange& shard, Ser
       workers_(static_cast<size_t>(options_.num_workers)) {
   validate_schedule(options_.schedule);
   if (options_.restore) step_ = options_.restore(*store_, *optimizer_);
+  // Workers' clocks are not checkpointed: after a restore each worker is
+  // taken to have done an equal share of the steps (exact for one worker,
+  // whose data position then continues where it was).
+  if (step_ > 0)
+    for (auto& w : workers_) w.clock = step_ / std::max(1, options_.num_workers);
 }
 
 ServerState::Welcome ServerState::join(int rank) {

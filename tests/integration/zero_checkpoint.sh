@@ -3,7 +3,8 @@
 # global batch, continuing the same numbers (losses and final parameters
 # within 1e-5 of an uninterrupted run):
 #   stage 3 on 4 workers -> one process (stage 0), and back;
-#   stage 3 on 4 workers -> stage 2 on 2 workers.
+#   stage 3 on 4 workers -> stage 2 on 2 workers;
+#   plain data parallelism, 2 workers -> 4.
 # A checkpoint that lost a shard is refused, naming the shard.
 source "$(dirname "$0")/lib.sh"
 make_text text.txt 200000
@@ -58,6 +59,11 @@ continues z3-resumed "$WORK/ck-b"
 job z3-again 4 3 4 "$WORK/ck-c" --stop-at-step=10
 job z2-resumed 2 2 8 "$WORK/ck-c" --resume
 continues z2-resumed "$WORK/ck-c"
+
+# Plain data parallelism (every worker writes its split too): 2 -> 4 workers.
+job dp2-first-half 2 0 8 "$WORK/ck-e" --stop-at-step=10
+job dp4-resumed 4 0 4 "$WORK/ck-e" --resume
+continues dp4-resumed "$WORK/ck-e"
 
 # A checkpoint that lost a shard is never loaded: the manifest lists every
 # shard, so the loss is named and the checkpoint skipped.

@@ -10,6 +10,8 @@
 #   dp      2 workers, ring all-reduce          victims: worker 0 (primary) or 1
 #   zero3   2 workers, ZeRO stage 3             victims: worker 0 or 1
 #   rs      2 workers + 1 reducer               victims: worker 0, 1 or the reducer (rank 2)
+#   ps1     1 worker + 2 parameter servers      victims: server 0 or 1 (ranks 1, 2)
+#           (one worker: an asynchronous job is deterministic only then)
 # The tiny GPT of tests/integration (n_embd 128, context 128, batch 8),
 # $STEPS steps (default 40), a checkpoint every $EVERY (default 5), restart
 # backoff 0.2 s. Runtime: ~4 min for 20 trials. Results: bench/RESULTS.md,
@@ -62,10 +64,11 @@ strategy_args() {
     dp) echo "" ;;
     zero3) echo "--parallel.zero_stage=3" ;;
     rs) echo "--parallel.all_reduce=reduction_server --parallel.reducers=1" ;;
+    ps1) echo "--nproc 1 --parallel.data=parameter_server --parallel.servers=2" ;;
   esac
 }
 declare -A straight_s
-for s in dp zero3 rs; do
+for s in dp zero3 rs ps1; do
   t0=$(date +%s.%N)
   # shellcheck disable=SC2046
   "$MESHTRAIN" run "$WORK/job.toml" $(strategy_args "$s") --training.out_dir="$WORK/straight-$s" \
@@ -81,10 +84,12 @@ echo "|---|---|---|---|---|---|---|---|"
 # trial, not a failure: another is drawn, up to TRIALS more.
 while [ "$trial" -lt "$TRIALS" ] && [ "$missed" -lt "$TRIALS" ]; do
   trial=$((trial + 1))
-  strategies=(dp zero3 rs)
-  s=${strategies[$((RANDOM % 3))]}
+  strategies=(dp zero3 rs ps1)
+  s=${strategies[$((RANDOM % 4))]}
   victims=2; [ "$s" = rs ] && victims=3
   rank=$((RANDOM % victims))
+  watch=metrics.jsonl
+  [ "$s" = ps1 ] && rank=$((1 + RANDOM % 2)) watch=server-0.jsonl  # the worker logs clocks, servers steps
   at=$((2 + RANDOM % (STEPS - 10)))  # leaves the kill time to land before the end
   out="$WORK/trial-$trial"
   t0=$(date +%s.%N)
@@ -92,7 +97,7 @@ while [ "$trial" -lt "$TRIALS" ] && [ "$missed" -lt "$TRIALS" ]; do
   "$MESHTRAIN" run "$WORK/job.toml" $(strategy_args "$s") --training.out_dir="$out" > "$out.txt" 2>&1 &
   run_pid=$!
   ok=1
-  if ! killed=$(kill_at "$run_pid" "$out/metrics.jsonl" "$at" "$rank" 2> "$out.kill"); then
+  if ! killed=$(kill_at "$run_pid" "$out/$watch" "$at" "$rank" 2> "$out.kill"); then
     wait "$run_pid"
     echo "| $trial | $s | rank $rank | missed: $(cat "$out.kill") | | | | |"
     missed=$((missed + 1)) trial=$((trial - 1))
@@ -108,12 +113,14 @@ while [ "$trial" -lt "$TRIALS" ] && [ "$missed" -lt "$TRIALS" ]; do
   l=$(python3 - "$out.txt" "${killed:-0}" <<'PY'
 import re, sys
 log = open(sys.argv[1]).read()
-resumed = [int(m) for m in re.findall(r"\[worker 0\] resuming from step (\d+)", log)]
+resumed = [int(m) for m in re.findall(r"\[(?:worker|server) 0\] (?:ps-server 0: )?resuming from step (\d+)", log)]
 print(max(0, int(sys.argv[2]) - resumed[0]) if resumed else (int(sys.argv[2]) if "restarting" in log else 0))
 PY
 )
   o=$(python3 -c "print(f'{$wall / ${straight_s[$s]} - 1:+.0%}')")
-  name=$([ "$s" = rs ] && [ "$rank" = 2 ] && echo reducer || echo "worker $rank")
+  name="worker $rank"
+  [ "$s" = rs ] && [ "$rank" = 2 ] && name=reducer
+  [ "$s" = ps1 ] && name="server $((rank - 1))"
   echo "| $trial | $s | $name | ${killed:-none} | $([ $ok = 1 ] && echo yes || echo NO) | $r | $l | $o |"
   passed=$((passed + ok)) restarts=$((restarts + r)) lost=$((lost + l))
   overhead_sum=$(python3 -c "print($overhead_sum + $wall / ${straight_s[$s]} - 1)")

@@ -130,7 +130,7 @@ class ViewTensorReader final : public FlatRangeReader {
     auto it = buffers_.find(std::string(buffer));
     if (it == buffers_.end()) throw CheckpointError("the checkpoint holds no '" + std::string(buffer) + "'");
     const auto& [reader, prefix] = it->second;
-    std::memset(out, 0, (end - begin) * sizeof(float));  // padding between views
+    if (end > begin) std::memset(out, 0, (end - begin) * sizeof(float));  // padding between views
     for (const ParamView& v : store_.views()) {
       const size_t lo = std::max(begin, v.offset), hi = std::min(end, v.offset + v.numel);
       if (lo >= hi) continue;

@@ -30,7 +30,7 @@ void ring_reduce_scatter_over(Transport& t, std::byte* work, DataType dtype, Buf
   for (size_t k = 0; k <= size_t(n); ++k) bounds[k] = k * segment;
   detail::ring_reduce_scatter(t, work, bounds, dtype, op, options.chunk_bytes);
   std::byte* mine = work + size_t(r) * segment * width;
-  if (output.data != mine) std::memmove(output.data, mine, output.bytes());
+  if (output.data != mine && output.bytes() != 0) std::memmove(output.data, mine, output.bytes());
 }
 
 }  // namespace

@@ -1,0 +1,37 @@
+# A hung worker (SIGSTOP: alive, silent) under `meshtrain run` with
+# parallel.heartbeat_timeout_s = 2: its heartbeat file goes stale, the
+# supervisor kills it, restarts the whole job, and the job ends bitwise where
+# an uninterrupted run does. Without heartbeats the other worker would wait
+# in its all-reduce for parallel.timeout_s (here 300 s).
+source "$(dirname "$0")/lib.sh"
+source "$SRC/tests/integration/chaos_lib.sh"
+make_text data.txt 100000
+tiny_config job.toml data.txt
+args=(--nproc 2 --parallel.data=allreduce --checkpoint.every=4 --checkpoint.keep=5 --training.steps=20
+      --training.log_every=1 --model.n_embd=128 --model.block_size=128 --training.batch_size=8
+      --parallel.restart_backoff_s=0.2 --parallel.heartbeat_timeout_s=2 --parallel.timeout_s=300)
+"$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/straight" > straight.txt 2>&1 ||
+  { cat straight.txt; fail "uninterrupted run"; }
+
+start=$(date +%s)
+"$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/hung" > hung.txt 2>&1 &
+run_pid=$!
+while kill -0 "$run_pid" 2> /dev/null && ! reached "$WORK/hung/metrics.jsonl" 7; do sleep 0.05; done
+victim=""
+for pid in $(pgrep -P "$run_pid"); do
+  if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=1"; then victim=$pid; fi
+done
+[ -n "$victim" ] || { cat hung.txt; fail "no worker 1 to hang"; }
+kill -STOP "$victim"
+wait "$run_pid" || { cat hung.txt; fail "the job failed after worker 1 hung"; }
+elapsed=$(( $(date +%s) - start ))
+# Worker 0 waits for worker 1 in a collective and stops beating at the same
+# moment, so either may be the one found stale first; the group restarts either way.
+grep -q "worker [01] sent no heartbeat for .* (parallel.heartbeat_timeout_s 2 s); killed it" hung.txt ||
+  { cat hung.txt; fail "no worker was found hung"; }
+grep -q "restarting the whole job" hung.txt || { cat hung.txt; fail "no restart"; }
+[ "$elapsed" -lt 120 ] || fail "the hang took $elapsed s to resolve"
+final_params "$WORK/straight" 20 straight.safetensors
+final_params "$WORK/hung" 20 hung.safetensors
+cmp straight.safetensors hung.safetensors || fail "parameters differ from the uninterrupted run"
+echo "heartbeat: a hung worker was killed and the job recovered bitwise in $elapsed s"

@@ -1,5 +1,7 @@
-# Killing one process of a `meshtrain run` job at a given step; sourced by
-# chaos_kill.sh and bench/chaos.sh. Needs MESHTRAIN, WORK and fail().
+# Watching a job's metrics and killing one of its processes at a given step;
+# sourced by chaos_kill.sh, run_restart.sh, ps_server_restart.sh,
+# heartbeat_hang.sh, ps_worker_rejoin.sh and bench/chaos.sh. Needs MESHTRAIN,
+# WORK and fail().
 
 # latest_step METRICS: the highest step in a metrics file (0 before any).
 latest_step() {

@@ -6,30 +6,17 @@
 # reads, and every process exits 0.
 source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/integration/ps/ps_lib.sh"
+source "$SRC/tests/integration/chaos_lib.sh"
 make_text text.txt 200000
 tiny_config job.toml "$WORK/text.txt"
 ARGS=(--training.steps=6000 --training.log_every=50 --training.eval_every=0 --checkpoint.every=0
       --parallel.servers=2 --parallel.timeout_s=30 --parallel.max_staleness=8 --training.out_dir="$WORK/run")
 mkdir -p "$WORK/run"
 
-# server_step: server 0's latest reported step (0 before the first report).
-server_step() {
-  python3 - "$WORK/run/server-0.jsonl" <<'PY'
-import json, os, sys
-step = 0
-if os.path.exists(sys.argv[1]):
-    for line in open(sys.argv[1]):
-        try:
-            step = max(step, json.loads(line).get("step", 0))
-        except ValueError:  # a line still being written
-            pass
-print(step)
-PY
-}
 # wait_for_step N: polls until server 0 has reported step >= N (30 s at most).
 wait_for_step() {
   for _ in $(seq 600); do
-    [ "$(server_step)" -ge "$1" ] && return 0
+    reached "$WORK/run/server-0.jsonl" "$1" && return 0
     sleep 0.05
   done
   cat "$WORK/run"/*.log >&2
@@ -44,7 +31,7 @@ for r in 0 1 2 3; do ps_start_worker "$WORK/run" $r job.toml "${ARGS[@]}"; pids+
 wait_for_step 500
 kill -9 "${pids[2]}"
 wait "${pids[2]}" 2>/dev/null && fail "the killed worker exited 0?"
-killed_at=$(server_step)
+killed_at=$(latest_step "$WORK/run/server-0.jsonl")
 wait_for_step $((killed_at + 500))  # the others go on without it
 grep -q "worker rank 2 left" "$WORK/run/server-0.log" || fail "server 0 did not notice the dead worker"
 

@@ -29,7 +29,6 @@
 #include "meshtrain/optim/optimizer.hpp"
 #include "meshtrain/parallel/zero/zero_engine.hpp"
 #include "meshtrain/train/job_config.hpp"
-#include "meshtrain/train/worker_group.hpp"
 
 namespace meshtrain {
 

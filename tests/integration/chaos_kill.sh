@@ -27,7 +27,7 @@ chaos() {
   local args=("${base[@]}" "$@")
   "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/$name-straight" > "$name-straight.txt" 2>&1 ||
     { cat "$name-straight.txt"; fail "$name: uninterrupted run"; }
-  local at=$((3 + RANDOM % 12))
+  local at=$((3 + RANDOM % 8))  # steps 3-10 of 20: leaves the kill time to land under load
   "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/$name" > "$name.txt" 2>&1 &
   local run_pid=$!
   local killed_at

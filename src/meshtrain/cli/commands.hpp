@@ -36,5 +36,6 @@ void add_run_command(CLI::App& app, CommandSet& commands);
 void add_submit_command(CLI::App& app, CommandSet& commands);
 void add_evaluator_command(CLI::App& app, CommandSet& commands);
 void add_consolidate_command(CLI::App& app, CommandSet& commands);
+void add_plan_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace meshtrain::cli

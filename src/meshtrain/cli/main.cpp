@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   meshtrain::cli::add_submit_command(app, commands);
   meshtrain::cli::add_evaluator_command(app, commands);
   meshtrain::cli::add_consolidate_command(app, commands);
+  meshtrain::cli::add_plan_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,111 @@
+#include "meshtrain/cli/machine_profile.hpp"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "meshtrain/cli/self_executable.hpp"
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/gemm.hpp"
+
+namespace meshtrain::cli {
+namespace {
+
+double host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+}
+
+// Best of several 512^3 fp32 GEMMs on one thread (the shape of a mid-sized
+// layer; the buffers are touched before timing).
+double single_core_gemm_flops() {
+  constexpr int n = 512;
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n, 0.0f);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  double best = 1e30;
+  for (int i = 0; i < 6; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::gemm(kernels::Trans::No, kernels::Trans::No, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  omp_set_num_threads(threads);
+  return 2.0 * n * n * n / best;
+}
+
+struct Point {
+  double bytes, seconds;
+};
+
+std::vector<Point> run_all_reduce_bench() {
+  const std::string command = self_executable() +
+                              " bench collectives --nproc 2 --transport shm --algo ring --sizes 4K:16M --iters 10 "
+                              "--json 2>/dev/null";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) throw Error("plan --measure: cannot start the collective benchmark");
+  std::vector<Point> points;
+  char line[1024];
+  while (std::fgets(line, sizeof line, pipe)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("bytes") && j.contains("time_us"))
+      points.push_back({j["bytes"].get<double>(), j["time_us"].get<double>() * 1e-6});
+  }
+  const int status = ::pclose(pipe);
+  if (status != 0 || points.size() < 2)
+    throw Error("plan --measure: the shared-memory all-reduce benchmark failed (run `meshtrain bench collectives "
+                "--nproc 2` to see why)");
+  return points;
+}
+
+}  // namespace
+
+comm::CostTable MachineProfile::links() const {
+  comm::CostTable table;
+  for (comm::AlgorithmCost& row : table.all_reduce) row.alpha_s = shm_alpha_s, row.beta_s_per_byte = shm_beta_s_per_byte;
+  return table;
+}
+
+MachineProfile measure_machine(std::FILE* log) {
+  MachineProfile p;
+  p.cores = std::max(1, omp_get_num_procs());
+  p.memory_bytes = host_memory_bytes();
+  if (log) std::fprintf(log, "measuring: single-core GEMM...\n");
+  p.gemm_flops = single_core_gemm_flops();
+  if (log) std::fprintf(log, "measuring: shared-memory all-reduce over 2 ranks, 4 KiB to 16 MiB...\n");
+  // Least squares of time = a + bytes * beta; a = 2 alpha for a ring of two.
+  const std::vector<Point> points = run_all_reduce_bench();
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const Point& q : points) sx += q.bytes, sy += q.seconds, sxx += q.bytes * q.bytes, sxy += q.bytes * q.seconds;
+  const double n = double(points.size());
+  const double beta = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  const double intercept = (sy - beta * sx) / n;
+  p.shm_beta_s_per_byte = std::max(beta, 1e-12);
+  p.shm_alpha_s = std::max(intercept / 2, points.front().seconds / 4);
+  if (log)
+    std::fprintf(log, "measured: %d cores, %.1f GB memory, %.1f GFLOP/s per core (fp32 GEMM), shared memory %.1f us "
+                      "+ %.2f GB/s\n",
+                 p.cores, p.memory_bytes / 1e9, p.gemm_flops / 1e9, p.shm_alpha_s * 1e6, 1e-9 / p.shm_beta_s_per_byte);
+  return p;
+}
+
+void add_machine_profile(const MachineProfile& p, plan::PlanValues& values) {
+  auto put = [&](const char* key, double value) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.6g", value);
+    values[key] = {text, "plan --measure"};
+  };
+  values["hardware.device"] = {"custom", "plan --measure"};
+  values["training.precision"] = {"fp32", "plan --measure"};
+  put("hardware.devices_per_node", p.cores);
+  put("hardware.memory_gb", p.memory_bytes / p.cores / 1e9);
+  put("hardware.tflops", p.gemm_flops / 1e12);
+  put("hardware.intra_gb_per_s", 1e-9 / p.shm_beta_s_per_byte);
+  put("hardware.intra_latency_us", p.shm_alpha_s * 1e6);
+}
+
+}  // namespace meshtrain::cli

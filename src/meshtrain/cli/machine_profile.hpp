@@ -1,0 +1,35 @@
+#pragma once
+// This machine as the planner sees it, measured in a few seconds: a
+// "device" is one worker process on one core (what `meshtrain run` starts
+// by default), its FLOP/s those of a single-threaded fp32 GEMM, its memory
+// the host's shared by the cores, and the link between devices the
+// shared-memory transport, whose alpha and beta come from a ring
+// all-reduce over two ranks (`meshtrain bench collectives`):
+//   time(B) = 2 alpha + B beta     (ring, n = 2), fitted by least squares.
+#include <cstdio>
+
+#include "meshtrain/comm/collectives/cost_model.hpp"
+#include "meshtrain/plan/plan_keys.hpp"
+
+namespace meshtrain::cli {
+
+struct MachineProfile {
+  int cores = 1;
+  double memory_bytes = 0;     // MemTotal
+  double gemm_flops = 0;       // one core, fp32
+  double shm_alpha_s = 0;      // per message step
+  double shm_beta_s_per_byte = 0;
+
+  // The runtime's cost table with every all-reduce row set to the measured link.
+  comm::CostTable links() const;
+};
+
+// Measures, printing what it does to `log` (may be null). Throws Error when
+// the collective benchmark fails.
+MachineProfile measure_machine(std::FILE* log);
+
+// Plan keys for a cluster of this machine's cores (hardware.device =
+// custom, this machine's node size, memory, FLOP/s and shared memory).
+void add_machine_profile(const MachineProfile& profile, plan::PlanValues& values);
+
+}  // namespace meshtrain::cli

@@ -1,0 +1,97 @@
+// `meshtrain plan`: does the model fit, which strategy, how long. Three forms:
+//   meshtrain plan [PLAN.toml] [--section.key=value ...]   the analytic planner (plan/)
+//   meshtrain plan --measure [...]                         the same on a profile measured here
+//   meshtrain plan --config JOB.toml                       a runnable job's memory and step time here
+#include <cstdio>
+#include <memory>
+
+#include "meshtrain/cli/commands.hpp"
+#include "meshtrain/cli/machine_profile.hpp"
+#include "meshtrain/plan/plan_keys.hpp"
+#include "meshtrain/plan/plan_report.hpp"
+#include "meshtrain/train/config_schema.hpp"
+#include "meshtrain/train/job_forecast.hpp"
+
+namespace meshtrain::cli {
+namespace {
+
+struct PlanArgs {
+  std::string file;
+  std::string job_config;
+  bool json = false;
+  bool list = false;
+  bool measure = false;
+};
+
+void print_profiles() {
+  std::printf("devices (hardware.device):\n");
+  for (const plan::DeviceProfile& d : plan::device_profiles())
+    std::printf("  %-10s %6.1f GB  %7.1f TFLOP/s 16-bit  %6.1f TFLOP/s fp32  %d per node, %s / %s\n", d.name.c_str(),
+                d.memory_bytes / 1e9, d.peak_flops_16bit / 1e12, d.peak_flops_fp32 / 1e12, d.devices_per_node,
+                d.intra_link.c_str(), d.inter_link.c_str());
+  std::printf("links (hardware.intra_link, hardware.inter_link):\n");
+  for (const plan::LinkProfile& l : plan::link_profiles())
+    std::printf("  %-16s %7.1f GB/s per %s and direction, %4.0f us\n", l.name.c_str(), l.bandwidth_Bps / 1e9,
+                l.per_node ? "node" : "device", l.latency_s * 1e6);
+  std::printf("sources: docs/planner.md\n");
+}
+
+int run_analytic(const PlanArgs& args, const std::vector<std::string>& flags) {
+  plan::PlanValues values;
+  if (args.measure) {
+    const MachineProfile measured = measure_machine(stderr);
+    add_machine_profile(measured, values);
+  }
+  if (!args.file.empty()) plan::read_plan_file(args.file, values);
+  plan::read_plan_flags(flags, values);
+  const plan::Plan result = plan::make_plan(plan::plan_input_from(values));
+  if (args.json)
+    std::printf("%s\n", plan::plan_to_json(result).dump(2).c_str());
+  else
+    std::fputs(plan::format_plan(result).c_str(), stdout);
+  return 0;
+}
+
+int run_job_forecast(const PlanArgs& args, const std::vector<std::string>& flags) {
+  JobConfig config = load_job_config(args.job_config);
+  apply_overrides(config, flags);
+  const MachineProfile measured = measure_machine(stderr);
+  const JobForecast forecast = forecast_job(config, measured.links(), stderr);
+  if (args.json)
+    std::printf("%s\n", job_forecast_to_json(forecast).dump(2).c_str());
+  else
+    std::fputs(format_job_forecast(forecast).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, CommandSet& commands) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "Does the model fit, which strategy, how long: per-device memory, communication and time to train for "
+              "every strategy, and the one to use");
+  sub->add_option("file", args->file, "a plan file (TOML with the keys below); --key=value flags override it");
+  sub->add_option("--config", args->job_config,
+                  "a meshtrain job config: predict its per-rank peak memory and step time on this machine "
+                  "(a short probe of its model plus measured communication)");
+  sub->add_flag("--json", args->json, "print JSON instead of a table");
+  sub->add_flag("--measure", args->measure,
+                "measure this machine (GEMM and shared-memory all-reduce) and plan for it as the device");
+  sub->add_flag("--list", args->list, "list the built-in device and link profiles");
+  sub->allow_extras();
+  sub->footer("Keys (in a plan file as [section] key = value, or as --section.key=value):\n" +
+              plan::plan_keys_reference() +
+              "\nExample: meshtrain plan --model.params=1e9 --hardware.device=a100-80gb --training.global_batch=256 "
+              "--time.single_device_days=10 --time.target_days=2");
+  commands.add(sub, [args, sub] {
+    if (args->list) {
+      print_profiles();
+      return 0;
+    }
+    const std::vector<std::string> flags = sub->remaining();
+    return args->job_config.empty() ? run_analytic(*args, flags) : run_job_forecast(*args, flags);
+  });
+}
+
+}  // namespace meshtrain::cli

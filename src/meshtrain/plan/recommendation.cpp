@@ -1,0 +1,246 @@
+#include "meshtrain/plan/recommendation.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "meshtrain/plan/strategies.hpp"
+
+namespace meshtrain::plan {
+
+std::string format_gb(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, bytes < 10e9 ? "%.2f GB" : "%.1f GB", bytes / 1e9);
+  return text;
+}
+
+std::string format_seconds(double seconds) {
+  char text[32];
+  if (seconds < 1e-3)
+    std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  else if (seconds < 1)
+    std::snprintf(text, sizeof text, "%.1f ms", seconds * 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.2f s", seconds);
+  return text;
+}
+
+std::string format_days(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f days", seconds / 86400);
+  return text;
+}
+
+namespace {
+
+constexpr double kDay = 86400;
+constexpr double kVeryLargeParameters = 20e9;  // "tens to hundreds of billions"
+
+const StrategyEstimate* find(const std::vector<StrategyEstimate>& all, std::string_view key) {
+  for (const StrategyEstimate& e : all)
+    if (e.key == key) return &e;
+  return nullptr;
+}
+
+bool usable(const StrategyEstimate* e) { return e && e->applicable && e->fits; }
+
+// The fastest usable one of `keys`, or null.
+const StrategyEstimate* fastest(const std::vector<StrategyEstimate>& all, std::initializer_list<std::string_view> keys) {
+  const StrategyEstimate* best = nullptr;
+  for (std::string_view key : keys) {
+    const StrategyEstimate* e = find(all, key);
+    if (usable(e) && (!best || e->step_s < best->step_s)) best = e;
+  }
+  return best;
+}
+
+std::string devices_text(int n) { return std::to_string(n) + (n == 1 ? " device" : " devices"); }
+
+std::string where(const PlanInput& in) {
+  return in.cluster.nodes > 1 ? std::to_string(in.cluster.nodes) + " nodes x " +
+                                    std::to_string(in.cluster.devices_per_node) + " " + in.cluster.device.name
+                              : devices_text(in.cluster.devices()) + " (" + in.cluster.device.name + ") in one node";
+}
+
+std::string time_text(const StrategyEstimate& e) {
+  return e.train_s > 0 ? format_days(e.train_s) + " to train (" + format_seconds(e.step_s) + " a step)"
+                       : format_seconds(e.step_s) + " a step";
+}
+
+std::string fits_text(const StrategyEstimate& single, const PlanInput& in) {
+  return format_gb(single.memory.total()) + " per device of " + format_gb(in.usable_bytes()) + " usable";
+}
+
+// Fewest devices (powers of two up to a node, then whole nodes) on which
+// ring data parallelism meets the target time.
+int devices_for_target(const PlanInput& in) {
+  if (in.target_days <= 0 || training_amount(in).steps <= 0) return 0;
+  const int per_node = in.cluster.devices_per_node;
+  for (int n = 1; n <= 65536; n = n < per_node ? std::min(2 * n, per_node) : n + per_node) {
+    PlanInput sized = in;
+    sized.cluster.devices_per_node = std::min(n, per_node);
+    sized.cluster.nodes = std::max(1, n / per_node);
+    if (sized.global_batch < sized.cluster.devices()) break;
+    const StrategyEstimate e =
+        evaluate_strategy(sized, n == 1 ? StrategyKind::SingleDevice : StrategyKind::DataParallelRing);
+    if (e.fits && e.train_s <= in.target_days * kDay) return n;
+  }
+  return 0;
+}
+
+// The smallest cluster of this device where something fits: more devices
+// in a node up to the profile's node size, then more nodes (doubling).
+bool find_smallest_fit(const PlanInput& in, SmallestFit& out) {
+  const int per_node = std::max(in.cluster.devices_per_node, in.cluster.device.devices_per_node);
+  for (int node_devices = in.cluster.devices_per_node, nodes = in.cluster.nodes; nodes <= 4096;) {
+    if (node_devices < per_node)
+      node_devices = std::min(2 * node_devices, per_node);
+    else
+      nodes *= 2;
+    PlanInput sized = in;
+    sized.cluster.devices_per_node = node_devices;
+    sized.cluster.nodes = nodes;
+    sized.global_batch = std::max<int64_t>(in.global_batch, sized.cluster.devices());
+    const StrategyEstimate* best = nullptr;
+    const std::vector<StrategyEstimate> all = evaluate_strategies(sized);
+    for (const StrategyEstimate& e : all)
+      if (usable(&e) && (!best || e.step_s < best->step_s)) best = &e;
+    if (best) {
+      out = {node_devices, nodes, *best};
+      return true;
+    }
+  }
+  return false;
+}
+
+// When several nodes are slower than one (a slow network between them),
+// says so with the numbers.
+std::string one_node_note(const PlanInput& in, const StrategyEstimate& chosen) {
+  if (in.cluster.nodes < 2 || in.cluster.devices_per_node < 2) return "";
+  PlanInput one = in;
+  one.cluster.nodes = 1;
+  const StrategyEstimate e = evaluate_strategy(one, StrategyKind::DataParallelRing);
+  if (!e.fits || e.step_s >= chosen.step_s) return "";
+  return " Even so, one node alone (" + devices_text(one.cluster.devices()) + ", " + time_text(e) +
+         ") is faster: over " + in.cluster.inter.name + " more nodes do not pay; a faster network between nodes "
+         "(gpudirect-rdma, infiniband-ndr) would.";
+}
+
+}  // namespace
+
+Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate>& all) {
+  Recommendation r;
+  r.devices_for_target = devices_for_target(in);
+  const StrategyEstimate& single = *find(all, "single");
+  const double target_s = in.target_days * kDay;
+  auto goal_text = [&](const StrategyEstimate& e) -> std::string {
+    if (target_s <= 0 || e.train_s <= 0) return "";
+    if (e.train_s <= target_s) return ", within the goal of " + format_days(target_s);
+    return "; that misses the goal of " + format_days(target_s) +
+           (r.devices_for_target > 0 ? " (ring data parallelism on " + devices_text(r.devices_for_target) + " meets it)"
+                                     : " (more devices alone will not meet it)");
+  };
+
+  const StrategyEstimate* ps = find(all, "parameter-server");
+  if (in.preemptible && in.sparse && usable(ps)) {
+    r.key = ps->key;
+    r.reason = "Many workers that may be preempted, and a sparse model: asynchronous parameter servers keep "
+               "training when workers are lost and take pushes as they come (" + time_text(*ps) +
+               "), at the cost of stale gradients.";
+    return r;
+  }
+
+  if (single.fits) {
+    const bool single_meets = target_s > 0 && single.train_s > 0 && single.train_s <= target_s;
+    if (in.cluster.devices() == 1 || single_meets) {
+      r.key = single.key;
+      r.reason = "The model fits on one device (" + fits_text(single, in) + ") and " +
+                 (single_meets ? "one device meets the goal: " : "this is one device: ") + time_text(single) +
+                 "; no need to distribute.";
+      return r;
+    }
+    const StrategyEstimate* ring = find(all, "dp-ring");
+    const StrategyEstimate* rs = find(all, "dp-reduction-server");
+    const StrategyEstimate* dp = fastest(all, {"dp-ring", "dp-tree"});
+    const double comm_share = usable(ring) ? ring->comm_s / ring->step_s : 0;
+    if (in.cluster.nodes > 1 && comm_share > 0.25 && usable(rs) && rs->step_s < ring->step_s) {
+      r.key = rs->key;
+      char share[16];
+      std::snprintf(share, sizeof share, "%.0f%%", 100 * comm_share);
+      r.reason = "The model fits on one device, but across " + std::to_string(in.cluster.nodes) +
+                 " nodes the gradient all-reduce takes " + share + " of each ring step: add the Reduction Server "
+                 "(worker pool 2), where each worker sends its gradients once instead of about twice, " +
+                 format_seconds(ring->step_s) + " -> " + format_seconds(rs->step_s) + " a step" +
+                 (rs->train_s > 0 ? ", " + format_days(rs->train_s) + " to train" : "") + goal_text(*rs) + "." +
+                 one_node_note(in, *rs) + " Scale the learning rate with the global batch and add warmup.";
+      return r;
+    }
+    if (dp) {
+      r.key = dp->key;
+      const double speedup = single.step_s / dp->step_s;
+      char factor[32];
+      std::snprintf(factor, sizeof factor, "%.1fx", speedup);
+      r.reason = "The model fits on one device (" + fits_text(single, in) + "), so synchronous data parallelism: " +
+                 where(in) + " train it " + factor + " faster than one device after communication, " +
+                 time_text(*dp) + goal_text(*dp) + ". Scale the learning rate with the global batch and add warmup.";
+      return r;
+    }
+  }
+
+  const StrategyEstimate* expert = find(all, "ep-dp");
+  if (usable(expert)) {
+    r.key = expert->key;
+    r.reason = "A mixture-of-experts model that does not fit on one device: expert parallelism places " +
+               std::to_string(in.model.experts / expert->layout.ep) + " of the " + std::to_string(in.model.experts) +
+               " experts on each device (" + format_gb(expert->memory.total()) + " per device), " +
+               time_text(*expert) + goal_text(*expert) + ".";
+    return r;
+  }
+  const StrategyEstimate* sharded = nullptr;
+  for (std::string_view key : {"zero-1", "zero-2", "zero-3"})
+    if (!sharded && usable(find(all, key))) sharded = find(all, key);
+  const StrategyEstimate* model_parallel = fastest(all, {"tp-dp", "pp-dp", "tp-pp-dp"});
+  const std::string need = "needs " + format_gb(single.memory.total()) + " per device, " +
+                           format_gb(in.usable_bytes()) + " usable";
+  // The notes: sharding for models that just miss one device (7-13B), tensor
+  // + pipeline + data parallelism for tens to hundreds of billions. Either
+  // gives way when the other is more than 1.25x faster.
+  const bool very_large = in.model.parameters() >= kVeryLargeParameters;
+  const bool prefer_sharded =
+      sharded && (!model_parallel || (very_large ? 1.25 * sharded->step_s < model_parallel->step_s
+                                                 : sharded->step_s <= 1.25 * model_parallel->step_s));
+  if (prefer_sharded) {
+    r.key = sharded->key;
+    r.reason = "The model does not fit on one device (" + need + "): sharded data parallelism (ZeRO stage " +
+               std::to_string(sharded->key.back() - '0') + (sharded->key == "zero-3" ? ", FSDP" : "") + ") over " + devices_text(in.cluster.devices()) + " leaves " + format_gb(sharded->memory.total()) +
+               " per device, with less code than tensor or pipeline parallelism; " + time_text(*sharded) +
+               goal_text(*sharded) + ".";
+    return r;
+  }
+  if (model_parallel) {
+    r.key = model_parallel->key;
+    const Layout& l = model_parallel->layout;
+    r.reason = "A very large model (" + need + "): " + model_parallel->name + " with " + std::to_string(l.tp) +
+               "-way tensor parallelism within a node over fast links, " + std::to_string(l.pp) +
+               " pipeline stages and " + std::to_string(l.dp) + " data-parallel replicas fits in " +
+               format_gb(model_parallel->memory.total()) + " per device, " + time_text(*model_parallel) +
+               goal_text(*model_parallel) + (sharded ? "; faster than sharding alone." : ".");
+    return r;
+  }
+
+  r.key = "none";
+  r.has_smallest_fit = find_smallest_fit(in, r.smallest_fit);
+  r.reason = "Does not fit anywhere on " + where(in) + ": one device " + need + ", and no strategy brings it under " +
+             format_gb(in.usable_bytes()) + ". ";
+  if (r.has_smallest_fit) {
+    const SmallestFit& f = r.smallest_fit;
+    r.reason += "The smallest configuration that fits: " + std::to_string(f.nodes) + " node" +
+                (f.nodes == 1 ? "" : "s") + " x " + std::to_string(f.devices_per_node) + " devices with " +
+                f.strategy.name + " (" + format_gb(f.strategy.memory.total()) + " per device" +
+                (f.strategy.recompute ? ", recomputing activations" : "") + ").";
+  } else {
+    r.reason += "Not even 4096 nodes of this device hold it: a device with more memory is needed.";
+  }
+  return r;
+}
+
+}  // namespace meshtrain::plan

@@ -1,0 +1,202 @@
+#include "meshtrain/train/job_forecast.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/core/memory.hpp"
+#include "meshtrain/data/loader.hpp"
+#include "meshtrain/optim/factory.hpp"
+#include "meshtrain/parallel/zero/shard_layout.hpp"
+#include "meshtrain/train/model_factory.hpp"
+#include "meshtrain/train/section_configs.hpp"
+#include "meshtrain/train/train_step.hpp"
+
+namespace meshtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Ring all-gather (or reduce-scatter) of `bytes` in all over n workers.
+double all_gather_s(const comm::AlgorithmCost& link, double bytes, int n) {
+  return (n - 1) * link.alpha_s + double(n - 1) / n * bytes * link.beta_s_per_byte;
+}
+
+struct Probe {
+  double forward_backward_s = 0, update_s = 0;
+  size_t activations = 0, data = 0;
+};
+
+// One worker's model and batch, alone, on the worker's threads.
+Probe run_probe(const JobConfig& config, int workers, int threads, int steps) {
+  std::unique_ptr<Model> model = make_model(config.model);
+  Rng rng(static_cast<uint64_t>(config.training.seed));
+  model->init_parameters(rng);
+  const auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model->store());
+  DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config),
+                                              config.training.batch_size, 0, workers);
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  MemoryTracker::global().reset_peaks();
+  Batch batch;
+  std::vector<double> fwd_bwd, update;
+  constexpr int kWarmup = 2;
+  for (int i = 0; i < kWarmup + steps; ++i) {
+    loader.next_batch(batch);
+    const auto t0 = Clock::now();
+    model->store().zero_grads();
+    model->forward(batch);
+    model->backward();
+    const double t_fb = since(t0);
+    const auto t1 = Clock::now();
+    gradient_norm(model->store(), config.optimizer.grad_clip);
+    optimizer->step(model->store(), static_cast<float>(config.optimizer.lr * 1e-3));
+    if (i >= kWarmup) fwd_bwd.push_back(t_fb), update.push_back(since(t1));
+  }
+  omp_set_num_threads(saved_threads);
+  const auto& tracker = MemoryTracker::global();
+  return {median(fwd_bwd), median(update), tracker.peak(MemoryKind::Activations), tracker.peak(MemoryKind::Data)};
+}
+
+}  // namespace
+
+JobForecast forecast_job(const JobConfig& config, const comm::CostTable& links, std::FILE* log) {
+  if (config.parallel.data == "parameter_server")
+    throw ConfigError("plan --config: parameter-server jobs are not forecast (workers do not wait for each other); "
+                      "it covers parallel.data = \"allreduce\" at every ZeRO stage and one process");
+  JobForecast f;
+  const auto& tc = config.training;
+  f.workers = config.parallel.data == "allreduce" ? int(std::max<int64_t>(1, config.parallel.workers)) : 1;
+  f.zero_stage = f.workers > 1 ? int(config.parallel.zero_stage) : 0;
+  // As the trainer does: training.threads, else this host's cores shared by its workers.
+  f.threads = tc.threads > 0 ? int(tc.threads) : std::max(1, omp_get_num_procs() / f.workers);
+  f.batch_per_worker = tc.batch_size;
+
+  constexpr int kProbeSteps = 5;
+  if (log) std::fprintf(log, "probing: %d steps of one worker's model and batch on %d thread%s...\n", kProbeSteps,
+                        f.threads, f.threads == 1 ? "" : "s");
+  const Probe probe = run_probe(config, f.workers, f.threads, kProbeSteps);
+  f.probe_steps = kProbeSteps;
+  f.activations = probe.activations;
+  f.data = probe.data;
+
+  std::unique_ptr<Model> model = make_model(config.model);  // uninitialized: only its layout is read
+  const ParamStore& store = model->store();
+  f.model_kind = model->kind();
+  f.parameters = store.parameter_count();
+  const int k = optimizer_state_floats(config);
+  f.model_state = predict_memory(store, f.workers, f.zero_stage, k);
+  // Checkpoint copies (checkpoint_saver.hpp): the worker's part of the
+  // parameters and of each optimizer state buffer, when a checkpoint is
+  // written asynchronously before the last step.
+  const size_t part = f.workers > 1 ? parallel::ShardLayout(store, 0, f.workers).local_size() : store.flat_size();
+  if (config.checkpoint.async && config.checkpoint.every > 0 && config.checkpoint.every < tc.steps)
+    f.checkpoint_copies = part * sizeof(float) * size_t(1 + k);
+
+  f.forward_backward_s = probe.forward_backward_s;
+  f.update_s = f.zero_stage >= 1 ? probe.update_s / f.workers : probe.update_s;
+  const int n = f.workers;
+  if (n > 1) {
+    comm::AllReduceAlgorithm algorithm = comm::parse_all_reduce_algorithm(config.parallel.all_reduce);
+    const size_t grad_bytes = store.flat_size() * sizeof(float);
+    if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
+    f.algorithm = std::string(comm::algorithm_name(algorithm));
+    const comm::AlgorithmCost& ring = links.row(comm::AllReduceAlgorithm::Ring);
+    const double units = double(store.units().size()), bytes = double(grad_bytes);
+    const double gather = all_gather_s(ring, bytes, n) + (units - 1) * (n - 1) * ring.alpha_s;
+    const double gather_bytes = double(n - 1) / n * bytes;
+    const double all_reduce = comm::all_reduce_seconds(links, algorithm, grad_bytes, n);
+    switch (f.zero_stage) {
+      case 0: f.comm_s = all_reduce, f.comm_bytes = 2 * gather_bytes; break;
+      case 1: f.comm_s = all_reduce + gather, f.comm_bytes = 3 * gather_bytes; break;
+      case 2: f.comm_s = 2 * gather, f.comm_bytes = 2 * gather_bytes; break;
+      default: f.comm_s = 3 * gather, f.comm_bytes = 3 * gather_bytes; break;
+    }
+    f.comm_s += 2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), n);
+  } else {
+    f.algorithm = "none";
+  }
+  return f;
+}
+
+namespace {
+
+std::string mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%9.2f MiB", bytes / (1 << 20));
+  return text;
+}
+
+std::string ms(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%9.2f ms", seconds * 1e3);
+  return text;
+}
+
+}  // namespace
+
+std::string format_job_forecast(const JobForecast& f) {
+  char line[256];
+  std::string out;
+  std::snprintf(line, sizeof line,
+                "job: %s, %zu parameters, %d worker%s x %d thread%s, batch %lld per worker, ZeRO stage %d, "
+                "all-reduce %s\n",
+                f.model_kind.c_str(), f.parameters, f.workers, f.workers == 1 ? "" : "s", f.threads,
+                f.threads == 1 ? "" : "s", (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str());
+  out += line;
+  out += "predicted peak memory per rank:\n";
+  out += "  parameters        " + mib(double(f.model_state.parameters)) + "\n";
+  out += "  gradients         " + mib(double(f.model_state.gradients)) + "\n";
+  out += "  optimizer_state   " + mib(double(f.model_state.optimizer_state)) + "\n";
+  out += "  communication     " + mib(double(f.model_state.communication)) + "\n";
+  out += "  activations       " + mib(double(f.activations)) + "   (probe)\n";
+  out += "  data              " + mib(double(f.data)) + "   (probe)\n";
+  if (f.checkpoint_copies) out += "  checkpoint copies " + mib(double(f.checkpoint_copies)) + "\n";
+  out += "  total             " + mib(double(f.memory_total())) + "\n";
+  out += "predicted step time per worker:\n";
+  out += "  forward+backward  " + ms(f.forward_backward_s) + "   (probe, median of " + std::to_string(f.probe_steps) +
+         " steps)\n";
+  out += "  clip+update       " + ms(f.update_s) + (f.zero_stage >= 1 ? "   (the worker's shard)\n" : "\n");
+  std::snprintf(line, sizeof line, "   (%.2f MB sent per worker)\n", f.comm_bytes / 1e6);
+  out += "  communication     " + ms(f.comm_s) + line;
+  out += "  step              " + ms(f.step_s()) + "\n";
+  return out;
+}
+
+nlohmann::json job_forecast_to_json(const JobForecast& f) {
+  return {{"model", f.model_kind},
+          {"parameters", f.parameters},
+          {"workers", f.workers},
+          {"threads", f.threads},
+          {"zero_stage", f.zero_stage},
+          {"all_reduce", f.algorithm},
+          {"batch_per_worker", f.batch_per_worker},
+          {"memory_bytes",
+           {{"parameters", f.model_state.parameters},
+            {"gradients", f.model_state.gradients},
+            {"optimizer_state", f.model_state.optimizer_state},
+            {"communication", f.model_state.communication},
+            {"activations", f.activations},
+            {"data", f.data},
+            {"checkpoint_copies", f.checkpoint_copies},
+            {"total", f.memory_total()}}},
+          {"step_s",
+           {{"forward_backward", f.forward_backward_s},
+            {"update", f.update_s},
+            {"communication", f.comm_s},
+            {"total", f.step_s()}}},
+          {"comm_bytes_per_step", f.comm_bytes},
+          {"probe_steps", f.probe_steps}};
+}
+
+}  // namespace meshtrain

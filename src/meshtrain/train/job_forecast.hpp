@@ -1,0 +1,57 @@
+#pragma once
+// `meshtrain plan --config JOB.toml`: a runnable job's per-rank peak memory
+// and step time on this machine, before it runs.
+//
+// Memory: parameters, gradients, optimizer state and communication buffers
+// exactly by ZeRO's formulas (memory_budget.hpp); activations and batch data
+// measured by a probe, one worker's model on one worker's batch in this
+// process for a few steps (they do not depend on the stage or the number of
+// workers); asynchronous checkpoint copies of the worker's part.
+//
+// Step time, per worker with W workers:
+//   compute   forward + backward measured by the probe on the worker's
+//             threads, plus clipping and the optimizer update (divided by W
+//             from ZeRO stage 1 on: each worker updates its shard)
+//   comm      the alpha-beta time (comm/collectives/cost_model.hpp, with
+//             this machine's measured shared-memory link) of the step's
+//             collectives: stage 0 an all-reduce of the gradients; stage 1
+//             that plus an all-gather of the parameters per unit; stage 2 a
+//             reduce-scatter and an all-gather per unit; stage 3 two
+//             all-gathers (forward, backward) and a reduce-scatter per unit;
+//             plus the loss and norm sums. None of it counts as hidden: every
+//             core computes, so the communicator thread's copying and adding
+//             takes core time from compute.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "meshtrain/comm/collectives/cost_model.hpp"
+#include "meshtrain/train/job_config.hpp"
+#include "meshtrain/train/memory_budget.hpp"
+
+namespace meshtrain {
+
+struct JobForecast {
+  std::string model_kind;
+  size_t parameters = 0;
+  int workers = 1, zero_stage = 0, threads = 1;
+  int64_t batch_per_worker = 0;
+  std::string algorithm;  // the all-reduce the job will use
+  MemoryPrediction model_state;
+  size_t activations = 0, data = 0, checkpoint_copies = 0;
+  int probe_steps = 0;
+  double forward_backward_s = 0, update_s = 0, comm_s = 0;
+  double comm_bytes = 0;  // sent per worker per step
+
+  size_t memory_total() const { return model_state.total() + activations + data + checkpoint_copies; }
+  double step_s() const { return forward_backward_s + update_s + comm_s; }
+};
+
+// Throws ConfigError for jobs it does not model (parameter servers) and
+// whatever building the job throws (missing data...).
+JobForecast forecast_job(const JobConfig& config, const comm::CostTable& links, std::FILE* log);
+
+std::string format_job_forecast(const JobForecast& forecast);
+nlohmann::json job_forecast_to_json(const JobForecast& forecast);
+
+}  // namespace meshtrain

@@ -1,0 +1,49 @@
+# `meshtrain plan --config JOB.toml` predicts a job's per-rank peak memory
+# and step time on this machine; the job then runs and its measured peak
+# (the lead's tracked total) must be within 10% and its median step time
+# within 25% of the prediction, for one process, plain data parallelism and
+# every ZeRO stage on 2 workers. Runs alone (RUN_SERIAL): a second test on
+# the same 2 cores would be timed too.
+source "$(dirname "$0")/lib.sh"
+make_text text.txt 200000
+tiny_config job.toml "$WORK/text.txt"
+# 4 blocks of width 128, a batch of 8 sequences of 64: ~35 ms a step, large
+# enough that timer noise stays small, small enough for CI.
+job=(--model.n_layer=4 --model.n_embd=128 --model.n_head=4 --model.block_size=64 --training.batch_size=8
+     --training.steps=16 --training.log_every=1 --training.eval_every=0 --training.eval_batches=1
+     --schedule.warmup_steps=0 --checkpoint.every=0 --parallel.timeout_s=60)
+
+check() {
+  local name=$1 workers=$2 stage=$3
+  local args=("${job[@]}" --parallel.data=allreduce --parallel.workers="$workers" --parallel.zero_stage="$stage")
+  "$MESHTRAIN" plan --config job.toml --json "${args[@]}" > "$name.plan.json" 2> "$name.plan.log" ||
+    { cat "$name.plan.log"; fail "plan --config for $name"; }
+  local cmd=("$MESHTRAIN" train job.toml "${args[@]}" --training.out_dir="$WORK/$name")
+  [ "$workers" -gt 1 ] && cmd=("$MESHTRAIN" launch --nproc "$workers" -- "${cmd[@]}")
+  "${cmd[@]}" > "$name.log" 2>&1 || { cat "$name.log"; fail "run $name"; }
+  python3 - "$WORK/$name" <<'PY' || fail "$name: prediction off"
+import json, statistics, sys
+run = sys.argv[1]
+plan = json.load(open(run + ".plan.json"))
+records = [json.loads(line) for line in open(run + "/metrics.jsonl")]
+steps = [r["step_ms"] / 1e3 for r in records if "step_ms" in r][3:]  # after the first steps' page faults
+peak = [r for r in records if r.get("memory") == "peak"][-1]["peak_total_mb"] * (1 << 20)
+measured_step = statistics.median(steps)
+predicted_step = plan["step_s"]["total"]
+predicted_peak = plan["memory_bytes"]["total"]
+mem_err = abs(peak - predicted_peak) / peak
+step_err = abs(measured_step - predicted_step) / measured_step
+print(f"{run.split('/')[-1]}: peak {peak / 2**20:.2f} MiB, predicted {predicted_peak / 2**20:.2f} MiB ({mem_err:.1%}); "
+      f"step {measured_step * 1e3:.1f} ms, predicted {predicted_step * 1e3:.1f} ms ({step_err:.1%})")
+assert plan["workers"] >= 1 and plan["probe_steps"] > 0
+sys.exit(0 if mem_err <= 0.10 and step_err <= 0.25 else 1)
+PY
+}
+
+check one 1 0
+for stage in 0 1 2 3; do check "zero$stage" 2 "$stage"; done
+
+# Bad input: a parameter-server job is refused with a reason.
+expect_failure "parameter-server jobs are not forecast" \
+  "$MESHTRAIN" plan --config job.toml --parallel.data=parameter_server --parallel.servers=1
+echo "plan_calibration: ok"

@@ -137,16 +137,16 @@ void read_plan_file(const std::string& path, PlanValues& values) {
     for (auto&& [key, value] : *table) {
       const std::string name = std::string(section.str()) + "." + std::string(key.str());
       std::string rendered;
-      if (auto s = value.value<std::string>())
-        rendered = *s;
-      else if (auto b = value.value<bool>())
-        rendered = *b ? "true" : "false";
-      else if (auto i = value.value<int64_t>(); i && value.is_integer())
-        rendered = std::to_string(*i);
-      else if (auto d = value.value<double>()) {
+      if (value.is_string())
+        rendered = *value.value<std::string>();
+      else if (value.is_boolean())
+        rendered = *value.value<bool>() ? "true" : "false";
+      else if (value.is_integer())
+        rendered = std::to_string(*value.value<int64_t>());
+      else if (value.is_floating_point()) {
         std::ostringstream os;
         os.precision(17);
-        os << *d;
+        os << *value.value<double>();
         rendered = os.str();
       } else
         throw ConfigError(path + ": " + name + ": expected a number, text or true/false");

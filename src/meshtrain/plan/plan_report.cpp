@@ -1,5 +1,6 @@
 #include "meshtrain/plan/plan_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "meshtrain/plan/strategies.hpp"
@@ -26,9 +27,23 @@ std::string layout_text(const Layout& l) {
   return s;
 }
 
-std::string gb_cell(double bytes) {
+// Memory cells in GB, or MB when every strategy needs less than a GB (small
+// models planned on this machine).
+struct MemoryUnit {
+  double scale;
+  const char* name;
+};
+
+MemoryUnit memory_unit(const Plan& plan) {
+  double largest = 0;
+  for (const StrategyEstimate& e : plan.strategies)
+    if (e.applicable) largest = std::max(largest, e.memory.total());
+  return largest >= 1e9 ? MemoryUnit{1e9, "GB"} : MemoryUnit{1e6, "MB"};
+}
+
+std::string memory_cell(double bytes, MemoryUnit unit) {
   char text[16];
-  std::snprintf(text, sizeof text, "%.1f", bytes / 1e9);
+  std::snprintf(text, sizeof text, "%.1f", bytes / unit.scale);
   return text;
 }
 
@@ -58,7 +73,7 @@ std::string header(const Plan& plan) {
                 in.optimizer_bytes());
   out += line;
   std::snprintf(line, sizeof line,
-                "hardware: %d node%s x %d %s (%s, %.0f TFLOP/s %s), %s within a node, %s between nodes\n", c.nodes,
+                "hardware: %d node%s x %d %s (%s, %.3g TFLOP/s %s), %s within a node, %s between nodes\n", c.nodes,
                 c.nodes == 1 ? "" : "s", c.devices_per_node, c.device.name.c_str(),
                 format_gb(c.device.memory_bytes).c_str(), in.peak_flops() / 1e12,
                 in.precision == "fp32" ? "fp32" : "16-bit", c.intra.name.c_str(), c.inter.name.c_str());
@@ -81,7 +96,8 @@ std::string format_plan(const Plan& plan) {
   std::snprintf(line, sizeof line, "%-38s %-16s %7s %7s %7s %7s %7s %-5s %9s %10s %10s %12s\n", "strategy", "layout",
                 "params", "grads", "optim", "activ", "total", "fits", "micro*acc", "comm/step", "step", "to train");
   out += line;
-  std::snprintf(line, sizeof line, "%-38s %-16s %39s\n", "", "", "(GB per device)");
+  const MemoryUnit unit = memory_unit(plan);
+  std::snprintf(line, sizeof line, "%-38s %-16s %39s\n", "", "", (std::string("(") + unit.name + " per device)").c_str());
   out += line;
   for (const StrategyEstimate& e : plan.strategies) {
     if (!e.applicable) {
@@ -91,9 +107,9 @@ std::string format_plan(const Plan& plan) {
     }
     const std::string micro = std::to_string(e.micro_batch) + "*" + std::to_string(e.accumulation);
     std::snprintf(line, sizeof line, "%-38s %-16s %7s %7s %7s %7s %7s %-5s %9s %10s %10s %12s\n", e.name.c_str(),
-                  layout_text(e.layout).c_str(), gb_cell(e.memory.parameters).c_str(),
-                  gb_cell(e.memory.gradients).c_str(), gb_cell(e.memory.optimizer_state).c_str(),
-                  gb_cell(e.memory.activations).c_str(), gb_cell(e.memory.total()).c_str(),
+                  layout_text(e.layout).c_str(), memory_cell(e.memory.parameters, unit).c_str(),
+                  memory_cell(e.memory.gradients, unit).c_str(), memory_cell(e.memory.optimizer_state, unit).c_str(),
+                  memory_cell(e.memory.activations, unit).c_str(), memory_cell(e.memory.total(), unit).c_str(),
                   e.fits ? (e.recompute ? "yes*" : "yes") : "no", micro.c_str(), format_gb(e.comm_bytes).c_str(),
                   format_seconds(e.step_s).c_str(), e.train_s > 0 ? format_days(e.train_s).c_str() : "-");
     out += line;

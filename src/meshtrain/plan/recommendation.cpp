@@ -9,7 +9,10 @@ namespace meshtrain::plan {
 
 std::string format_gb(double bytes) {
   char text[32];
-  std::snprintf(text, sizeof text, bytes < 10e9 ? "%.2f GB" : "%.1f GB", bytes / 1e9);
+  if (bytes < 1e9)
+    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+  else
+    std::snprintf(text, sizeof text, bytes < 10e9 ? "%.2f GB" : "%.1f GB", bytes / 1e9);
   return text;
 }
 

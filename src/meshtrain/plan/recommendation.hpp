@@ -36,7 +36,7 @@ struct Recommendation {
 
 Recommendation recommend(const PlanInput& input, const std::vector<StrategyEstimate>& estimates);
 
-// Formatting shared with the report: "12.3 GB", "4.56 s", "1.43 days".
+// Formatting shared with the report: "12.3 GB" (MB below a GB), "4.56 s", "1.43 days".
 std::string format_gb(double bytes);
 std::string format_seconds(double seconds);
 std::string format_days(double seconds);

@@ -123,7 +123,7 @@ std::string format_plan(const Plan& plan) {
                   lr.scale);
     out += line;
     out += lr.warmup_steps > 0 ? "; warm up over " + std::to_string(lr.warmup_steps) + " steps (5 epochs)"
-                               : "; warm up over the first 5 epochs (give lr.samples_per_epoch for steps)";
+                               : "; warm up over the first 5 epochs (give training.samples_per_epoch for steps)";
     if (lr.suggest_layerwise) out += "; at this scale consider LAMB or LARS";
     out += "\n";
   }

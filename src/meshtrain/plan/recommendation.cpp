@@ -123,8 +123,9 @@ std::string one_node_note(const PlanInput& in, const StrategyEstimate& chosen) {
   one.cluster.nodes = 1;
   const StrategyEstimate e = evaluate_strategy(one, StrategyKind::DataParallelRing);
   if (!e.fits || e.step_s >= chosen.step_s) return "";
-  return " Even so, one node alone (" + devices_text(one.cluster.devices()) + ", " + time_text(e) +
-         ") is faster: over " + in.cluster.inter.name + " more nodes do not pay; a faster network between nodes "
+  return " Even so, one node alone is faster (" + devices_text(one.cluster.devices()) + ": " +
+         (e.train_s > 0 ? format_days(e.train_s) + " to train" : format_seconds(e.step_s) + " a step") +
+         "): over " + in.cluster.inter.name + " more nodes do not pay; a faster network between nodes "
          "(gpudirect-rdma, infiniband-ndr) would.";
 }
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <thread>
 #include <vector>
 
 #include "meshtrain/core/error.hpp"
@@ -32,22 +34,20 @@ double all_gather_s(const comm::AlgorithmCost& link, double bytes, int n) {
   return (n - 1) * link.alpha_s + double(n - 1) / n * bytes * link.beta_s_per_byte;
 }
 
-struct Probe {
+struct StepTimes {
   double forward_backward_s = 0, update_s = 0;
-  size_t activations = 0, data = 0;
 };
 
-// One worker's model and batch, alone, on the worker's threads.
-Probe run_probe(const JobConfig& config, int workers, int threads, int steps) {
+// `steps` timed steps (after two untimed ones) of one worker's model and
+// batch, on `threads` OpenMP threads of the calling thread.
+StepTimes time_steps(const JobConfig& config, int workers, int rank, int threads, int steps) {
   std::unique_ptr<Model> model = make_model(config.model);
   Rng rng(static_cast<uint64_t>(config.training.seed));
   model->init_parameters(rng);
   const auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model->store());
   DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config),
-                                              config.training.batch_size, 0, workers);
-  const int saved_threads = omp_get_max_threads();
+                                              config.training.batch_size, rank, workers);
   omp_set_num_threads(threads);
-  MemoryTracker::global().reset_peaks();
   Batch batch;
   std::vector<double> fwd_bwd, update;
   constexpr int kWarmup = 2;
@@ -63,9 +63,51 @@ Probe run_probe(const JobConfig& config, int workers, int threads, int steps) {
     optimizer->step(model->store(), static_cast<float>(config.optimizer.lr * 1e-3));
     if (i >= kWarmup) fwd_bwd.push_back(t_fb), update.push_back(since(t1));
   }
-  omp_set_num_threads(saved_threads);
+  return {median(fwd_bwd), median(update)};
+}
+
+struct Probe {
+  StepTimes alone;      // one worker with the machine to itself
+  StepTimes contended;  // the slowest of `workers` running at once
+  size_t activations = 0, data = 0;
+};
+
+// The worker alone first (its activations and batch data are tracked
+// then), then all workers at once, one thread each with its own model:
+// workers on one host share caches and memory bandwidth, and the step
+// waits for the slowest.
+Probe run_probe(const JobConfig& config, int workers, int threads, int steps) {
+  const int saved_threads = omp_get_max_threads();
+  Probe probe;
+  MemoryTracker::global().reset_peaks();
+  probe.alone = time_steps(config, workers, 0, threads, steps);
   const auto& tracker = MemoryTracker::global();
-  return {median(fwd_bwd), median(update), tracker.peak(MemoryKind::Activations), tracker.peak(MemoryKind::Data)};
+  probe.activations = tracker.peak(MemoryKind::Activations);
+  probe.data = tracker.peak(MemoryKind::Data);
+  probe.contended = probe.alone;
+  if (workers > 1) {
+    std::vector<StepTimes> times(workers);
+    std::vector<std::exception_ptr> errors(workers);
+    std::vector<std::thread> running;
+    for (int r = 0; r < workers; ++r)
+      running.emplace_back([&, r] {
+        try {
+          times[r] = time_steps(config, workers, r, threads, steps);
+        } catch (...) {
+          errors[r] = std::current_exception();
+        }
+      });
+    for (std::thread& t : running) t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    probe.contended = {};
+    for (const StepTimes& t : times) {
+      probe.contended.forward_backward_s = std::max(probe.contended.forward_backward_s, t.forward_backward_s);
+      probe.contended.update_s = std::max(probe.contended.update_s, t.update_s);
+    }
+  }
+  omp_set_num_threads(saved_threads);
+  return probe;
 }
 
 }  // namespace
@@ -82,9 +124,11 @@ JobForecast forecast_job(const JobConfig& config, const comm::CostTable& links, 
   f.threads = tc.threads > 0 ? int(tc.threads) : std::max(1, omp_get_num_procs() / f.workers);
   f.batch_per_worker = tc.batch_size;
 
-  constexpr int kProbeSteps = 5;
-  if (log) std::fprintf(log, "probing: %d steps of one worker's model and batch on %d thread%s...\n", kProbeSteps,
-                        f.threads, f.threads == 1 ? "" : "s");
+  constexpr int kProbeSteps = 8;
+  if (log)
+    std::fprintf(log, "probing: %d steps of one worker's model and batch on %d thread%s, alone%s...\n", kProbeSteps,
+                 f.threads, f.threads == 1 ? "" : "s",
+                 f.workers > 1 ? (" and " + std::to_string(f.workers) + " at once").c_str() : "");
   const Probe probe = run_probe(config, f.workers, f.threads, kProbeSteps);
   f.probe_steps = kProbeSteps;
   f.activations = probe.activations;
@@ -103,8 +147,9 @@ JobForecast forecast_job(const JobConfig& config, const comm::CostTable& links, 
   if (config.checkpoint.async && config.checkpoint.every > 0 && config.checkpoint.every < tc.steps)
     f.checkpoint_copies = part * sizeof(float) * size_t(1 + k);
 
-  f.forward_backward_s = probe.forward_backward_s;
-  f.update_s = f.zero_stage >= 1 ? probe.update_s / f.workers : probe.update_s;
+  f.alone_forward_backward_s = probe.alone.forward_backward_s;
+  f.forward_backward_s = probe.contended.forward_backward_s;
+  f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / f.workers : probe.contended.update_s;
   const int n = f.workers;
   if (n > 1) {
     comm::AllReduceAlgorithm algorithm = comm::parse_all_reduce_algorithm(config.parallel.all_reduce);
@@ -137,6 +182,12 @@ std::string mib(double bytes) {
   return text;
 }
 
+std::string ms_short(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
+  return text;
+}
+
 std::string ms(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%9.2f ms", seconds * 1e3);
@@ -165,7 +216,10 @@ std::string format_job_forecast(const JobForecast& f) {
   out += "  total             " + mib(double(f.memory_total())) + "\n";
   out += "predicted step time per worker:\n";
   out += "  forward+backward  " + ms(f.forward_backward_s) + "   (probe, median of " + std::to_string(f.probe_steps) +
-         " steps)\n";
+         " steps" +
+         (f.workers > 1 ? ", " + std::to_string(f.workers) + " workers at once; alone " + ms_short(f.alone_forward_backward_s)
+                        : std::string()) +
+         ")\n";
   out += "  clip+update       " + ms(f.update_s) + (f.zero_stage >= 1 ? "   (the worker's shard)\n" : "\n");
   std::snprintf(line, sizeof line, "   (%.2f MB sent per worker)\n", f.comm_bytes / 1e6);
   out += "  communication     " + ms(f.comm_s) + line;
@@ -192,6 +246,7 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
             {"total", f.memory_total()}}},
           {"step_s",
            {{"forward_backward", f.forward_backward_s},
+            {"forward_backward_alone", f.alone_forward_backward_s},
             {"update", f.update_s},
             {"communication", f.comm_s},
             {"total", f.step_s()}}},

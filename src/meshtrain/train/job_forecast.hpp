@@ -10,8 +10,11 @@
 //
 // Step time, per worker with W workers:
 //   compute   forward + backward measured by the probe on the worker's
-//             threads, plus clipping and the optimizer update (divided by W
-//             from ZeRO stage 1 on: each worker updates its shard)
+//             threads with W copies running at once (one thread each, as W
+//             worker processes share this host's caches and memory
+//             bandwidth; the slowest counts, as the step waits for it),
+//             plus clipping and the optimizer update (divided by W from
+//             ZeRO stage 1 on: each worker updates its shard)
 //   comm      the alpha-beta time (comm/collectives/cost_model.hpp, with
 //             this machine's measured shared-memory link) of the step's
 //             collectives: stage 0 an all-reduce of the gradients; stage 1
@@ -41,6 +44,7 @@ struct JobForecast {
   size_t activations = 0, data = 0, checkpoint_copies = 0;
   int probe_steps = 0;
   double forward_backward_s = 0, update_s = 0, comm_s = 0;
+  double alone_forward_backward_s = 0;  // the probe with one worker running, for comparison
   double comm_bytes = 0;  // sent per worker per step
 
   size_t memory_total() const { return model_state.total() + activations + data + checkpoint_copies; }

@@ -34,7 +34,14 @@ TOML
 grep -q "recommended: dp-ring" table.txt || { cat table.txt; fail "no data-parallel recommendation"; }
 grep -q "^ZeRO-3 / FSDP" table.txt || fail "the table lacks ZeRO-3"
 grep -q "learning rate: 0.001 at batch 256 -> 0.002 at batch 512" table.txt || { cat table.txt; fail "no lr rule"; }
-"$MESHTRAIN" plan scenario.toml --hardware.nodes=1 --json > plan.json
+"$MESHTRAIN" plan scenario.toml --hardware.nodes=1 --json --svg plan.svg > plan.json
+python3 -c "
+import xml.etree.ElementTree as ET
+root = ET.parse('plan.svg').getroot()
+texts = [t.text for t in root.iter('{http://www.w3.org/2000/svg}text')]
+assert any('recommended dp-ring' in (t or '') for t in texts), texts
+assert 'ZeRO-3 / FSDP (+ parameters sharded)' in texts, texts
+" || fail "plan --svg"
 python3 - <<'PY' || fail "plan --json"
 import json
 p = json.load(open("plan.json"))

@@ -3,10 +3,13 @@
 //   meshtrain plan --measure [...]                         the same on a profile measured here
 //   meshtrain plan --config JOB.toml                       a runnable job's memory and step time here
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/cli/machine_profile.hpp"
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/plan/plan_chart.hpp"
 #include "meshtrain/plan/plan_keys.hpp"
 #include "meshtrain/plan/plan_report.hpp"
 #include "meshtrain/train/config_schema.hpp"
@@ -18,6 +21,7 @@ namespace {
 struct PlanArgs {
   std::string file;
   std::string job_config;
+  std::string svg;
   bool json = false;
   bool list = false;
   bool measure = false;
@@ -45,6 +49,12 @@ int run_analytic(const PlanArgs& args, const std::vector<std::string>& flags) {
   if (!args.file.empty()) plan::read_plan_file(args.file, values);
   plan::read_plan_flags(flags, values);
   const plan::Plan result = plan::make_plan(plan::plan_input_from(values));
+  if (!args.svg.empty()) {
+    std::ofstream f(args.svg);
+    f << plan::render_plan_svg(result);
+    if (!f) throw IoError(args.svg + ": cannot write");
+    std::fprintf(stderr, "wrote %s\n", args.svg.c_str());
+  }
   if (args.json)
     std::printf("%s\n", plan::plan_to_json(result).dump(2).c_str());
   else
@@ -76,6 +86,7 @@ void add_plan_command(CLI::App& app, CommandSet& commands) {
                   "a meshtrain job config: predict its per-rank peak memory and step time on this machine "
                   "(a short probe of its model plus measured communication)");
   sub->add_flag("--json", args->json, "print JSON instead of a table");
+  sub->add_option("--svg", args->svg, "also draw the plan (memory and step time per strategy) into this SVG file");
   sub->add_flag("--measure", args->measure,
                 "measure this machine (GEMM and shared-memory all-reduce) and plan for it as the device");
   sub->add_flag("--list", args->list, "list the built-in device and link profiles");

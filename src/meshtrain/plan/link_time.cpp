@@ -6,22 +6,27 @@
 
 namespace meshtrain::plan {
 
-LinkCost link_cost(const Cluster& cluster, bool crosses_nodes) {
+LinkCost link_cost(const Cluster& cluster, bool crosses_nodes, int members_per_node) {
   const LinkProfile& link = crosses_nodes ? cluster.inter : cluster.intra;
-  const double per_device = link.per_node ? link.bandwidth_Bps / cluster.devices_per_node : link.bandwidth_Bps;
-  return {link.latency_s, 1.0 / per_device};
+  const int sharing = std::max(1, cluster.devices_per_node / std::max(1, members_per_node));
+  const double bandwidth = link.per_node ? link.bandwidth_Bps / sharing : link.bandwidth_Bps;
+  return {link.latency_s, 1.0 / bandwidth};
 }
+
+namespace {
+
+comm::CostTable table_for(LinkCost link) { return comm::CostTable::on_one_link(link.alpha_s, link.beta_s_per_byte); }
+
+}  // namespace
 
 double all_reduce_s(LinkCost link, comm::AllReduceAlgorithm algorithm, double bytes, int ranks) {
   if (ranks <= 1 || bytes <= 0) return 0;
-  comm::CostTable table;
-  for (comm::AlgorithmCost& row : table.all_reduce) row.alpha_s = link.alpha_s, row.beta_s_per_byte = link.beta_s_per_byte;
-  return comm::all_reduce_seconds(table, algorithm, size_t(bytes), ranks);
+  return comm::all_reduce_seconds(table_for(link), algorithm, size_t(bytes), ranks);
 }
 
 double all_gather_s(LinkCost link, double bytes, int ranks) {
   if (ranks <= 1 || bytes <= 0) return 0;
-  return (ranks - 1) * link.alpha_s + double(ranks - 1) / ranks * bytes * link.beta_s_per_byte;
+  return comm::all_gather_seconds(table_for(link), size_t(bytes), ranks);
 }
 
 double all_to_all_s(LinkCost link, double bytes_per_device, int ranks) { return all_gather_s(link, bytes_per_device, ranks); }

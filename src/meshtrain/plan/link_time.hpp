@@ -7,7 +7,12 @@
 //   all-gather / reduce-scatter of B bytes in all   (n-1) alpha + (n-1)/n B beta
 //   all-to-all, B bytes per device                  (n-1) alpha + (n-1)/n B beta
 //   send B bytes to a neighbour                     alpha + B beta
-// A network between nodes shares its bandwidth among the node's devices.
+// A network between nodes shares its bandwidth among the groups that use it
+// at once: a ring that spans nodes crosses each node's network link once
+// (NCCL's rings; with one NIC per GPU, one ring per NIC), so a group with
+// k members on each node gets k / devices_per_node of the node's bandwidth,
+// and a collective that every device runs on its own (all-to-all, pipeline
+// sends, parameter-server pushes) 1 / devices_per_node each.
 #include "meshtrain/comm/collectives/algorithm.hpp"
 #include "meshtrain/plan/plan_input.hpp"
 
@@ -19,8 +24,9 @@ struct LinkCost {
 };
 
 // The link a group of devices talks over: the node's own when the group
-// stays within a node, the network otherwise.
-LinkCost link_cost(const Cluster& cluster, bool crosses_nodes);
+// stays within a node, the network otherwise, shared as above by a group
+// with `members_per_node` of its devices on each node.
+LinkCost link_cost(const Cluster& cluster, bool crosses_nodes, int members_per_node = 1);
 
 double all_reduce_s(LinkCost link, comm::AllReduceAlgorithm algorithm, double bytes, int ranks);
 double all_gather_s(LinkCost link, double bytes, int ranks);  // also reduce-scatter

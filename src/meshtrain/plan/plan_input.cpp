@@ -34,6 +34,8 @@ void PlanInput::validate() const {
   require(cluster.intra.bandwidth_Bps > 0 && cluster.inter.bandwidth_Bps > 0,
           "hardware.intra_gb_per_s, hardware.inter_gb_per_s: link bandwidths must be positive");
   require(cluster.intra.latency_s >= 0 && cluster.inter.latency_s >= 0, "hardware.intra_latency_us, hardware.inter_latency_us: latencies must not be negative");
+  require(cluster.reducers >= 0, "hardware.reducers: must not be negative (0: as many as needed)");
+  require(cluster.reducer_bandwidth_Bps >= 0, "hardware.reducer_gb_per_s: must not be negative");
   require(mfu > 0 && mfu <= 1, "training.mfu: must be in (0, 1] (got " + std::to_string(mfu) + ")");
   require(usable_memory > 0 && usable_memory <= 1, "hardware.usable_memory: must be in (0, 1]");
   require(overlap >= 0 && overlap <= 1, "training.overlap: must be in [0, 1]");

@@ -15,6 +15,10 @@ struct Cluster {
   int nodes = 1;
   LinkProfile intra;  // between the devices of one node
   LinkProfile inter;  // between nodes
+  // Reduction Server: reducer nodes and each one's network bandwidth (bytes/s
+  // per direction); 0 reducers: as many as the workers' bandwidth needs.
+  int reducers = 0;
+  double reducer_bandwidth_Bps = 0;  // 0: the inter-node link's
   int devices() const { return devices_per_node * nodes; }
 };
 

@@ -56,6 +56,8 @@ constexpr Key kKeys[] = {
     {"hardware.intra_latency_us", Type::Number, "within a node: small-message latency, us"},
     {"hardware.inter_gb_per_s", Type::Number, "between nodes: GB/s per node and direction"},
     {"hardware.inter_latency_us", Type::Number, "between nodes: small-message latency, us"},
+    {"hardware.reducers", Type::Integer, "Reduction Server: reducer nodes (0: as many as the workers need)"},
+    {"hardware.reducer_gb_per_s", Type::Number, "Reduction Server: each reducer's GB/s per direction (inter_link's)"},
     {"hardware.preemptible", Type::Flag, "workers may be preempted (Spot VMs)"},
     {"time.single_device_days", Type::Number, "days one device takes to train the model"},
     {"time.tokens", Type::Number, "token budget (samples x tokens per sample)"},
@@ -228,6 +230,8 @@ PlanInput plan_input_from(const PlanValues& values) {
   };
   name_given(c.intra, "hardware.intra_link", "hardware.intra_gb_per_s", "hardware.intra_latency_us");
   name_given(c.inter, "hardware.inter_link", "hardware.inter_gb_per_s", "hardware.inter_latency_us");
+  c.reducers = int(r.integer("hardware.reducers", 0));
+  c.reducer_bandwidth_Bps = r.number("hardware.reducer_gb_per_s", 0) * 1e9;
   in.preemptible = r.flag("hardware.preemptible");
 
   in.single_device_days = r.number("time.single_device_days", 0);

@@ -113,6 +113,7 @@ std::string format_plan(const Plan& plan) {
                   e.fits ? (e.recompute ? "yes*" : "yes") : "no", micro.c_str(), format_gb(e.comm_bytes).c_str(),
                   format_seconds(e.step_s).c_str(), e.train_s > 0 ? format_days(e.train_s).c_str() : "-");
     out += line;
+    if (!e.note.empty()) out += "    (" + e.note + ")\n";
   }
   out += "(yes*: fits with activation recomputation; micro*acc: samples per micro-batch * micro-batches per step)\n\n";
   out += "recommended: " + plan.recommendation.key + "\n  " + plan.recommendation.reason + "\n";

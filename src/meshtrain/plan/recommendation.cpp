@@ -165,14 +165,18 @@ Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate
     const StrategyEstimate* ring = find(all, "dp-ring");
     const StrategyEstimate* rs = find(all, "dp-reduction-server");
     const StrategyEstimate* dp = fastest(all, {"dp-ring", "dp-tree"});
-    const double comm_share = usable(ring) ? ring->comm_s / ring->step_s : 0;
-    if (in.cluster.nodes > 1 && comm_share > 0.25 && usable(rs) && rs->step_s < ring->step_s) {
+    // Communication as a bottleneck: the ring's exchange, hidden or not,
+    // is at least a quarter of the compute, and the Reduction Server saves
+    // at least 5% of the step.
+    const double comm_share = usable(ring) ? ring->comm_exchange_s / ring->compute_s : 0;
+    if (in.cluster.nodes > 1 && comm_share >= 0.25 && usable(rs) && rs->step_s <= 0.95 * ring->step_s) {
       r.key = rs->key;
       char share[16];
       std::snprintf(share, sizeof share, "%.0f%%", 100 * comm_share);
       r.reason = "The model fits on one device, but across " + std::to_string(in.cluster.nodes) +
-                 " nodes the gradient all-reduce takes " + share + " of each ring step: add the Reduction Server "
-                 "(worker pool 2), where each worker sends its gradients once instead of about twice, " +
+                 " nodes the ring's gradient all-reduce takes " + format_seconds(ring->comm_exchange_s) + " a step (" +
+                 share + " of the compute): add the Reduction Server (worker pool 2), where each node sends its "
+                 "gradients once instead of about twice, " +
                  format_seconds(ring->step_s) + " -> " + format_seconds(rs->step_s) + " a step" +
                  (rs->train_s > 0 ? ", " + format_days(rs->train_s) + " to train" : "") + goal_text(*rs) + "." +
                  one_node_note(in, *rs) + " Scale the learning rate with the global batch and add warmup.";

@@ -3,8 +3,8 @@
 //   - many preemptible workers and a sparse model: async parameter servers;
 //   - the model fits on one device: one device if that meets the goal, else
 //     synchronous data parallelism, one node first; across nodes, the
-//     Reduction Server when communication takes over a quarter of the step
-//     and the Reduction Server is faster;
+//     Reduction Server when the ring's gradient exchange is at least a
+//     quarter of the compute and the Reduction Server saves 5% of the step;
 //   - it does not fit: expert parallelism for MoE models; else sharded data
 //     parallelism at the lowest ZeRO stage that fits, unless a tensor /
 //     pipeline / data layout is more than 1.25x faster; from 20B parameters

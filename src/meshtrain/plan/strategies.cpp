@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "meshtrain/plan/link_time.hpp"
@@ -117,6 +118,10 @@ class Estimator {
   int64_t accumulation(int64_t b) const { return (per_replica_batch() + b - 1) / b; }
 
   bool dp_crosses_nodes() const { return layout_.tp * layout_.dp > in_.cluster.devices_per_node; }
+  // A data-parallel group's devices on one node (tensor ways are inner).
+  int dp_members_per_node() const {
+    return std::max(1, std::min(layout_.dp, in_.cluster.devices_per_node / layout_.tp));
+  }
 
   // The gradient exchange's time (all of it) and bytes sent, per step.
   struct Exchange {
@@ -128,7 +133,7 @@ class Estimator {
     const double dense_grads = in_.grad_bytes() * (psi - experts / layout_.ep);
     const double expert_grads = in_.grad_bytes() * experts / layout_.ep;
     const int n = layout_.dp, expert_n = std::max(1, layout_.dp / layout_.ep);
-    const LinkCost link = link_cost(in_.cluster, dp_crosses_nodes());
+    const LinkCost link = link_cost(in_.cluster, dp_crosses_nodes(), dp_members_per_node());
     Exchange x;
     switch (kind_) {
       case StrategyKind::ParameterServer: {
@@ -164,8 +169,13 @@ class Estimator {
     const AllReduceAlgorithm algorithm = kind_ == StrategyKind::DataParallelTree  ? AllReduceAlgorithm::Tree
                                          : kind_ == StrategyKind::ReductionServer ? AllReduceAlgorithm::ReductionServer
                                                                                   : AllReduceAlgorithm::Ring;
-    // The Reduction Server's reducers sit on the network, even for one node.
-    const LinkCost ar_link = kind_ == StrategyKind::ReductionServer ? link_cost(in_.cluster, true) : link;
+    // The Reduction Server's reducers sit on the network, even for one node;
+    // too few of them make their links the bottleneck.
+    LinkCost ar_link = link;
+    if (kind_ == StrategyKind::ReductionServer) {
+      ar_link = link_cost(in_.cluster, true, dp_members_per_node());
+      ar_link.beta_s_per_byte *= reducer_slowdown(in_.cluster);
+    }
     const LinkCost expert_link = link_cost(in_.cluster, layout_.tp * expert_n > in_.cluster.devices_per_node);
     x.during_backward_s = all_reduce_s(ar_link, algorithm, dense_grads, n) +
                           all_reduce_s(expert_link, algorithm, expert_grads, expert_n);
@@ -227,10 +237,18 @@ class Estimator {
     const double window = e.compute_s * share * double(overlapped) / double(e.accumulation);
     const double hidden = in_.overlap * std::min(x.during_backward_s, window);
     e.comm_bytes = x.bytes;
+    e.comm_exchange_s = x.during_backward_s + x.after_s;
     e.comm_s = x.during_backward_s - hidden + x.after_s + model_parallel_s(b, e.accumulation, recompute, e.comm_bytes);
     e.step_s = e.compute_s + e.comm_s;
     e.train_s = amount_.steps * e.step_s;
-    if (recompute) e.note = "with activation recomputation";
+    if (kind_ == StrategyKind::ReductionServer && reducer_slowdown(in_.cluster) > 1) {
+      char note[160];
+      std::snprintf(note, sizeof note,
+                    "%d reducers: their links bound it, %.2fx slower than with enough (total reducer bandwidth "
+                    ">= the workers')",
+                    in_.cluster.reducers, reducer_slowdown(in_.cluster));
+      e.note = note;
+    }
     return e;
   }
 
@@ -240,6 +258,18 @@ class Estimator {
   Layout layout_;
   int stage_;
 };
+
+}  // namespace
+
+double reducer_slowdown(const Cluster& c) {
+  if (c.reducers <= 0) return 1;  // sized by Vertex's rule: the reducers' links match the workers'
+  const double reducer_link = c.reducer_bandwidth_Bps > 0 ? c.reducer_bandwidth_Bps : c.inter.bandwidth_Bps;
+  // Workers' nodes send N x B in all (B per device, at the node's rate),
+  // the reducers take it in at R x their link.
+  return std::max(1.0, c.nodes * c.inter.bandwidth_Bps / (c.reducers * reducer_link));
+}
+
+namespace {
 
 std::vector<int> divisors(int n) {
   std::vector<int> d;

@@ -31,6 +31,12 @@ struct TrainingAmount {
 
 TrainingAmount training_amount(const PlanInput& input);
 
+// How much slower the Reduction Server's transfers run than the workers'
+// links allow, with hardware.reducers reducer nodes: nodes x node bandwidth
+// / (reducers x reducer bandwidth), at least 1 (1 when reducers = 0: as
+// many as needed).
+double reducer_slowdown(const Cluster& cluster);
+
 StrategyEstimate evaluate_strategy(const PlanInput& input, StrategyKind kind);
 // Every strategy, in StrategyKind's order; expert parallelism only for MoE models.
 std::vector<StrategyEstimate> evaluate_strategies(const PlanInput& input);

@@ -47,9 +47,10 @@ struct StrategyEstimate {
   double comm_bytes = 0;     // sent per device per step
   double compute_s = 0;      // per step, pipeline bubble included
   double comm_s = 0;         // per step, the part not hidden behind compute
+  double comm_exchange_s = 0;  // per step, the gradient exchange whole (before overlap)
   double step_s = 0;
   double train_s = 0;        // 0: the amount of training is unknown
-  std::string note;
+  std::string note;  // why it does not apply, or a caveat
 };
 
 std::string_view strategy_key(StrategyKind kind);

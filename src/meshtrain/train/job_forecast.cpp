@@ -29,11 +29,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Ring all-gather (or reduce-scatter) of `bytes` in all over n workers.
-double all_gather_s(const comm::AlgorithmCost& link, double bytes, int n) {
-  return (n - 1) * link.alpha_s + double(n - 1) / n * bytes * link.beta_s_per_byte;
-}
-
 struct StepTimes {
   double forward_backward_s = 0, update_s = 0;
 };
@@ -158,7 +153,8 @@ JobForecast forecast_job(const JobConfig& config, const comm::CostTable& links, 
     f.algorithm = std::string(comm::algorithm_name(algorithm));
     const comm::AlgorithmCost& ring = links.row(comm::AllReduceAlgorithm::Ring);
     const double units = double(store.units().size()), bytes = double(grad_bytes);
-    const double gather = all_gather_s(ring, bytes, n) + (units - 1) * (n - 1) * ring.alpha_s;
+    // One gather (or reduce-scatter) per unit: the bytes once, the latency per unit.
+    const double gather = comm::all_gather_seconds(links, grad_bytes, n) + (units - 1) * (n - 1) * ring.alpha_s;
     const double gather_bytes = double(n - 1) / n * bytes;
     const double all_reduce = comm::all_reduce_seconds(links, algorithm, grad_bytes, n);
     switch (f.zero_stage) {

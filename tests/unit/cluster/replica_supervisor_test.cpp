@@ -80,6 +80,15 @@ std::string count_start(const std::string& name, const std::string& line = "star
   return "echo " + line + " >> $D/" + name + "; starts=$(wc -l < $D/" + name + "); ";
 }
 
+// Waits until each named replica has counted a start: a replica that fails
+// on purpose first lets the others start, or a loaded machine (ASan) may see
+// them stopped before their first line and count one start too few.
+std::string wait_for_starts(std::initializer_list<const char*> names) {
+  std::string script;
+  for (const char* name : names) script += std::string("while [ ! -s $D/") + name + " ]; do sleep 0.01; done; ";
+  return script;
+}
+
 const ReplicaFailures* failures_of(const SupervisorResult& r, const std::string& label) {
   for (const auto& f : r.failures)
     if (f.label == label) return &f;
@@ -147,7 +156,9 @@ TEST(ReplicaSupervisor, AFailureRestartsTheWholeGroup) {
   // forever in the first group, and are restarted with it (worker 1 sees the
   // group's job id).
   Outcome r = supervise_with(
-      {sh("worker 0", count_start("w0") + "[ $starts -ge 2 ] && exit 0; sleep 0.3; echo 'boom' >&2; exit 4",
+      {sh("worker 0",
+          count_start("w0") + "[ $starts -ge 2 ] && exit 0; " + wait_for_starts({"w1", "s0"}) +
+              "echo 'boom' >&2; exit 4",
           ReplicaKind::Worker, {d.env()}),
        sh("worker 1", count_start("w1", "$MESHTRAIN_JOB_ID") + "[ $starts -ge 2 ] && exit 0; sleep 30",
           ReplicaKind::Worker, {d.env(), "MESHTRAIN_JOB_ID=job"}),
@@ -176,8 +187,8 @@ TEST(ReplicaSupervisor, AFailedServiceRestartsTheWholeGroup) {
   options.restart_backoff = 0ms;
   Outcome r = supervise_with(
       {sh("worker 0", count_start("w0") + "[ $starts -ge 2 ] && exit 0; sleep 30", ReplicaKind::Worker, {d.env()}),
-       sh("reducer 0", count_start("r0") + "[ $starts -ge 2 ] && sleep 30; kill -9 $$", ReplicaKind::Service,
-          {d.env()})},
+       sh("reducer 0", count_start("r0") + "[ $starts -ge 2 ] && sleep 30; " + wait_for_starts({"w0"}) + "kill -9 $$",
+          ReplicaKind::Service, {d.env()})},
       options);
   EXPECT_EQ(r.result.exit_code, 0) << r.output;
   EXPECT_EQ(r.result.restarts, 1);
@@ -194,7 +205,8 @@ TEST(ReplicaSupervisor, AReplicaRestartedAloneRestartsTheGroupWhenItsOwnRestarts
   options.max_restarts = 1;
   options.restart_backoff = 0ms;
   Replica ps_worker =
-      sh("worker 1", count_start("w1") + "[ $starts -ge 3 ] && exit 0; exit 2", ReplicaKind::Worker, {d.env()});
+      sh("worker 1", count_start("w1") + "[ $starts -ge 3 ] && exit 0; " + wait_for_starts({"w0"}) + "exit 2",
+         ReplicaKind::Worker, {d.env()});
   ps_worker.restarts = 1;
   Outcome r = supervise_with(
       {sh("worker 0", count_start("w0") + "[ $starts -ge 2 ] && exit 0; sleep 30", ReplicaKind::Worker, {d.env()}),
@@ -243,7 +255,9 @@ TEST(ReplicaSupervisor, AHungWorkerIsKilledAndTheGroupRestarted) {
   // worker 0 beats once and hangs in its first group; worker 1 beats all
   // along and must not be taken for hung. Services get no heartbeat file.
   Outcome r = supervise_with(
-      {sh("worker 0", count_start("w0") + "touch \"$MESHTRAIN_HEARTBEAT_FILE\"; [ $starts -ge 2 ] && exit 0; sleep 30",
+      {sh("worker 0",
+          count_start("w0") + "touch \"$MESHTRAIN_HEARTBEAT_FILE\"; [ $starts -ge 2 ] && exit 0; " +
+              wait_for_starts({"w1"}) + "sleep 30",
           ReplicaKind::Worker, {d.env()}),
        sh("worker 1",
           count_start("w1") + "[ $starts -ge 2 ] && exit 0; while :; do touch \"$MESHTRAIN_HEARTBEAT_FILE\"; sleep 0.2; done",

@@ -45,6 +45,12 @@ const AlgorithmCost& CostTable::row(AllReduceAlgorithm algorithm) const {
   throw CommError("cost table has no row for all-reduce algorithm " + std::string(algorithm_name(algorithm)));
 }
 
+CostTable CostTable::on_one_link(double alpha_s, double beta_s_per_byte) {
+  CostTable table;
+  for (AlgorithmCost& r : table.all_reduce) r.alpha_s = alpha_s, r.beta_s_per_byte = beta_s_per_byte;
+  return table;
+}
+
 double all_reduce_seconds(const CostTable& table, AllReduceAlgorithm algorithm, size_t bytes, int ranks) {
   if (ranks <= 1) return 0.0;
   const AlgorithmCost& cost = table.row(algorithm);
@@ -72,6 +78,13 @@ double all_reduce_seconds(const CostTable& table, AllReduceAlgorithm algorithm, 
     case AllReduceAlgorithm::Auto: break;
   }
   throw CommError("all_reduce_seconds: pick a concrete algorithm, not auto");
+}
+
+double all_gather_seconds(const CostTable& table, size_t bytes, int ranks) {
+  if (ranks <= 1) return 0.0;
+  const AlgorithmCost& ring = table.row(AllReduceAlgorithm::Ring);
+  const double n = ranks;
+  return (n - 1) * ring.alpha_s + (n - 1) / n * double(bytes) * ring.beta_s_per_byte;
 }
 
 AllReduceAlgorithm choose_all_reduce(const CostTable& table, size_t bytes, int ranks) {

@@ -37,10 +37,15 @@ struct CostTable {
   size_t tree_chunk_bytes = size_t{64} << 10;
 
   const AlgorithmCost& row(AllReduceAlgorithm algorithm) const;
+  // Every algorithm on one link (a measured or planned one).
+  static CostTable on_one_link(double alpha_s, double beta_s_per_byte);
 };
 
 // Estimated seconds for one all-reduce of `bytes` over `ranks` ranks.
 double all_reduce_seconds(const CostTable& table, AllReduceAlgorithm algorithm, size_t bytes, int ranks);
+// Estimated seconds for one ring all-gather (or reduce-scatter) of `bytes`
+// in all over `ranks` ranks, on the ring row: (n-1) alpha + (n-1)/n B beta.
+double all_gather_seconds(const CostTable& table, size_t bytes, int ranks);
 // The algorithm with the smallest estimate (never Auto).
 AllReduceAlgorithm choose_all_reduce(const CostTable& table, size_t bytes, int ranks);
 

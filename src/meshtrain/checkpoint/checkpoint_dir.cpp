@@ -94,6 +94,11 @@ CheckpointWriter::~CheckpointWriter() {
   deactivate(tmp_);
 }
 
+void CheckpointWriter::abandon_in_place() {
+  deactivate(tmp_);
+  tmp_.clear();
+}
+
 fs::path CheckpointWriter::tmp_path_for(const fs::path& dir, int64_t step, int64_t writer_pid) {
   return transient_path(dir, step, "tmp", writer_pid);
 }

@@ -41,6 +41,11 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   // Without commit(), removes the tmp directory: an abandoned checkpoint.
   ~CheckpointWriter();
+  // Gives the checkpoint up without removing its tmp directory, for a
+  // sharded checkpoint that other processes may still be writing into (they
+  // then fail on their own error, not on a vanished directory); prune()
+  // removes it once no live process owns it.
+  void abandon_in_place();
 
   // Where the writer begun by process `writer_pid` (on this host or
   // another sharing `dir`) puts the files of `step`: the ranks of a sharded

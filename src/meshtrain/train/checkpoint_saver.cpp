@@ -74,7 +74,14 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
   if (world == 1) {
     write_whole_checkpoint(dir, state, config_, model_, share);
   } else {
-    write_checkpoint_shard(dir, workers_.rank(), world, zero_stage_, state, config_, model_.store(), share);
+    try {
+      write_checkpoint_shard(dir, workers_.rank(), world, zero_stage_, state, config_, model_.store(), share);
+    } catch (...) {
+      // The others may still be writing their shards into this directory:
+      // removing it would turn their errors into "no such file".
+      if (writer) writer->abandon_in_place();
+      throw;
+    }
   }
   if (!writer) return;
   // The lead commits once every worker's shard has appeared (each by an

@@ -146,6 +146,30 @@ TEST(TcpTransport, SilentPeerTimesOutNamingIt) {
   EXPECT_LT(took, 1000ms);
 }
 
+TEST(TcpTransport, ARankThatGivesUpTellsItsOtherPeersWhy) {
+  // Rank 1 waits on rank 2 (which never sends) and times out; rank 0, which
+  // waits on rank 1 with a long timeout, learns why at once (abort frame).
+  rendezvous::TcpStore store(store_options(3));
+  std::chrono::milliseconds took{};
+  const auto errors = run_ranks_collect(store, 3, [&](int rank, Transport& t) {
+    std::vector<unsigned char> buf(32);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      if (rank == 0) t.recv(1, buf.data(), 32);
+      if (rank == 1) t.recv(2, buf.data(), 32);
+    } catch (...) {
+      if (rank == 0)
+        took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      throw;
+    }
+  }, [](int rank, TcpOptions& o) { o.transport.timeout = rank == 1 ? 300ms : 20000ms; });
+  EXPECT_FALSE(errors[2]);
+  const std::string msg = what_of(errors[0]);
+  EXPECT_EQ(msg.rfind("rank 1 gave up: rank 1: tcp exchange timed out after", 0), 0u) << msg;
+  EXPECT_NE(msg.find("receive from rank 2 (0 of 32 bytes)"), std::string::npos) << msg;
+  EXPECT_LT(took, 5000ms);
+}
+
 TEST(TcpTransport, InvalidOpsAreRejected) {
   run_ranks(2, [](int rank, Transport& t) {
     if (rank != 0) return;

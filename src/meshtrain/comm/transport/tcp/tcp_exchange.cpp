@@ -44,8 +44,49 @@ void TcpTransport::exchange(std::span<const SendOp> sends, std::span<const RecvO
     run(sends, recvs);
   } catch (const CommError& e) {
     broken_ = e.what();
+    send_abort_notices(broken_);
     throw;
   }
+}
+
+void TcpTransport::send_abort_notices(const std::string& reason) {
+  const std::string text = reason.substr(0, kMaxAbortText);
+  unsigned char header[kDataHeaderBytes] = {};
+  put_u32(header, kAbortFrameMagic);
+  put_u32(header + 8, static_cast<uint32_t>(text.size()));
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer == rank_) continue;
+    const PeerWork& w = work_[peer];
+    if (w.next_send < w.sends.size() && w.sends[w.next_send].sent > 0) continue;  // mid-message
+    iovec iov[2] = {{header, kDataHeaderBytes}, {const_cast<char*>(text.data()), text.size()}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    // A peer that is gone or whose buffer is full learns it from the closed
+    // connection instead.
+    (void)::sendmsg(peers_[peer].get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+void TcpTransport::relay_abort(int peer, uint64_t length) {
+  if (length > kMaxAbortText)
+    throw CommError(rank_name(rank_) + ": malformed abort frame from " + rank_name(peer) + " (" +
+                    std::to_string(length) + " bytes of text)");
+  std::string text(length, '\0');
+  size_t got = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  while (got < length) {
+    const ssize_t n = ::recv(peers_[peer].get(), text.data() + got, length - got, MSG_DONTWAIT);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    pollfd fd{peers_[peer].get(), POLLIN, 0};
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || poll_until(&fd, 1, deadline) == 0) break;
+  }
+  text.resize(got);
+  throw CommError(rank_name(peer) + " gave up" + (text.empty() ? " (its reason did not arrive)" : ": " + text));
 }
 
 void TcpTransport::validate(std::span<const SendOp> sends, std::span<const RecvOp> recvs) const {
@@ -196,8 +237,9 @@ size_t TcpTransport::read_from(int peer, void* dst, size_t bytes, const RecvStat
   }
 }
 
-void TcpTransport::check_header(int peer, const RecvState& r) const {
+void TcpTransport::check_header(int peer, const RecvState& r) {
   const auto magic = static_cast<uint32_t>(get_le(r.header, 4));
+  if (magic == kAbortFrameMagic) relay_abort(peer, get_le(r.header + 8, 8));
   if (magic != kDataFrameMagic) {
     char hex[16];
     std::snprintf(hex, sizeof hex, "0x%08x", magic);

@@ -16,7 +16,12 @@
 // fraction of an element a read may end on (carry) waits for the next read.
 //
 // After any error the stream state is unknown, so the transport refuses every
-// later exchange with the first error's message.
+// later exchange with the first error's message. Before it gives up it tells
+// every other peer why, with an abort frame where that peer's stream is at a
+// frame boundary (a half-sent message cannot be cut into):
+//   u32 magic "MTAB" | u32 reserved (0) | u64 text length (<= 1024) | text
+// A rank that reads one fails with "rank P gave up: <P's reason>", so ranks
+// that never talked to a dead peer still name it (the reason travels on).
 #include <string>
 #include <vector>
 
@@ -25,7 +30,9 @@
 
 namespace meshtrain::comm::tcp {
 
-inline constexpr uint32_t kDataFrameMagic = 0x4644544Du;  // "MTDF" as little-endian
+inline constexpr uint32_t kDataFrameMagic = 0x4644544Du;   // "MTDF" as little-endian
+inline constexpr uint32_t kAbortFrameMagic = 0x4241544Du;  // "MTAB"
+inline constexpr size_t kMaxAbortText = 1024;
 inline constexpr size_t kDataHeaderBytes = 16;
 inline constexpr size_t kStagingBytes = size_t{4} << 20;
 
@@ -67,10 +74,16 @@ class TcpTransport final : public Transport {
   void run(std::span<const SendOp> sends, std::span<const RecvOp> recvs);
   void progress_sends(int peer);
   void progress_recvs(int peer);
-  void check_header(int peer, const RecvState& r) const;
+  void check_header(int peer, const RecvState& r);
   // Reads into `dst`; returns bytes read, 0 when the socket has nothing now.
   size_t read_from(int peer, void* dst, size_t bytes, const RecvState& r);
   [[noreturn]] void peer_closed(int peer, const std::string& doing) const;
+  // Best effort, never blocks: an abort frame with `reason` to every peer
+  // whose outgoing stream is at a frame boundary.
+  void send_abort_notices(const std::string& reason);
+  // After an abort frame's header: reads its text (waiting up to a second)
+  // and throws the CommError that relays it.
+  [[noreturn]] void relay_abort(int peer, uint64_t length);
   std::string pending_summary() const;
 
   int rank_;

@@ -12,7 +12,10 @@ namespace {
 
 class AllReduceMatrix : public ::testing::TestWithParam<std::tuple<TransportFactory, int>> {
  protected:
-  void SetUp() override { world_ = std::make_unique<World>(std::get<0>(GetParam()), std::get<1>(GetParam())); }
+  void SetUp() override {
+    world_ = std::make_unique<World>(std::get<0>(GetParam()), std::get<1>(GetParam()));
+    if (world_->size() == 0) GTEST_SKIP() << "mpirun started a world of another size";
+  }
   void check_all(AllReduceAlgorithm algorithm);
   std::unique_ptr<World> world_;
 };
@@ -25,7 +28,9 @@ void check_all_reduce(World& world, AllReduceAlgorithm algorithm, ReduceKind op,
   const auto x = make_inputs<T>(n, count);
   auto y = x;
   world.run([&](int r) { return world.groups[size_t(r)].all_reduce_async(y[size_t(r)], op, algorithm); });
-  for (int r = 1; r < n; ++r) ASSERT_TRUE(bitwise_equal(y[size_t(r)], y[0])) << "rank " << r << " differs from rank 0";
+  const int first = world.first_local();
+  for (int r = first + 1; r < n; ++r)
+    if (world.local(r)) ASSERT_TRUE(bitwise_equal(y[size_t(r)], y[size_t(first)])) << "rank " << r << " differs";
 
   AllReduceAlgorithm concrete = algorithm;
   if (concrete == AllReduceAlgorithm::Auto) concrete = choose_all_reduce(test_options().costs, count * sizeof(T), n);
@@ -35,7 +40,7 @@ void check_all_reduce(World& world, AllReduceAlgorithm algorithm, ReduceKind op,
   int segment = 0;
   for (size_t i = 0; i < count; ++i) {
     while (i >= bounds[size_t(segment) + 1]) ++segment;
-    const T got = y[0][i];
+    const T got = y[size_t(first)][i];
     bool ok;
     if (exact_any_order || concrete == AllReduceAlgorithm::Ring) {
       const T want = ring_reference(x, segment, i, op);

@@ -11,7 +11,10 @@ namespace {
 
 class CollectivesMatrix : public ::testing::TestWithParam<std::tuple<TransportFactory, int>> {
  protected:
-  void SetUp() override { world_ = std::make_unique<World>(std::get<0>(GetParam()), std::get<1>(GetParam())); }
+  void SetUp() override {
+    world_ = std::make_unique<World>(std::get<0>(GetParam()), std::get<1>(GetParam()));
+    if (world_->size() == 0) GTEST_SKIP() << "mpirun started a world of another size";
+  }
   int n() const { return world_->size(); }
   ProcessGroup& group(int r) { return world_->groups[size_t(r)]; }
   std::unique_ptr<World> world_;
@@ -37,7 +40,7 @@ void check_reduce_scatter(World& world, ReduceKind op, size_t count, bool in_pla
     return world.groups[size_t(r)].reduce_scatter_async(input, output, op);
   });
   for (int r = 0; r < n; ++r)
-    for (size_t i = 0; i < count; ++i) {
+    for (size_t i = 0; i < count && world.local(r); ++i) {
       const size_t at = size_t(r) * count + i;
       const T got = in_place ? io[size_t(r)][at] : out[size_t(r)][i];
       const T want = ring_reference(x, r, at, op);
@@ -60,7 +63,8 @@ void check_all_gather(World& world, size_t count, bool in_place) {
                                        : ConstBuffer(x[size_t(r)]);
     return world.groups[size_t(r)].all_gather_async(input, out[size_t(r)]);
   });
-  for (int r = 0; r < n; ++r) ASSERT_TRUE(bitwise_equal(out[size_t(r)], want)) << "rank " << r;
+  for (int r = 0; r < n; ++r)
+    if (world.local(r)) ASSERT_TRUE(bitwise_equal(out[size_t(r)], want)) << "rank " << r;
 }
 
 template <class T>
@@ -70,7 +74,8 @@ void check_broadcast(World& world, size_t count, int root) {
   auto x = make_inputs<T>(n, count);
   const auto want = x[size_t(root)];
   world.run([&](int r) { return world.groups[size_t(r)].broadcast_async(x[size_t(r)], root); });
-  for (int r = 0; r < n; ++r) ASSERT_TRUE(bitwise_equal(x[size_t(r)], want)) << "rank " << r;
+  for (int r = 0; r < n; ++r)
+    if (world.local(r)) ASSERT_TRUE(bitwise_equal(x[size_t(r)], want)) << "rank " << r;
 }
 
 template <class T>
@@ -82,10 +87,10 @@ void check_reduce(World& world, ReduceKind op, size_t count, int root) {
   auto y = x;
   world.run([&](int r) { return world.groups[size_t(r)].reduce_async(y[size_t(r)], root, op); });
   for (int r = 0; r < n; ++r) {
-    if (r == root) continue;
+    if (r == root || !world.local(r)) continue;
     ASSERT_TRUE(bitwise_equal(y[size_t(r)], x[size_t(r)])) << "non-root rank " << r << " changed";
   }
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < count && world.local(root); ++i) {
     const T want = tree_reference(x, root, i, op);
     ASSERT_EQ(std::memcmp(&y[size_t(root)][i], &want, sizeof(T)), 0) << "element " << i;
   }
@@ -140,7 +145,7 @@ TEST_P(CollectivesMatrix, AllToAll) {
     std::vector<std::vector<float>> y(static_cast<size_t>(n()), std::vector<float>(block * size_t(n())));
     world_->run([&](int r) { return group(r).all_to_all_async(x[size_t(r)], y[size_t(r)]); });
     for (int j = 0; j < n(); ++j)
-      for (int i = 0; i < n(); ++i)
+      for (int i = 0; i < n() && world_->local(j); ++i)
         ASSERT_EQ(block == 0 ? 0 : std::memcmp(y[size_t(j)].data() + size_t(i) * block, x[size_t(i)].data() + size_t(j) * block, block * 4), 0)
             << "block from " << i << " at " << j;
   }
@@ -164,6 +169,7 @@ TEST_P(CollectivesMatrix, AllToAllV) {
       return group(r).all_to_all_v_async(in[size_t(r)], send[size_t(r)], out[size_t(r)], recv[size_t(r)]);
     });
     for (int j = 0; j < n(); ++j) {
+      if (!world_->local(j)) continue;
       std::vector<int64_t> want;
       for (int i = 0; i < n(); ++i)
         for (size_t e = 0; e < counts(i, j); ++e) want.push_back(int64_t(i) * 1000000 + j * 10000 + int64_t(e));
@@ -174,10 +180,13 @@ TEST_P(CollectivesMatrix, AllToAllV) {
 
 TEST_P(CollectivesMatrix, BarrierWaitsForTheLastRank) {
   std::vector<WorkHandle> works;
-  for (int r = 0; r + 1 < n(); ++r) works.push_back(group(r).barrier_async());
+  for (int r = 0; r + 1 < n(); ++r)
+    if (world_->local(r)) works.push_back(group(r).barrier_async());
   std::this_thread::sleep_for(30ms);
   for (auto& w : works) EXPECT_FALSE(w->is_completed());
-  works.push_back(group(n() - 1).barrier_async());
+  // The last rank's own process (mpi) waits longer than the others look.
+  if (!world_->local(0)) std::this_thread::sleep_for(300ms);
+  if (world_->local(n() - 1)) works.push_back(group(n() - 1).barrier_async());
   for (auto& w : works) w->wait();
 }
 
@@ -186,12 +195,19 @@ TEST_P(CollectivesMatrix, SendRecvAroundTheRing) {
   const auto x = make_inputs<double>(n(), 1001);
   std::vector<std::vector<double>> y(static_cast<size_t>(n()), std::vector<double>(1001));
   std::vector<WorkHandle> works;
+  // A rank's operations run one after another on its communicator thread,
+  // and a large send may wait for its receive (MPI's rendezvous protocol):
+  // even ranks send first, odd ranks receive first, as with blocking MPI.
   for (int r = 0; r < n(); ++r) {
-    works.push_back(group(r).send_async(x[size_t(r)], (r + 1) % n()));
-    works.push_back(group(r).recv_async(y[size_t(r)], (r - 1 + n()) % n()));
+    if (!world_->local(r)) continue;
+    auto send = [&] { works.push_back(group(r).send_async(x[size_t(r)], (r + 1) % n())); };
+    auto recv = [&] { works.push_back(group(r).recv_async(y[size_t(r)], (r - 1 + n()) % n())); };
+    if (r % 2 == 0) send(), recv();
+    else recv(), send();
   }
   for (auto& w : works) w->wait();
-  for (int r = 0; r < n(); ++r) EXPECT_EQ(y[size_t((r + 1) % n())], x[size_t(r)]);
+  for (int r = 0; r < n(); ++r)
+    if (world_->local((r + 1) % n())) EXPECT_EQ(y[size_t((r + 1) % n())], x[size_t(r)]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, CollectivesMatrix,

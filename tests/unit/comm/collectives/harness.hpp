@@ -10,11 +10,18 @@
 // transport_factories() that builds `world_size` connected transports. shm
 // and tcp run the full matrix (world sizes 1-8, every count): the whole of
 // unit_comm takes ~25 s on 2 vCPUs, so no subset is needed.
+//
+// MPI ranks are processes, not threads: started by mpirun
+// (tests/unit/comm/mpi_matrix.sh), every process runs the same tests in the
+// same order, its world holds only its own rank's transport (the other
+// ranks' slots are placeholders: World::local() says which is real), and
+// the checks look at the local rank only against the same serial reference.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -35,6 +42,9 @@
 #include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
 #include "meshtrain/comm/transport/shm/shm_transport.hpp"
 #include "meshtrain/comm/transport/tcp/tcp_transport.hpp"
+#ifdef MESHTRAIN_HAVE_MPI
+#include "meshtrain/comm/transport/mpi/mpi_transport.hpp"
+#endif
 
 namespace meshtrain::comm::testing {
 
@@ -104,7 +114,29 @@ inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n, std::c
   });
 }
 
+// Under mpirun: this process's rank and the world's size (0 otherwise).
+inline int mpirun_env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::atoi(value) : -1;
+}
+inline bool under_mpirun() { return mpirun_env("OMPI_COMM_WORLD_SIZE") > 0; }
+
+#ifdef MESHTRAIN_HAVE_MPI
+// Only this process's rank is real; a world of another size than mpirun's
+// is empty (its tests skip).
+inline std::vector<std::unique_ptr<Transport>> make_mpi_transports(int n, std::chrono::milliseconds timeout) {
+  const int rank = mpirun_env("OMPI_COMM_WORLD_RANK"), size = mpirun_env("OMPI_COMM_WORLD_SIZE");
+  if (n != size) return {};
+  std::vector<std::unique_ptr<Transport>> transports(static_cast<size_t>(n));
+  transports[size_t(rank)] = connect_mpi({.expected_rank = rank, .expected_world_size = n, .transport = {timeout}});
+  return transports;
+}
+#endif
+
 inline std::vector<TransportFactory> transport_factories() {
+#ifdef MESHTRAIN_HAVE_MPI
+  if (under_mpirun()) return {{"mpi", make_mpi_transports}};
+#endif
   return {
       {"inproc",
        [](int n, std::chrono::milliseconds timeout) {
@@ -133,18 +165,30 @@ inline CollectiveOptions test_options() {
 struct World {
   World(const TransportFactory& factory, int n, std::chrono::milliseconds timeout = 20s,
         CollectiveOptions options = test_options()) {
-    for (auto& t : factory.make(n, timeout)) comms.push_back(std::make_shared<Communicator>(std::move(t), options));
+    for (auto& t : factory.make(n, timeout)) {
+      is_local.push_back(t != nullptr);
+      // A rank of another process (mpi): a placeholder group of one, never
+      // used, so that groups[r] still indexes by rank.
+      if (!t) t = std::move(make_inproc_transports(1, {}).front());
+      comms.push_back(std::make_shared<Communicator>(std::move(t), options));
+    }
     for (auto& c : comms) groups.emplace_back(c);
   }
+  // 0 when the factory has no world of this size (mpi: not mpirun's size).
   int size() const { return int(comms.size()); }
-  // Runs submit(rank) on every rank and waits for all handles.
+  bool local(int rank) const { return is_local[size_t(rank)]; }
+  // The lowest rank this process holds.
+  int first_local() const { return int(std::find(is_local.begin(), is_local.end(), true) - is_local.begin()); }
+  // Runs submit(rank) on every local rank and waits for all handles.
   void run(const std::function<WorkHandle(int rank)>& submit) {
     std::vector<WorkHandle> works;
-    for (int r = 0; r < size(); ++r) works.push_back(submit(r));
+    for (int r = 0; r < size(); ++r)
+      if (local(r)) works.push_back(submit(r));
     for (auto& w : works) w->wait();
   }
   std::vector<std::shared_ptr<Communicator>> comms;
   std::vector<ProcessGroup> groups;
+  std::vector<bool> is_local;
 };
 
 // Deterministic inputs; floats are sevenths, so sums round and the order of

@@ -83,6 +83,7 @@ bad "model.heads: 7 heads do not divide the hidden size 1600" scenario.toml --mo
 bad "unknown device 'h9000'" scenario.toml --hardware.device=h9000
 bad "hardware.colour: unknown key" scenario.toml --hardware.colour=red
 bad "missing.toml: cannot read the plan file" missing.toml
+bad "nothing to plan"
 printf '[model\nlayers = 2\n' > broken.toml
 bad "broken.toml:1: malformed TOML" broken.toml
 

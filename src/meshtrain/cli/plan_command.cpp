@@ -41,6 +41,9 @@ void print_profiles() {
 }
 
 int run_analytic(const PlanArgs& args, const std::vector<std::string>& flags) {
+  if (args.file.empty() && flags.empty() && !args.measure)
+    throw ConfigError("nothing to plan: give a plan file, --section.key=value flags or --config JOB.toml "
+                      "(meshtrain plan --help lists the keys; examples/plan-vision-1b.toml is one)");
   plan::PlanValues values;
   if (args.measure) {
     const MachineProfile measured = measure_machine(stderr);

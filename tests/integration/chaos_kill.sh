@@ -9,15 +9,12 @@
 # The random choices print their seed; CHAOS_SEED=N replays one.
 source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/integration/chaos_lib.sh"
-make_text data.txt 100000
-tiny_config job.toml data.txt
+chaos_job
 seed=${CHAOS_SEED:-$RANDOM}
 RANDOM=$seed
 echo "chaos seed $seed"
-# ~0.1 s a step on one core, so that a kill lands mid-run.
 base=(--nproc 2 --parallel.data=allreduce --checkpoint.every=4 --checkpoint.keep=5 --training.steps=20
-      --training.log_every=1 --model.n_embd=128 --model.block_size=128 --training.batch_size=8
-      --parallel.restart_backoff_s=0.2)
+      "${CHAOS_MODEL[@]}")
 
 # chaos NAME VICTIM_RANK [ARGS...]: the job once straight, once with the
 # process of RANK=VICTIM_RANK killed at a random step; same final bits.

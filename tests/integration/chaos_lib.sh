@@ -1,7 +1,17 @@
 # Watching a job's metrics and killing one of its processes at a given step;
 # sourced by chaos_kill.sh, run_restart.sh, ps_server_restart.sh,
 # heartbeat_hang.sh, ps_worker_rejoin.sh and bench/chaos.sh. Needs MESHTRAIN,
-# WORK and fail().
+# WORK and fail(); chaos_job also lib.sh's make_text and tiny_config.
+
+# chaos_job: the job the chaos tests run and kill, in job.toml (the tiny
+# config over 100 kB of text); CHAOS_MODEL widens its model so a step takes
+# ~0.1 s on one core (a kill lands mid-run), logs every step and restarts fast.
+chaos_job() {
+  make_text data.txt 100000
+  tiny_config job.toml data.txt
+}
+CHAOS_MODEL=(--training.log_every=1 --model.n_embd=128 --model.block_size=128 --training.batch_size=8
+             --parallel.restart_backoff_s=0.2)
 
 # latest_step METRICS: the highest step in a metrics file (0 before any).
 latest_step() {

@@ -5,11 +5,9 @@
 # in its all-reduce for parallel.timeout_s (here 300 s).
 source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/integration/chaos_lib.sh"
-make_text data.txt 100000
-tiny_config job.toml data.txt
+chaos_job
 args=(--nproc 2 --parallel.data=allreduce --checkpoint.every=4 --checkpoint.keep=5 --training.steps=20
-      --training.log_every=1 --model.n_embd=128 --model.block_size=128 --training.batch_size=8
-      --parallel.restart_backoff_s=0.2 --parallel.heartbeat_timeout_s=2 --parallel.timeout_s=300)
+      "${CHAOS_MODEL[@]}" --parallel.heartbeat_timeout_s=2 --parallel.timeout_s=300)
 "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/straight" > straight.txt 2>&1 ||
   { cat straight.txt; fail "uninterrupted run"; }
 

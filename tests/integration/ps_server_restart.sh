@@ -6,11 +6,9 @@
 # one does.
 source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/integration/chaos_lib.sh"
-make_text data.txt 100000
-tiny_config job.toml data.txt
+chaos_job
 args=(--nproc 2 --parallel.data=parameter_server --parallel.servers=2 --checkpoint.every=5 --training.steps=80
-      --training.log_every=1 --model.n_embd=128 --model.block_size=128 --training.batch_size=8
-      --parallel.restart_backoff_s=0.2 --training.out_dir="$WORK/ps")
+      "${CHAOS_MODEL[@]}" --training.out_dir="$WORK/ps")
 "$MESHTRAIN" run job.toml "${args[@]}" > ps.txt 2>&1 &
 run_pid=$!
 # Workers are ranks 0-1, servers 2-3: kill server 1 after its step 20.
@@ -29,8 +27,7 @@ echo "== 2 workers: server 1 killed after its step $killed; $(cat eval.json)"
 
 # One worker (rank 0), servers ranks 1-2: the same bits as without the kill.
 one=(--nproc 1 --parallel.data=parameter_server --parallel.servers=2 --checkpoint.every=5 --checkpoint.keep=5
-     --training.steps=60 --training.log_every=1 --model.n_embd=128 --model.block_size=128 --training.batch_size=8
-     --parallel.restart_backoff_s=0.2)
+     --training.steps=60 "${CHAOS_MODEL[@]}")
 "$MESHTRAIN" run job.toml "${one[@]}" --training.out_dir="$WORK/one-straight" > one-straight.txt 2>&1 ||
   { cat one-straight.txt; fail "one worker, uninterrupted"; }
 "$MESHTRAIN" run job.toml "${one[@]}" --training.out_dir="$WORK/one" > one.txt 2>&1 &

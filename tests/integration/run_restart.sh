@@ -5,13 +5,9 @@
 # and running the command again after the end only reports "already finished".
 source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/integration/chaos_lib.sh"
-make_text data.txt 100000
-tiny_config job.toml data.txt
-# A model big enough that 20 steps take a couple of seconds (~0.1 s a step
-# on one core), so that the kill lands mid-run.
+chaos_job
 ARGS=(--nproc 2 --parallel.data=allreduce --checkpoint.every=5 --checkpoint.keep=5 --training.steps=20
-      --training.log_every=1 --model.n_embd=128 --model.block_size=128 --training.batch_size=8
-      --parallel.restart_backoff_s=0.2)
+      "${CHAOS_MODEL[@]}")
 
 # params OUT_DIR FILE: the final checkpoint's parameters in one file, whether
 # it was written whole (model.safetensors) or sharded (shard-*.safetensors).

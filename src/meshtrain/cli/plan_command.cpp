@@ -68,8 +68,7 @@ int run_analytic(const PlanArgs& args, const std::vector<std::string>& flags) {
 int run_job_forecast(const PlanArgs& args, const std::vector<std::string>& flags) {
   JobConfig config = load_job_config(args.job_config);
   apply_overrides(config, flags);
-  const MachineProfile measured = measure_machine(stderr);
-  const JobForecast forecast = forecast_job(config, measured.links(), stderr);
+  const JobForecast forecast = forecast_job(config, [] { return measure_machine(stderr).links(); }, stderr);
   if (args.json)
     std::printf("%s\n", job_forecast_to_json(forecast).dump(2).c_str());
   else

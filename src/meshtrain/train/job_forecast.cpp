@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -33,13 +34,17 @@ struct StepTimes {
   double forward_backward_s = 0, update_s = 0;
 };
 
-// `steps` timed steps (after two untimed ones) of one worker's model and
-// batch, on `threads` OpenMP threads of the calling thread.
-StepTimes time_steps(const JobConfig& config, int workers, int rank, int threads, int steps) {
+std::unique_ptr<Model> make_initialized_model(const JobConfig& config) {
   std::unique_ptr<Model> model = make_model(config.model);
   Rng rng(static_cast<uint64_t>(config.training.seed));
   model->init_parameters(rng);
-  const auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model->store());
+  return model;
+}
+
+// `steps` timed steps (after two untimed ones) of `model` on worker `rank`'s
+// batch, on `threads` OpenMP threads of the calling thread.
+StepTimes time_steps(const JobConfig& config, Model& model, int workers, int rank, int threads, int steps) {
+  const auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model.store());
   DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config),
                                               config.training.batch_size, rank, workers);
   omp_set_num_threads(threads);
@@ -49,13 +54,13 @@ StepTimes time_steps(const JobConfig& config, int workers, int rank, int threads
   for (int i = 0; i < kWarmup + steps; ++i) {
     loader.next_batch(batch);
     const auto t0 = Clock::now();
-    model->store().zero_grads();
-    model->forward(batch);
-    model->backward();
+    model.store().zero_grads();
+    model.forward(batch);
+    model.backward();
     const double t_fb = since(t0);
     const auto t1 = Clock::now();
-    gradient_norm(model->store(), config.optimizer.grad_clip);
-    optimizer->step(model->store(), static_cast<float>(config.optimizer.lr * 1e-3));
+    gradient_norm(model.store(), config.optimizer.grad_clip);
+    optimizer->step(model.store(), static_cast<float>(config.optimizer.lr * 1e-3));
     if (i >= kWarmup) fwd_bwd.push_back(t_fb), update.push_back(since(t1));
   }
   return {median(fwd_bwd), median(update)};
@@ -67,15 +72,15 @@ struct Probe {
   size_t activations = 0, data = 0;
 };
 
-// The worker alone first (its activations and batch data are tracked
-// then), then all workers at once, one thread each with its own model:
-// workers on one host share caches and memory bandwidth, and the step
-// waits for the slowest.
-Probe run_probe(const JobConfig& config, int workers, int threads, int steps) {
+// Worker 0 alone first, on `model` (its activations and batch data are
+// tracked then), then all workers at once, one thread each with its own
+// model: workers on one host share caches and memory bandwidth, and the
+// step waits for the slowest.
+Probe run_probe(const JobConfig& config, Model& model, int workers, int threads, int steps) {
   const int saved_threads = omp_get_max_threads();
   Probe probe;
   MemoryTracker::global().reset_peaks();
-  probe.alone = time_steps(config, workers, 0, threads, steps);
+  probe.alone = time_steps(config, model, workers, 0, threads, steps);
   const auto& tracker = MemoryTracker::global();
   probe.activations = tracker.peak(MemoryKind::Activations);
   probe.data = tracker.peak(MemoryKind::Data);
@@ -87,7 +92,7 @@ Probe run_probe(const JobConfig& config, int workers, int threads, int steps) {
     for (int r = 0; r < workers; ++r)
       running.emplace_back([&, r] {
         try {
-          times[r] = time_steps(config, workers, r, threads, steps);
+          times[r] = time_steps(config, *make_initialized_model(config), workers, r, threads, steps);
         } catch (...) {
           errors[r] = std::current_exception();
         }
@@ -107,7 +112,8 @@ Probe run_probe(const JobConfig& config, int workers, int threads, int steps) {
 
 }  // namespace
 
-JobForecast forecast_job(const JobConfig& config, const comm::CostTable& links, std::FILE* log) {
+JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
+                         std::FILE* log) {
   if (config.parallel.data == "parameter_server")
     throw ConfigError("plan --config: parameter-server jobs are not forecast (workers do not wait for each other); "
                       "it covers parallel.data = \"allreduce\" at every ZeRO stage and one process");
@@ -124,12 +130,12 @@ JobForecast forecast_job(const JobConfig& config, const comm::CostTable& links, 
     std::fprintf(log, "probing: %d steps of one worker's model and batch on %d thread%s, alone%s...\n", kProbeSteps,
                  f.threads, f.threads == 1 ? "" : "s",
                  f.workers > 1 ? (" and " + std::to_string(f.workers) + " at once").c_str() : "");
-  const Probe probe = run_probe(config, f.workers, f.threads, kProbeSteps);
+  std::unique_ptr<Model> model = make_initialized_model(config);
+  const Probe probe = run_probe(config, *model, f.workers, f.threads, kProbeSteps);
   f.probe_steps = kProbeSteps;
   f.activations = probe.activations;
   f.data = probe.data;
 
-  std::unique_ptr<Model> model = make_model(config.model);  // uninitialized: only its layout is read
   const ParamStore& store = model->store();
   f.model_kind = model->kind();
   f.parameters = store.parameter_count();
@@ -147,6 +153,7 @@ JobForecast forecast_job(const JobConfig& config, const comm::CostTable& links, 
   f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / f.workers : probe.contended.update_s;
   const int n = f.workers;
   if (n > 1) {
+    const comm::CostTable links = measure_links();
     comm::AllReduceAlgorithm algorithm = comm::parse_all_reduce_algorithm(config.parallel.all_reduce);
     const size_t grad_bytes = store.flat_size() * sizeof(float);
     if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);

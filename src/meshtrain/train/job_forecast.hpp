@@ -25,6 +25,7 @@
 //             core computes, so the communicator thread's copying and adding
 //             takes core time from compute.
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -51,9 +52,11 @@ struct JobForecast {
   double step_s() const { return forward_backward_s + update_s + comm_s; }
 };
 
-// Throws ConfigError for jobs it does not model (parameter servers) and
-// whatever building the job throws (missing data...).
-JobForecast forecast_job(const JobConfig& config, const comm::CostTable& links, std::FILE* log);
+// `measure_links` gives this machine's link (called only when there are
+// several workers to talk). Throws ConfigError for jobs it does not model
+// (parameter servers) and whatever building the job throws (missing data...).
+JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
+                         std::FILE* log);
 
 std::string format_job_forecast(const JobForecast& forecast);
 nlohmann::json job_forecast_to_json(const JobForecast& forecast);

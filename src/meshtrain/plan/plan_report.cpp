@@ -9,7 +9,7 @@ namespace meshtrain::plan {
 
 Plan make_plan(const PlanInput& input) {
   input.validate();
-  Plan plan{.input = input};
+  Plan plan{.input = input, .amount = training_amount(input)};
   plan.strategies = evaluate_strategies(input);
   plan.recommendation = recommend(input, plan.strategies);
   plan.learning_rate = large_batch_advice(input);
@@ -61,7 +61,7 @@ std::string count(double n) {
 std::string header(const Plan& plan) {
   const PlanInput& in = plan.input;
   const Cluster& c = in.cluster;
-  const TrainingAmount amount = training_amount(in);
+  const TrainingAmount& amount = plan.amount;
   char line[512];
   std::string out;
   std::snprintf(line, sizeof line, "model: %s, %s parameters (%s active), %.0f tokens per sample, %.3g FLOPs per sample\n",
@@ -133,7 +133,7 @@ std::string format_plan(const Plan& plan) {
 
 nlohmann::json plan_to_json(const Plan& plan) {
   const PlanInput& in = plan.input;
-  const TrainingAmount amount = training_amount(in);
+  const TrainingAmount& amount = plan.amount;
   nlohmann::json strategies = nlohmann::json::array();
   for (const StrategyEstimate& e : plan.strategies) {
     nlohmann::json j = {{"key", e.key}, {"name", e.name}, {"applicable", e.applicable}, {"note", e.note}};

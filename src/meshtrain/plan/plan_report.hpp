@@ -8,12 +8,14 @@
 #include "meshtrain/plan/batch_rule.hpp"
 #include "meshtrain/plan/plan_input.hpp"
 #include "meshtrain/plan/recommendation.hpp"
+#include "meshtrain/plan/strategies.hpp"
 #include "meshtrain/plan/strategy_estimate.hpp"
 
 namespace meshtrain::plan {
 
 struct Plan {
   PlanInput input;
+  TrainingAmount amount;
   std::vector<StrategyEstimate> strategies;
   Recommendation recommendation;
   LearningRateAdvice learning_rate;

@@ -41,7 +41,9 @@ predicted_peak = plan["memory_bytes"]["total"]
 mem_err = abs(peak - predicted_peak) / peak
 step_err = abs(measured_step - predicted_step) / measured_step
 print(f"{run.split('/')[-1]}: peak {peak / 2**20:.2f} MiB, predicted {predicted_peak / 2**20:.2f} MiB ({mem_err:.1%}); "
-      f"step {measured_step * 1e3:.1f} ms, predicted {predicted_step * 1e3:.1f} ms ({step_err:.1%})")
+      f"step {measured_step * 1e3:.1f} ms, predicted {predicted_step * 1e3:.1f} ms ({step_err:.1%}: "
+      f"forward+backward {plan['step_s']['forward_backward'] * 1e3:.1f}, update {plan['step_s']['update'] * 1e3:.1f}, "
+      f"communication {plan['step_s']['communication'] * 1e3:.1f})")
 assert plan["workers"] >= 1 and plan["probe_steps"] > 0
 sys.exit(0 if mem_err <= 0.10 and step_err <= 0.25 else 1)
 PY

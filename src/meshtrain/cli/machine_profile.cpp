@@ -11,6 +11,7 @@
 #include "meshtrain/cli/self_executable.hpp"
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/core/statistics.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 
 namespace meshtrain::cli {
@@ -38,17 +39,13 @@ double single_core_gemm_flops() {
   return 2.0 * n * n * n / best;
 }
 
-struct Point {
-  double bytes, seconds;
-};
-
-std::vector<Point> run_all_reduce_bench() {
+std::vector<LinkSample> run_all_reduce_bench() {
   const std::string command = self_executable() +
                               " bench collectives --nproc 2 --transport shm --algo ring --sizes 4K:16M --iters 10 "
                               "--json 2>/dev/null";
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) throw Error("plan --measure: cannot start the collective benchmark");
-  std::vector<Point> points;
+  std::vector<LinkSample> points;
   char line[1024];
   while (std::fgets(line, sizeof line, pipe)) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
@@ -64,6 +61,26 @@ std::vector<Point> run_all_reduce_bench() {
 
 }  // namespace
 
+// Not a least-squares line through every size: spanning 4 KiB to 16 MiB,
+// its intercept is set by the largest sizes' noise (one slow 8 MiB call
+// made alpha ~0.5 ms, which ZeRO-3's per-unit gathers multiply into tens of
+// milliseconds). Alpha comes from the smallest sizes, beta from the
+// largest, each the median of three so that one outlier cannot move it.
+LinkFit fit_ring_of_two(std::vector<LinkSample> samples) {
+  if (samples.size() < 2) throw Error("plan --measure: a link fit needs at least two message sizes");
+  std::sort(samples.begin(), samples.end(), [](const LinkSample& a, const LinkSample& b) { return a.bytes < b.bytes; });
+  const size_t k = std::min<size_t>(3, samples.size() / 2);
+  std::vector<double> alphas, betas;
+  for (size_t i = 0; i < k; ++i) alphas.push_back(samples[i].seconds / 2);
+  LinkFit fit;
+  fit.alpha_s = median(alphas);
+  // At least half of a large message's time is bandwidth, whatever alpha says.
+  for (size_t i = samples.size() - k; i < samples.size(); ++i)
+    betas.push_back(std::max(samples[i].seconds - 2 * fit.alpha_s, samples[i].seconds / 2) / samples[i].bytes);
+  fit.beta_s_per_byte = median(betas);
+  return fit;
+}
+
 comm::CostTable MachineProfile::links() const {
   return comm::CostTable::on_one_link(shm_alpha_s, shm_beta_s_per_byte);
 }
@@ -75,15 +92,9 @@ MachineProfile measure_machine(std::FILE* log) {
   if (log) std::fprintf(log, "measuring: single-core GEMM...\n");
   p.gemm_flops = single_core_gemm_flops();
   if (log) std::fprintf(log, "measuring: shared-memory all-reduce over 2 ranks, 4 KiB to 16 MiB...\n");
-  // Least squares of time = a + bytes * beta; a = 2 alpha for a ring of two.
-  const std::vector<Point> points = run_all_reduce_bench();
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const Point& q : points) sx += q.bytes, sy += q.seconds, sxx += q.bytes * q.bytes, sxy += q.bytes * q.seconds;
-  const double n = double(points.size());
-  const double beta = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-  const double intercept = (sy - beta * sx) / n;
-  p.shm_beta_s_per_byte = std::max(beta, 1e-12);
-  p.shm_alpha_s = std::max(intercept / 2, points.front().seconds / 4);
+  const LinkFit link = fit_ring_of_two(run_all_reduce_bench());
+  p.shm_alpha_s = link.alpha_s;
+  p.shm_beta_s_per_byte = link.beta_s_per_byte;
   if (log)
     std::fprintf(log, "measured: %d cores, %.1f GB memory, %.1f GFLOP/s per core (fp32 GEMM), shared memory %.1f us "
                       "+ %.2f GB/s\n",

@@ -5,8 +5,9 @@
 // the host's shared by the cores, and the link between devices the
 // shared-memory transport, whose alpha and beta come from a ring
 // all-reduce over two ranks (`meshtrain bench collectives`):
-//   time(B) = 2 alpha + B beta     (ring, n = 2), fitted by least squares.
+//   time(B) = 2 alpha + B beta     (ring, n = 2).
 #include <cstdio>
+#include <vector>
 
 #include "meshtrain/comm/collectives/cost_model.hpp"
 #include "meshtrain/plan/plan_keys.hpp"
@@ -23,6 +24,19 @@ struct MachineProfile {
   // The runtime's cost table with every all-reduce row set to the measured link.
   comm::CostTable links() const;
 };
+
+// One size of the two-rank all-reduce benchmark.
+struct LinkSample {
+  double bytes, seconds;
+};
+
+struct LinkFit {
+  double alpha_s = 0, beta_s_per_byte = 0;
+};
+
+// Alpha from the smallest sizes, beta from the largest (medians of three;
+// see the .cpp for why not least squares). Throws Error for < 2 samples.
+LinkFit fit_ring_of_two(std::vector<LinkSample> samples);
 
 // Measures, printing what it does to `log` (may be null). Throws Error when
 // the collective benchmark fails.

@@ -11,6 +11,7 @@
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/memory.hpp"
+#include "meshtrain/core/statistics.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/optim/factory.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
@@ -24,11 +25,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct StepTimes {
   double forward_backward_s = 0, update_s = 0;

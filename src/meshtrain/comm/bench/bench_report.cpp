@@ -5,18 +5,9 @@
 #include <cstdio>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/core/statistics.hpp"
 
 namespace meshtrain::comm::bench {
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + long(mid), values.end());
-  if (values.size() % 2) return values[mid];
-  const double upper = values[mid];
-  const double lower = *std::max_element(values.begin(), values.begin() + long(mid));
-  return (lower + upper) / 2;
-}
 
 void finish_all_reduce(BenchResult& result, std::vector<double> seconds_per_iter) {
   result.iters = int(seconds_per_iter.size());

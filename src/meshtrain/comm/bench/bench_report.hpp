@@ -36,8 +36,6 @@ struct BenchResult {
 // per-iteration maximum over ranks).
 void finish_all_reduce(BenchResult& result, std::vector<double> seconds_per_iter);
 
-double median(std::vector<double> values);
-
 // {"collective":"all_reduce","algo":"ring",...} on one line, no newline.
 std::string to_json(const BenchResult& result);
 

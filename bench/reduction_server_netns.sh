@@ -29,6 +29,7 @@
 #
 # Knobs (defaults in brackets):
 #   WORKERS [4]  RATE [1gbit]  RUNS ["ring rs:4 rs:2 rs:2:<2xRATE>"]  SIZES [64M:64M]  ITERS [10]
+#   RS_CHUNK [1M] bytes per chunk, RS_IN_FLIGHT [1] chunks sent ahead of the sums back (--rs-chunk, --rs-in-flight)
 #   MTU [1500]  TIMEOUT [120] s per exchange   MESHTRAIN [build/src/meshtrain/meshtrain]
 #   OUT [bench/out/reduction_server_netns]  IDLE_WAIT [120] IDLE_PCT [10]  NETNS_PREFIX [mt]
 set -uo pipefail
@@ -39,6 +40,8 @@ WORKERS="${WORKERS:-4}"
 RATE="${RATE:-1gbit}"
 SIZES="${SIZES:-64M:64M}"
 ITERS="${ITERS:-10}"
+RS_CHUNK="${RS_CHUNK:-1M}"
+RS_IN_FLIGHT="${RS_IN_FLIGHT:-1}"
 MTU="${MTU:-1500}"
 TIMEOUT="${TIMEOUT:-120}"
 MESHTRAIN="${MESHTRAIN:-$root/build/src/meshtrain/meshtrain}"
@@ -67,21 +70,22 @@ for spec in $RUNS; do
   case "$rrate" in *x) rlabel="$rrate"; rrate="$(python3 -c 'import sys; print("%dbit" % (float(sys.argv[1][:-1]) * int(sys.argv[2])))' "$rrate" "$rate_bps")" ;;
                    *) rlabel="$rrate" ;; esac
   [ "$kind" = ring ] && reducers=0
-  algo=ring; [ "$kind" = rs ] && algo=reduction_server
+  algo=ring; rs_args=()
+  [ "$kind" = rs ] && algo=reduction_server rs_args=(--rs-chunk "$RS_CHUNK" --rs-in-flight "$RS_IN_FLIGHT")
   hosts=$((WORKERS + reducers))
   NETNS_RATE_OF=()
   for ((k = WORKERS; k < hosts; k++)); do NETNS_RATE_OF+=("$k=$rrate"); done
   label="$kind$([ "$reducers" -gt 0 ] && echo "-r$reducers-$rlabel")"
   dir="$OUT/$label"; rm -rf "$dir"; mkdir -p "$dir"
   echo "  $label: $hosts hosts; workers: meshtrain bench collectives --nproc $WORKERS --transport tcp --algo $algo" \
-       "--sizes $SIZES --iters $ITERS --json$([ "$reducers" -gt 0 ] && echo "; reducers (links $rrate): meshtrain reducer --transport tcp")"
+       "${rs_args[*]} --sizes $SIZES --iters $ITERS --json$([ "$reducers" -gt 0 ] && echo "; reducers (links $rrate): meshtrain reducer --transport tcp")"
   netns_up "$hosts" "$RATE" "" "$MTU" || { echo "    netns setup failed"; continue; }
   wait_idle
   t0=$SECONDS
   netns_job_env "$hosts" "$reducers"
   for ((k = 0; k < WORKERS; k++)); do
     netns_spawn "$k" "$k" "$dir/rank$k.log" "$MESHTRAIN" bench collectives --nproc "$WORKERS" --transport tcp \
-      --algo "$algo" --sizes "$SIZES" --iters "$ITERS" --timeout "$TIMEOUT" --json
+      --algo "$algo" "${rs_args[@]}" --sizes "$SIZES" --iters "$ITERS" --timeout "$TIMEOUT" --json
   done
   for ((k = WORKERS; k < hosts; k++)); do
     netns_spawn "$k" "$k" "$dir/rank$k.log" "$MESHTRAIN" reducer --transport tcp --timeout "$TIMEOUT"

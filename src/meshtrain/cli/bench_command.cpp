@@ -35,6 +35,8 @@ struct BenchArgs {
   std::string algo = "ring";
   std::string sizes = "4K:256M";
   int reducers = 0;
+  std::string rs_chunk = "1M";
+  int rs_in_flight = 1;
   int iters = 40;
   double timeout_s = 120;
   bool check = false;
@@ -67,6 +69,9 @@ int relaunch(const BenchArgs& a) {
   launch.command = {self, "bench", "collectives", "--nproc", std::to_string(a.nproc), "--transport", a.transport,
                     "--algo", a.algo, "--sizes", a.sizes, "--iters", std::to_string(a.iters), "--timeout", timeout};
   if (a.check) launch.command.push_back("--check");
+  if (a.reducers > 0)
+    launch.command.insert(launch.command.end(),
+                          {"--rs-chunk", a.rs_chunk, "--rs-in-flight", std::to_string(a.rs_in_flight)});
   if (a.json) launch.command.push_back("--json");
   if (a.reducers > 0) {
     launch.command.insert(launch.command.end(), {"--reducers", std::to_string(a.reducers)});
@@ -138,7 +143,7 @@ int run_rank(const BenchArgs& a, const comm::LaunchEnv& env) {
   }
   auto communicator = std::make_shared<comm::Communicator>(std::move(transport));
   comm::ProcessGroup group(communicator, worker_ranks);
-  if (reducers > 0) group.use_reducers(reducer_ranks);
+  if (reducers > 0) group.use_reducers(reducer_ranks, comm::bench::parse_bytes(a.rs_chunk), a.rs_in_flight);
   comm::bench::run_all_reduce_bench(group, options, [&](const comm::bench::BenchResult& r) { print_result(r, a.json); });
   if (reducers > 0) group.shutdown_reducers_async()->wait();
   return 0;
@@ -160,6 +165,9 @@ void add_bench_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--sizes", args->sizes, "LOW:HIGH in bytes, doubling (K, M, G = powers of 1024)");
   sub->add_option("--reducers", args->reducers, "reducer ranks for --algo reduction_server (default: --nproc)")
       ->check(CLI::Range(0, 4096));
+  sub->add_option("--rs-chunk", args->rs_chunk, "Reduction Server: bytes per chunk (K, M suffixes)");
+  sub->add_option("--rs-in-flight", args->rs_in_flight, "Reduction Server: chunks sent ahead of the sums back")
+      ->check(CLI::Range(1, comm::reduction_server::kMaxInFlight));
   sub->add_option("--iters", args->iters, "timed calls per size up to 8 MiB (fewer above, at least 3)")
       ->check(CLI::Range(1, 1000000));
   sub->add_option("--timeout", args->timeout_s, "seconds any one exchange may take")->check(CLI::PositiveNumber);

@@ -78,7 +78,7 @@ WorkHandle ProcessGroup::submit(std::string description,
   return work;
 }
 
-void ProcessGroup::use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes) {
+void ProcessGroup::use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes, int in_flight) {
   if (reducer_ranks.empty()) throw CommError("use_reducers: no reducer ranks given");
   for (int r : reducer_ranks) {
     if (r < 0 || r >= comm_->size())
@@ -87,7 +87,11 @@ void ProcessGroup::use_reducers(std::vector<int> reducer_ranks, size_t chunk_byt
     if (std::find(members_->begin(), members_->end(), r) != members_->end())
       throw CommError("use_reducers: rank " + std::to_string(r) + " is a member of the group, not a reducer");
   }
-  reducers_ = std::make_shared<Reducers>(Reducers{std::move(reducer_ranks), chunk_bytes, 0});
+  if (chunk_bytes == 0 || in_flight < 1 || in_flight > reduction_server::kMaxInFlight)
+    throw CommError("use_reducers: chunks of " + std::to_string(chunk_bytes) + " bytes, " +
+                    std::to_string(in_flight) + " in flight (want > 0 bytes, 1.." +
+                    std::to_string(reduction_server::kMaxInFlight) + " in flight)");
+  reducers_ = std::make_shared<Reducers>(Reducers{std::move(reducer_ranks), chunk_bytes, in_flight, 0});
 }
 
 WorkHandle ProcessGroup::shutdown_reducers_async() {
@@ -95,7 +99,7 @@ WorkHandle ProcessGroup::shutdown_reducers_async() {
   auto reducers = reducers_;
   auto members = members_;
   return comm_->submit("reduction_server shutdown", [reducers, members](Transport& world) {
-    reduction_server::shutdown(world, {*members, reducers->ranks, reducers->chunk_bytes});
+    reduction_server::shutdown(world, {*members, reducers->ranks, reducers->chunk_bytes, reducers->in_flight});
   });
 }
 
@@ -110,7 +114,9 @@ WorkHandle ProcessGroup::all_reduce_async(Buffer data, ReduceKind op, AllReduceA
     return comm_->submit("all_reduce(reduction_server, " + std::string(reduce_kind_name(op)) + ", " +
                              shape(data.count, data.dtype) + ")",
                          [=](Transport& world) {
-                           reduction_server::all_reduce(world, {*members, reducers->ranks, reducers->chunk_bytes},
+                           reduction_server::all_reduce(world,
+                                                        {*members, reducers->ranks, reducers->chunk_bytes,
+                                                         reducers->in_flight},
                                                         data, op, sequence);
                          });
   }

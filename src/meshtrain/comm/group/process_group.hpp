@@ -43,8 +43,9 @@ class ProcessGroup {
 
   // Makes AllReduceAlgorithm::ReductionServer available: all-reduces of this
   // group then go through these reducer processes (global ranks outside the
-  // group, running reduction_server::serve).
-  void use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes = size_t{1} << 20);
+  // group, running reduction_server::serve), in chunks of chunk_bytes with
+  // in_flight chunks sent ahead of the sums back (reduction_server/protocol.hpp).
+  void use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes = size_t{1} << 20, int in_flight = 1);
   bool has_reducers() const { return reducers_ != nullptr; }
   // Tells the reducers this rank is done; call once at the end of a job.
   WorkHandle shutdown_reducers_async();
@@ -124,6 +125,7 @@ class ProcessGroup {
   struct Reducers {
     std::vector<int> ranks;
     size_t chunk_bytes = 0;
+    int in_flight = 1;
     uint64_t sequence = 0;  // all-reduces submitted; touched only by the submitting thread
   };
 

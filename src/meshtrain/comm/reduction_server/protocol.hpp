@@ -6,7 +6,13 @@
 //   segment  the buffer is cut into R segments (segment_bounds); reducer j
 //            owns segment j of every all-reduce.
 //   chunk    a segment travels as chunks of at most chunk_bytes, so a reducer
-//            returns chunk c while chunk c + 1 is still arriving.
+//            returns chunk c - D while chunk c is still arriving.
+//   in flight D: how many chunks a worker sends ahead of the sums it has
+//            back. D > 1 is meant to hide a long round trip (a reducer's
+//            reply need not arrive before the next chunk goes out); on the
+//            emulated network of bench/ (no added latency) more data in
+//            flight only lengthened each exchange's tail, so D = 1 is the
+//            default (bench/RESULTS.md).
 //   request  a fixed-size header a worker sends each reducer before the data
 //            of one all-reduce; it names the operation, so the reducer can
 //            check that every worker asks for the same thing (mismatched
@@ -14,8 +20,8 @@
 //
 // One all-reduce, seen from worker w:
 //   1. send the request to every reducer;
-//   2. for c = 0 .. C: in one exchange, send chunk c of segment j to reducer j
-//      (for every j) and receive the reduced chunk c - 1 of segment j back.
+//   2. for c = 0 .. C + D - 1: in one exchange, send chunk c of segment j to
+//      reducer j (for every j) and receive the reduced chunk c - D back.
 // Each worker sends and receives every byte of its buffer once, in two
 // latency steps; a ring needs 2(n-1)/n of the bytes and 2(n-1) steps.
 //
@@ -33,6 +39,7 @@
 namespace meshtrain::comm::reduction_server {
 
 inline constexpr uint32_t kRequestMagic = 0x5244534d;  // "MSDR"
+inline constexpr int kMaxInFlight = 8;
 
 enum class RequestKind : uint8_t { AllReduce = 1, Shutdown = 2 };
 
@@ -42,7 +49,7 @@ struct Request {
   RequestKind kind = RequestKind::AllReduce;
   uint8_t dtype = 0;  // DataType
   uint8_t op = 0;     // ReduceKind
-  uint8_t reserved = 0;
+  uint8_t in_flight = 1;  // D, 1..kMaxInFlight
   uint64_t sequence = 0;     // all-reduces so far from this worker
   uint64_t count = 0;        // elements of the whole buffer
   uint64_t chunk_bytes = 0;  // chunk size the worker uses
@@ -57,6 +64,7 @@ struct Topology {
   std::span<const int> workers;   // global ranks of the workers, in worker order
   std::span<const int> reducers;  // global ranks of the reducers, in segment order
   size_t chunk_bytes = size_t{1} << 20;
+  int in_flight = 1;  // D above (bench/RESULTS.md: 1 beat 2 and 3 on the emulated network)
 };
 
 }  // namespace meshtrain::comm::reduction_server

@@ -1,5 +1,6 @@
 #include "meshtrain/comm/reduction_server/worker.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "meshtrain/comm/reduction_server/chunk_plan.hpp"
@@ -22,6 +23,7 @@ void all_reduce(Transport& t, const Topology& topo, Buffer data, ReduceKind op, 
   request.sequence = sequence;
   request.count = data.count;
   request.chunk_bytes = topo.chunk_bytes;
+  request.in_flight = uint8_t(std::clamp(topo.in_flight, 1, kMaxInFlight));
   send_requests(t, topo, request);
   if (data.count == 0) return;
 
@@ -31,18 +33,19 @@ void all_reduce(Transport& t, const Topology& topo, Buffer data, ReduceKind op, 
   auto* bytes = static_cast<std::byte*>(data.data);
   std::vector<SendOp> sends;
   std::vector<RecvOp> recvs;
-  // Iteration c sends chunk c and receives the reduced chunk c - 1, so the
-  // reducers' replies overlap the next chunk's upload.
-  for (size_t c = 0; c <= plan.max_chunks(); ++c) {
+  // Iteration c sends chunk c and receives the reduced chunk c - D, so the
+  // reducers' replies overlap the next chunks' upload.
+  const size_t depth = request.in_flight;
+  for (size_t c = 0; c < plan.max_chunks() + depth; ++c) {
     sends.clear();
     recvs.clear();
     for (int j = 0; j < R; ++j) {
       if (c < plan.chunks(j))
         sends.push_back({topo.reducers[size_t(j)], bytes + plan.chunk_begin(j, c) * width,
                          plan.chunk_elems_of(j, c) * width});
-      if (c >= 1 && c - 1 < plan.chunks(j))
-        recvs.push_back({topo.reducers[size_t(j)], bytes + plan.chunk_begin(j, c - 1) * width,
-                         plan.chunk_elems_of(j, c - 1) * width, nullptr});
+      if (c >= depth && c - depth < plan.chunks(j))
+        recvs.push_back({topo.reducers[size_t(j)], bytes + plan.chunk_begin(j, c - depth) * width,
+                         plan.chunk_elems_of(j, c - depth) * width, nullptr});
     }
     t.exchange(sends, recvs);
   }

@@ -28,15 +28,18 @@ struct Job {
     for (int w = 0; w < workers; ++w) worker_ranks.push_back(w);
     for (int r = 0; r < reducers; ++r) reducer_ranks.push_back(workers + r);
   }
-  Topology topology(size_t chunk_bytes) const { return {worker_ranks, reducer_ranks, chunk_bytes}; }
+  Topology topology(size_t chunk_bytes, int in_flight = 2) const {
+    return {worker_ranks, reducer_ranks, chunk_bytes, in_flight};
+  }
   std::vector<std::unique_ptr<Transport>> transports;
   std::vector<int> worker_ranks, reducer_ranks;
 };
 
 // Runs `work(w)` on each worker thread and serve() on each reducer thread;
 // returns the error message of each rank ("" when it succeeded).
-std::vector<std::string> run(Job& job, size_t chunk_bytes, const std::function<void(int, Transport&, const Topology&)>& work) {
-  const Topology topo = job.topology(chunk_bytes);
+std::vector<std::string> run(Job& job, size_t chunk_bytes, const std::function<void(int, Transport&, const Topology&)>& work,
+                             int in_flight = 2) {
+  const Topology topo = job.topology(chunk_bytes, in_flight);
   std::vector<std::string> errors(job.transports.size());
   std::vector<std::thread> threads;
   for (size_t r = 0; r < job.transports.size(); ++r) {
@@ -65,15 +68,21 @@ std::vector<float> input(int worker, size_t count) {
 
 class ReductionServer : public ::testing::TestWithParam<std::tuple<int, int, size_t>> {};
 
+// Contributions added in worker order, as the reducer does.
+std::vector<float> worker_order_sum(int workers, size_t count) {
+  std::vector<float> sum = input(0, count);
+  for (int w = 1; w < workers; ++w) {
+    const std::vector<float> x = input(w, count);
+    for (size_t i = 0; i < count; ++i) sum[i] += x[i];
+  }
+  return sum;
+}
+
 TEST_P(ReductionServer, SumMatchesWorkerOrderReferenceBitwise) {
   auto [workers, reducers, count] = GetParam();
   Job job(workers, reducers);
   std::vector<std::vector<float>> data(static_cast<size_t>(workers));
-  for (int w = 0; w < workers; ++w) data[size_t(w)] = input(w, count);
-  // Reference: contributions added in worker order, as the reducer does.
-  std::vector<float> expected = data[0];
-  for (int w = 1; w < workers; ++w)
-    for (size_t i = 0; i < count; ++i) expected[i] += data[size_t(w)][i];
+  const std::vector<float> expected = worker_order_sum(workers, count);
 
   auto errors = run(job, 4 << 10, [&](int w, Transport& t, const Topology& topo) {
     for (uint64_t seq = 0; seq < 2; ++seq) {  // twice: the reducer state is reused
@@ -92,6 +101,28 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ReductionServer,
                                            std::make_tuple(4, 4, size_t(100003)), std::make_tuple(3, 2, size_t(5)),
                                            std::make_tuple(4, 2, size_t(0)), std::make_tuple(2, 4, size_t(3)),
                                            std::make_tuple(5, 3, size_t(4099))));
+
+// Chunks in flight change when sums come back, never what they are: every
+// depth, with segments of 1, a few and many chunks, gives the same bits.
+TEST(ReductionServerInFlight, EveryDepthGivesTheWorkerOrderSum) {
+  constexpr int kWorkers = 4, kReducers = 3;
+  for (const size_t count : {size_t(100), size_t(700), size_t(20011)})
+    for (int depth = 1; depth <= 4; ++depth) {
+      Job job(kWorkers, kReducers);
+      std::vector<std::vector<float>> data(kWorkers);
+      auto errors = run(
+          job, 256,
+          [&](int w, Transport& t, const Topology& topo) {
+            data[size_t(w)] = input(w, count);
+            all_reduce(t, topo, Buffer(data[size_t(w)]), ReduceKind::Sum, 0);
+          },
+          depth);
+      for (const auto& e : errors) EXPECT_EQ(e, "") << count << " elements, " << depth << " in flight";
+      const std::vector<float> expected = worker_order_sum(kWorkers, count);
+      for (int w = 0; w < kWorkers; ++w)
+        ASSERT_EQ(data[size_t(w)], expected) << "worker " << w << ", " << count << " elements, " << depth << " in flight";
+    }
+}
 
 TEST(ReductionServerOps, AverageMaxAndIntegers) {
   Job job(3, 2);
@@ -127,6 +158,23 @@ TEST(ReductionServerErrors, WorkersThatDisagreeOnSizeAreNamed) {
   EXPECT_NE(errors[2].find("workers disagree"), std::string::npos) << errors[2];
   EXPECT_NE(errors[2].find("100 f32"), std::string::npos) << errors[2];
   EXPECT_NE(errors[2].find("101 f32"), std::string::npos) << errors[2];
+  EXPECT_NE(errors[0], "");
+  EXPECT_NE(errors[1], "");
+}
+
+// The depth decides which exchange carries which sum: workers that disagree
+// on it would pair the wrong messages, so the reducer refuses, naming both.
+TEST(ReductionServerErrors, WorkersThatDisagreeOnChunksInFlightAreNamed) {
+  Job job(2, 1, 500ms);
+  auto errors = run(job, 64, [&](int w, Transport& t, const Topology& topo) {
+    Topology mine = topo;
+    mine.in_flight = w == 0 ? 1 : 3;
+    std::vector<float> buf(100, 1.0f);
+    all_reduce(t, mine, Buffer(buf), ReduceKind::Sum, 0);
+  });
+  EXPECT_NE(errors[2].find("workers disagree"), std::string::npos) << errors[2];
+  EXPECT_NE(errors[2].find("1 in flight"), std::string::npos) << errors[2];
+  EXPECT_NE(errors[2].find("3 in flight"), std::string::npos) << errors[2];
   EXPECT_NE(errors[0], "");
   EXPECT_NE(errors[1], "");
 }

@@ -69,12 +69,10 @@ int relaunch(const BenchArgs& a) {
   launch.command = {self, "bench", "collectives", "--nproc", std::to_string(a.nproc), "--transport", a.transport,
                     "--algo", a.algo, "--sizes", a.sizes, "--iters", std::to_string(a.iters), "--timeout", timeout};
   if (a.check) launch.command.push_back("--check");
-  if (a.reducers > 0)
-    launch.command.insert(launch.command.end(),
-                          {"--rs-chunk", a.rs_chunk, "--rs-in-flight", std::to_string(a.rs_in_flight)});
   if (a.json) launch.command.push_back("--json");
   if (a.reducers > 0) {
-    launch.command.insert(launch.command.end(), {"--reducers", std::to_string(a.reducers)});
+    launch.command.insert(launch.command.end(), {"--reducers", std::to_string(a.reducers), "--rs-chunk", a.rs_chunk,
+                                                 "--rs-in-flight", std::to_string(a.rs_in_flight)});
     launch.reducers = a.reducers;
     launch.reducer_command = {self, "reducer", "--transport", a.transport, "--timeout", timeout};
   }

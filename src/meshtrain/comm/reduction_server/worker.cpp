@@ -1,9 +1,10 @@
 #include "meshtrain/comm/reduction_server/worker.hpp"
 
-#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "meshtrain/comm/reduction_server/chunk_plan.hpp"
+#include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::reduction_server {
 namespace {
@@ -23,7 +24,10 @@ void all_reduce(Transport& t, const Topology& topo, Buffer data, ReduceKind op, 
   request.sequence = sequence;
   request.count = data.count;
   request.chunk_bytes = topo.chunk_bytes;
-  request.in_flight = uint8_t(std::clamp(topo.in_flight, 1, kMaxInFlight));
+  if (topo.in_flight < 1 || topo.in_flight > kMaxInFlight)
+    throw CommError("reduction_server: " + std::to_string(topo.in_flight) + " chunks in flight (want 1.." +
+                    std::to_string(kMaxInFlight) + ")");
+  request.in_flight = uint8_t(topo.in_flight);
   send_requests(t, topo, request);
   if (data.count == 0) return;
 

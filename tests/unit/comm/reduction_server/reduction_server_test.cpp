@@ -28,7 +28,7 @@ struct Job {
     for (int w = 0; w < workers; ++w) worker_ranks.push_back(w);
     for (int r = 0; r < reducers; ++r) reducer_ranks.push_back(workers + r);
   }
-  Topology topology(size_t chunk_bytes, int in_flight = 2) const {
+  Topology topology(size_t chunk_bytes, int in_flight = Topology{}.in_flight) const {
     return {worker_ranks, reducer_ranks, chunk_bytes, in_flight};
   }
   std::vector<std::unique_ptr<Transport>> transports;
@@ -38,7 +38,7 @@ struct Job {
 // Runs `work(w)` on each worker thread and serve() on each reducer thread;
 // returns the error message of each rank ("" when it succeeded).
 std::vector<std::string> run(Job& job, size_t chunk_bytes, const std::function<void(int, Transport&, const Topology&)>& work,
-                             int in_flight = 2) {
+                             int in_flight = Topology{}.in_flight) {
   const Topology topo = job.topology(chunk_bytes, in_flight);
   std::vector<std::string> errors(job.transports.size());
   std::vector<std::thread> threads;

@@ -29,7 +29,9 @@
 #
 # Knobs (defaults in brackets):
 #   WORKERS [4]  RATE [1gbit]  RUNS ["ring rs:4 rs:2 rs:2:<2xRATE>"]  SIZES [64M:64M]  ITERS [10]
-#   RS_CHUNK [1M] bytes per chunk, RS_IN_FLIGHT [1] chunks sent ahead of the sums back (--rs-chunk, --rs-in-flight)
+#   RS_CHUNK [256K] bytes per chunk, RS_IN_FLIGHT [1] chunks sent ahead of the sums back (--rs-chunk, --rs-in-flight)
+#   MESHTRAIN_TCP_CONGESTION [unset: cubic] passes through to every rank and reducer
+#     (comm/transport/tcp/congestion.hpp; "bbr" or "system" to compare)
 #   MTU [1500]  TIMEOUT [120] s per exchange   MESHTRAIN [build/src/meshtrain/meshtrain]
 #   OUT [bench/out/reduction_server_netns]  IDLE_WAIT [120] IDLE_PCT [10]  NETNS_PREFIX [mt]
 set -uo pipefail
@@ -40,7 +42,7 @@ WORKERS="${WORKERS:-4}"
 RATE="${RATE:-1gbit}"
 SIZES="${SIZES:-64M:64M}"
 ITERS="${ITERS:-10}"
-RS_CHUNK="${RS_CHUNK:-1M}"
+RS_CHUNK="${RS_CHUNK:-256K}"
 RS_IN_FLIGHT="${RS_IN_FLIGHT:-1}"
 MTU="${MTU:-1500}"
 TIMEOUT="${TIMEOUT:-120}"

@@ -35,7 +35,7 @@ struct BenchArgs {
   std::string algo = "ring";
   std::string sizes = "4K:256M";
   int reducers = 0;
-  std::string rs_chunk = "1M";
+  std::string rs_chunk = std::to_string(comm::reduction_server::kDefaultChunkBytes >> 10) + "K";
   int rs_in_flight = 1;
   int iters = 40;
   double timeout_s = 120;
@@ -163,7 +163,7 @@ void add_bench_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--sizes", args->sizes, "LOW:HIGH in bytes, doubling (K, M, G = powers of 1024)");
   sub->add_option("--reducers", args->reducers, "reducer ranks for --algo reduction_server (default: --nproc)")
       ->check(CLI::Range(0, 4096));
-  sub->add_option("--rs-chunk", args->rs_chunk, "Reduction Server: bytes per chunk (K, M suffixes)");
+  sub->add_option("--rs-chunk", args->rs_chunk, "Reduction Server: bytes per chunk (K, M suffixes; default " + args->rs_chunk + ")");
   sub->add_option("--rs-in-flight", args->rs_in_flight, "Reduction Server: chunks sent ahead of the sums back")
       ->check(CLI::Range(1, comm::reduction_server::kMaxInFlight));
   sub->add_option("--iters", args->iters, "timed calls per size up to 8 MiB (fewer above, at least 3)")

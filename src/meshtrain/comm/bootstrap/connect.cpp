@@ -38,6 +38,7 @@ std::unique_ptr<Transport> connect_transport(const LaunchEnv& env, const std::st
     if (env.master_addr != "127.0.0.1" && env.master_addr != "localhost") o.bind_addr = "0.0.0.0";
     o.connect_timeout = options.timeout;  // peers that never show up fail within the timeout
     o.transport = options;
+    o.congestion = env.tcp_congestion;
     return connect_tcp(o);
   }
   if (chosen == "mpi") {

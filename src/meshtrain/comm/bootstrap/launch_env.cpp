@@ -84,6 +84,8 @@ LaunchEnv read_launch_env() {
   // prove only that they belong to this job id (see the README's network notes).
   e.token = env("MESHTRAIN_JOB_TOKEN").value_or("meshtrain-job-" + e.job_id);
 
+  e.tcp_congestion = env("MESHTRAIN_TCP_CONGESTION").value_or("");
+
   if (vertex) return e;
   if (auto t = env("MESHTRAIN_TRANSPORT")) {
     if (*t != "auto" && *t != "shm" && *t != "tcp" && *t != "mpi")

@@ -39,6 +39,9 @@ struct LaunchEnv {
   // what "auto" means to every rank, workers and reducers alike, so they
   // cannot pick different ones. "auto" when unset.
   std::string transport = "auto";
+  // MESHTRAIN_TCP_CONGESTION ("" when unset): the TCP transport's congestion
+  // control (comm/transport/tcp/congestion.hpp).
+  std::string tcp_congestion;
 
   int num_servers = 0;                    // pool 2: the last num_servers ranks
   std::vector<std::string> server_addrs;  // pool 2's host:port, when they listen (parameter servers)

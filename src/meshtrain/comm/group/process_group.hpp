@@ -21,6 +21,7 @@
 #include "meshtrain/comm/collectives/collectives.hpp"
 #include "meshtrain/comm/group/communicator.hpp"
 #include "meshtrain/comm/group/work.hpp"
+#include "meshtrain/comm/reduction_server/protocol.hpp"
 
 namespace meshtrain::comm {
 
@@ -45,7 +46,8 @@ class ProcessGroup {
   // group then go through these reducer processes (global ranks outside the
   // group, running reduction_server::serve), in chunks of chunk_bytes with
   // in_flight chunks sent ahead of the sums back (reduction_server/protocol.hpp).
-  void use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes = size_t{1} << 20, int in_flight = 1);
+  void use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes = reduction_server::kDefaultChunkBytes,
+                    int in_flight = 1);
   bool has_reducers() const { return reducers_ != nullptr; }
   // Tells the reducers this rank is done; call once at the end of a job.
   WorkHandle shutdown_reducers_async();

@@ -40,6 +40,11 @@ namespace meshtrain::comm::reduction_server {
 
 inline constexpr uint32_t kRequestMagic = 0x5244534d;  // "MSDR"
 inline constexpr int kMaxInFlight = 8;
+// 256 KiB: on the emulated 1 Gbit/s network (bench/RESULTS.md) with cubic
+// congestion control it beat 512 KiB and 1 MiB (596-600 ms against 611-628
+// and 621-748 for 64 MiB); 1 MiB was best only under BBR, which the TCP
+// transport no longer asks for (socket.hpp: congestion control).
+inline constexpr size_t kDefaultChunkBytes = size_t{256} << 10;
 
 enum class RequestKind : uint8_t { AllReduce = 1, Shutdown = 2 };
 
@@ -63,7 +68,7 @@ std::string describe(const Request& request);
 struct Topology {
   std::span<const int> workers;   // global ranks of the workers, in worker order
   std::span<const int> reducers;  // global ranks of the reducers, in segment order
-  size_t chunk_bytes = size_t{1} << 20;
+  size_t chunk_bytes = kDefaultChunkBytes;
   int in_flight = 1;  // D above (bench/RESULTS.md: 1 beat 2 and 3 on the emulated network)
 };
 

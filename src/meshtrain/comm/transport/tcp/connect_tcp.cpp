@@ -3,6 +3,7 @@
 
 #include "meshtrain/comm/rendezvous/store_client.hpp"
 #include "meshtrain/comm/rendezvous/store_server.hpp"
+#include "meshtrain/comm/transport/tcp/congestion.hpp"
 #include "meshtrain/comm/transport/tcp/mesh.hpp"
 #include "meshtrain/comm/transport/tcp/tcp_exchange.hpp"
 #include "meshtrain/comm/transport/tcp/tcp_transport.hpp"
@@ -29,6 +30,7 @@ bool is_wildcard(const std::string& addr) { return addr.empty() || addr == "0.0.
 
 std::unique_ptr<Transport> connect_tcp(const TcpOptions& o) {
   check_options(o);
+  const std::string congestion = tcp::resolve_congestion(tcp::congestion_choice(o.congestion));
   if (o.world_size == 1) return std::make_unique<tcp::TcpTransport>(0, std::vector<tcp::Fd>(1), o.transport);
 
   const auto deadline = tcp::Clock::now() + o.connect_timeout;
@@ -44,7 +46,7 @@ std::unique_ptr<Transport> connect_tcp(const TcpOptions& o) {
   if (advertise.host.empty())
     advertise.host = is_wildcard(o.bind_addr) ? client.local_endpoint().host : o.bind_addr;
 
-  tcp::MeshOptions mesh{o.rank, o.world_size, o.token, o.job_id, deadline};
+  tcp::MeshOptions mesh{o.rank, o.world_size, o.token, o.job_id, deadline, congestion};
   std::vector<tcp::Fd> peers = tcp::build_mesh(mesh, listener, advertise, client);
   // No rank needs the store or the listener any more (mesh.hpp); `store` and
   // `listener` close as this function returns.

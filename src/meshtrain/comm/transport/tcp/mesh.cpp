@@ -108,7 +108,7 @@ void accept_lower_ranks(const MeshOptions& o, const Fd& listener, std::vector<Fd
       for (;;) {
         Fd fd(accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (!fd.valid()) break;
-        tune_data_socket(fd.get());
+        tune_data_socket(fd.get(), o.congestion);
         std::string peer = peer_description(fd.get());
         pending.push_back({std::move(fd), std::move(peer), {}});
       }
@@ -162,7 +162,7 @@ std::vector<Fd> build_mesh(const MeshOptions& o, const Fd& listener, const Endpo
     }
     const std::string them = "rank " + std::to_string(j);
     peers[j] = connect_with_retry(parse_endpoint(addr), o.deadline, them);
-    tune_data_socket(peers[j].get());
+    tune_data_socket(peers[j].get(), o.congestion);
     write_all(peers[j].get(), hello_frame(o), o.deadline, them);
   }
   accept_lower_ranks(o, listener, peers);                                     // step 2

@@ -31,6 +31,7 @@ struct MeshOptions {
   std::string token;
   std::string job_id;
   Clock::time_point deadline;
+  std::string congestion;  // for every data socket ("" = the kernel's default; congestion.hpp)
 };
 
 // Returns one connected, non-blocking, tuned socket per rank (index = rank;

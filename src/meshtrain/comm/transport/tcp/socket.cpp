@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "meshtrain/comm/transport/tcp/congestion.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::tcp {
@@ -188,13 +189,14 @@ void set_nonblocking(int fd) {
     throw CommError("fcntl(O_NONBLOCK): " + errno_text(errno));
 }
 
-void tune_data_socket(int fd) {
+void tune_data_socket(int fd, const std::string& congestion) {
   const int one = 1;
   const int bytes = kDataSocketBufferBytes;
   // Best effort: the kernel caps the buffers at net.core.[rw]mem_max.
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  if (!congestion.empty()) set_congestion(fd, congestion);
 }
 
 void write_all(int fd, std::string_view bytes, Clock::time_point deadline, std::string_view what) {

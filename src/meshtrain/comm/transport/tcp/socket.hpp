@@ -56,8 +56,10 @@ Endpoint local_endpoint(int fd);
 std::string peer_description(int fd);  // "127.0.0.1:43210", for log lines
 
 void set_nonblocking(int fd);
-// TCP_NODELAY and socket buffers of kDataSocketBufferBytes each way.
-void tune_data_socket(int fd);
+// TCP_NODELAY, socket buffers of kDataSocketBufferBytes each way and, unless
+// empty, the congestion control `congestion` (congestion.hpp; best effort:
+// resolve_congestion() has already checked that the kernel accepts it).
+void tune_data_socket(int fd, const std::string& congestion = "");
 inline constexpr int kDataSocketBufferBytes = 4 << 20;
 
 // Writes all of `bytes` before `deadline`; throws CommError naming `what` on

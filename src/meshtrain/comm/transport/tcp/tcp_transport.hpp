@@ -60,6 +60,9 @@ struct TcpOptions {
   // Bounds rendezvous and mesh setup (ranks may start minutes apart).
   std::chrono::milliseconds connect_timeout{300000};
   TransportOptions transport;  // bounds each exchange()
+  // MESHTRAIN_TCP_CONGESTION's value: "" prefers cubic, "system" keeps the
+  // kernel's default, a name requires it (tcp/congestion.hpp says why).
+  std::string congestion;
 };
 
 // Rendezvous, connect the full mesh, and return the transport. Blocks until

@@ -75,11 +75,16 @@ void Communicator::run_blocking(std::string description, std::function<void(Tran
     broken = broken_;
   }
   std::exception_ptr error = execute(description, broken, op);
+  bool waiting_work = false;
   {
     std::lock_guard lock(mutex_);
     busy_ = false;
+    waiting_work = !queue_.empty() || stopping_;
   }
-  queued_cv_.notify_all();  // work queued meanwhile may run now
+  // Wake the thread only for work queued meanwhile: a wake-up per blocking
+  // call kept it at ~35% of a core (a futex round trip each time) and, on 2
+  // vCPUs, on the core the peer rank needed; 4 KiB all-reduces ran 3x slower.
+  if (waiting_work) queued_cv_.notify_all();
   if (error) std::rethrow_exception(error);
 }
 

@@ -158,8 +158,8 @@ void add_bench_command(CLI::App& app, CommandSet& commands) {
       ->check(CLI::Range(1, 4096));
   sub->add_option("--transport", args->transport, "shm, tcp or mpi (mpi: run under mpirun)")
       ->check(CLI::IsMember({"auto", "shm", "tcp", "mpi"}));
-  sub->add_option("--algo", args->algo, "ring, tree, hd, reduction_server or auto")
-      ->check(CLI::IsMember({"ring", "tree", "hd", "reduction_server", "auto"}));
+  sub->add_option("--algo", args->algo, "ring, tree, hd (halving-doubling), rd (recursive doubling), reduction_server or auto")
+      ->check(CLI::IsMember({"ring", "tree", "hd", "rd", "reduction_server", "auto"}));
   sub->add_option("--sizes", args->sizes, "LOW:HIGH in bytes, doubling (K, M, G = powers of 1024)");
   sub->add_option("--reducers", args->reducers, "reducer ranks for --algo reduction_server (default: --nproc)")
       ->check(CLI::Range(0, 4096));

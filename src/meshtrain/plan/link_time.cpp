@@ -1,6 +1,7 @@
 #include "meshtrain/plan/link_time.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "meshtrain/comm/collectives/cost_model.hpp"
 
@@ -36,6 +37,10 @@ double send_s(LinkCost link, double bytes) { return bytes > 0 ? link.alpha_s + b
 double all_reduce_bytes_sent(comm::AllReduceAlgorithm algorithm, double bytes, int ranks) {
   if (ranks <= 1) return 0;
   if (algorithm == comm::AllReduceAlgorithm::ReductionServer) return bytes;
+  if (algorithm == comm::AllReduceAlgorithm::RecursiveDoubling) {
+    const unsigned p = std::bit_floor(unsigned(ranks));
+    return (std::countr_zero(p) + (p != unsigned(ranks) ? 1 : 0)) * bytes;
+  }
   return 2 * all_gather_bytes_sent(bytes, ranks);
 }
 

@@ -95,7 +95,7 @@ const std::vector<Field>& fields() {
       MT_FIELD(metrics, path, String, {}, {}, "JSONL metrics file; empty: <out_dir>/metrics.jsonl"),
       MT_FIELD(parallel, data, String, {}, (V{"none", "allreduce", "parameter_server"}),
                "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),
-      MT_FIELD(parallel, all_reduce, String, {}, (V{"auto", "ring", "tree", "halving_doubling", "reduction_server"}),
+      MT_FIELD(parallel, all_reduce, String, {}, (V{"auto", "ring", "tree", "halving_doubling", "recursive_doubling", "reduction_server"}),
                "gradient all-reduce algorithm (data = allreduce)"),
       MT_FIELD(parallel, zero_stage, Int, closed(0, 3), {},
                "ZeRO sharding (data = allreduce): 1 optimizer state, 2 also gradients, 3 also parameters (FSDP)"),

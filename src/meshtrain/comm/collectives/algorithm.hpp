@@ -11,6 +11,7 @@ enum class AllReduceAlgorithm {
   Ring,             // ring_all_reduce.cpp: bandwidth-optimal, 2(n-1) steps
   Tree,             // tree_all_reduce.cpp: pipelined binary tree, 2 log2(n) deep
   HalvingDoubling,  // halving_doubling_all_reduce.cpp: 2 log2(n) steps, 2x data
+  RecursiveDoubling,  // recursive_doubling_all_reduce.cpp: log2(n) steps, log2(n)x data
   ReductionServer,  // reduction_server/: through reducer processes, 2 steps, 1x data
                     // (needs ProcessGroup::use_reducers; never chosen by Auto)
 };
@@ -22,7 +23,8 @@ enum class AllReduceAlgorithm {
 enum class ReduceKind { Sum, Avg, Max, Min };
 
 std::string_view algorithm_name(AllReduceAlgorithm algorithm);
-// "auto", "ring", "tree", "halving_doubling" (or "hd"), "reduction_server";
+// "auto", "ring", "tree", "halving_doubling" (or "hd"), "recursive_doubling"
+// (or "rd"), "reduction_server";
 // ConfigError for any other name.
 AllReduceAlgorithm parse_all_reduce_algorithm(std::string_view name);
 std::string_view reduce_kind_name(ReduceKind kind);

@@ -13,6 +13,7 @@ void all_reduce(Transport& t, Buffer data, ReduceKind op, AllReduceAlgorithm alg
     case AllReduceAlgorithm::Ring: ring_all_reduce(t, data, op, options); return;
     case AllReduceAlgorithm::Tree: tree_all_reduce(t, data, op, options); return;
     case AllReduceAlgorithm::HalvingDoubling: halving_doubling_all_reduce(t, data, op, options); return;
+    case AllReduceAlgorithm::RecursiveDoubling: recursive_doubling_all_reduce(t, data, op, options); return;
     case AllReduceAlgorithm::ReductionServer:
       throw CommError("all_reduce: reduction_server needs reducer processes (ProcessGroup::use_reducers)");
     case AllReduceAlgorithm::Auto: break;

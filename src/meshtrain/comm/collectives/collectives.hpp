@@ -43,6 +43,7 @@ void all_reduce(Transport& t, Buffer data, ReduceKind op, AllReduceAlgorithm alg
 void ring_all_reduce(Transport& t, Buffer data, ReduceKind op, const CollectiveOptions& options);
 void tree_all_reduce(Transport& t, Buffer data, ReduceKind op, const CollectiveOptions& options);
 void halving_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, const CollectiveOptions& options);
+void recursive_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, const CollectiveOptions& options);
 
 // input: n * output.count elements; rank r's output = op over all ranks of
 // input segment r (ring order). output may alias input segment r.

@@ -14,6 +14,7 @@ std::string_view algorithm_name(AllReduceAlgorithm algorithm) {
     case AllReduceAlgorithm::Ring: return "ring";
     case AllReduceAlgorithm::Tree: return "tree";
     case AllReduceAlgorithm::HalvingDoubling: return "halving-doubling";
+    case AllReduceAlgorithm::RecursiveDoubling: return "recursive-doubling";
     case AllReduceAlgorithm::ReductionServer: return "reduction_server";
   }
   return "?";
@@ -24,9 +25,10 @@ AllReduceAlgorithm parse_all_reduce_algorithm(std::string_view name) {
   if (name == "ring") return AllReduceAlgorithm::Ring;
   if (name == "tree") return AllReduceAlgorithm::Tree;
   if (name == "halving_doubling" || name == "hd") return AllReduceAlgorithm::HalvingDoubling;
+  if (name == "recursive_doubling" || name == "rd") return AllReduceAlgorithm::RecursiveDoubling;
   if (name == "reduction_server") return AllReduceAlgorithm::ReductionServer;
   throw ConfigError("unknown all-reduce algorithm '" + std::string(name) +
-                    "' (auto, ring, tree, halving_doubling, reduction_server)");
+                    "' (auto, ring, tree, halving_doubling, recursive_doubling, reduction_server)");
 }
 
 std::string_view reduce_kind_name(ReduceKind kind) {
@@ -71,6 +73,12 @@ double all_reduce_seconds(const CostTable& table, AllReduceAlgorithm algorithm, 
       if (p != unsigned(ranks)) t += 2 * cost.alpha_s + 2 * b * cost.beta_s_per_byte;
       return t;
     }
+    case AllReduceAlgorithm::RecursiveDoubling: {
+      const unsigned p = std::bit_floor(unsigned(ranks));
+      double t = std::countr_zero(p) * (cost.alpha_s + b * cost.beta_s_per_byte);
+      if (p != unsigned(ranks)) t += 2 * (cost.alpha_s + b * cost.beta_s_per_byte);
+      return t;
+    }
     case AllReduceAlgorithm::ReductionServer:
       // Every worker sends and receives its B bytes once, in two latency
       // steps, when the reducers' links together match the workers'.
@@ -90,7 +98,8 @@ double all_gather_seconds(const CostTable& table, size_t bytes, int ranks) {
 AllReduceAlgorithm choose_all_reduce(const CostTable& table, size_t bytes, int ranks) {
   AllReduceAlgorithm best = AllReduceAlgorithm::Ring;
   double best_s = all_reduce_seconds(table, best, bytes, ranks);
-  for (AllReduceAlgorithm a : {AllReduceAlgorithm::HalvingDoubling, AllReduceAlgorithm::Tree}) {
+  for (AllReduceAlgorithm a :
+       {AllReduceAlgorithm::HalvingDoubling, AllReduceAlgorithm::Tree, AllReduceAlgorithm::RecursiveDoubling}) {
     const double s = all_reduce_seconds(table, a, bytes, ranks);
     if (s < best_s) best = a, best_s = s;
   }

@@ -11,7 +11,9 @@
 //                     takes chunks from two children per pipeline step)
 //   halving-doubling  2 log2(p) alpha + 2(p-1)/p B beta, plus the fold for
 //                     n != p: 2 alpha + 2 B beta
-// Auto picks the smallest estimate (ties: ring, then halving-doubling, then tree).
+//   recursive doubling log2(p) (alpha + B beta), plus the same fold
+// Auto picks the smallest estimate (ties: ring, then halving-doubling, then
+// tree, then recursive doubling).
 #include <array>
 #include <cstddef>
 
@@ -27,10 +29,13 @@ struct AlgorithmCost {
 
 struct CostTable {
   // Defaults: shared memory on one host, ~5 us per step and ~10 GB/s per
-  // link; halving-doubling's strided halves reduce a little slower.
-  std::array<AlgorithmCost, 4> all_reduce{{
+  // link; halving-doubling's strided halves reduce a little slower, and
+  // recursive doubling copies each step's incoming buffer once more (so Auto
+  // keeps it to messages below ~32-64 KiB).
+  std::array<AlgorithmCost, 5> all_reduce{{
       {AllReduceAlgorithm::Ring, 5e-6, 1.0e-10},
       {AllReduceAlgorithm::HalvingDoubling, 5e-6, 1.1e-10},
+      {AllReduceAlgorithm::RecursiveDoubling, 5e-6, 2.0e-10},
       {AllReduceAlgorithm::Tree, 5e-6, 1.0e-10},
       {AllReduceAlgorithm::ReductionServer, 5e-6, 1.0e-10},
   }};

@@ -1,7 +1,7 @@
 // All-reduce over every algorithm x world size 1..8 x count x dtype x op,
 // against serial references. Ring and tree are checked bitwise against a
-// reference that adds in the algorithm's own order; halving-doubling within
-// a tolerance for float sums (exact for ints, max and min). Every rank must
+// reference that adds in the algorithm's own order; halving-doubling and
+// recursive doubling within a tolerance for float sums (exact for ints, max and min). Every rank must
 // hold bitwise-identical results whatever the algorithm.
 #include <cmath>
 
@@ -71,7 +71,26 @@ void AllReduceMatrix::check_all(AllReduceAlgorithm algorithm) {
 TEST_P(AllReduceMatrix, Ring) { check_all(AllReduceAlgorithm::Ring); }
 TEST_P(AllReduceMatrix, Tree) { check_all(AllReduceAlgorithm::Tree); }
 TEST_P(AllReduceMatrix, HalvingDoubling) { check_all(AllReduceAlgorithm::HalvingDoubling); }
+TEST_P(AllReduceMatrix, RecursiveDoubling) { check_all(AllReduceAlgorithm::RecursiveDoubling); }
 TEST_P(AllReduceMatrix, Auto) { check_all(AllReduceAlgorithm::Auto); }
+
+// max(+0, -0) and max(-0, +0) differ in the sign bit: recursive doubling
+// orders each step's operands by rank, so every rank still ends with the
+// same bits.
+TEST_P(AllReduceMatrix, RecursiveDoublingAgreesOnSignedZeros) {
+  World& world = *world_;
+  const int n = world.size();
+  std::vector<std::vector<float>> y(size_t(n), std::vector<float>(5));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < 5; ++i) y[size_t(r)][i] = ((size_t(r) + i) % 2 == 0) ? 0.0f : -0.0f;
+  world.run([&](int r) {
+    return world.groups[size_t(r)].all_reduce_async(y[size_t(r)], ReduceKind::Max, AllReduceAlgorithm::RecursiveDoubling);
+  });
+  const int first = world.first_local();
+  for (int r = first + 1; r < n; ++r)
+    if (world.local(r)) EXPECT_TRUE(bitwise_equal(y[size_t(r)], y[size_t(first)])) << "rank " << r << " differs";
+  for (float v : y[size_t(first)]) EXPECT_EQ(v, 0.0f);
+}
 
 INSTANTIATE_TEST_SUITE_P(Collectives, AllReduceMatrix,
                          ::testing::Combine(::testing::ValuesIn(transport_factories()), ::testing::Range(1, 9)),

@@ -9,7 +9,10 @@ namespace {
 TEST(CostModelTest, RingForLargeMessagesLatencyAlgorithmsForSmallOnes) {
   const CostTable table;
   EXPECT_EQ(choose_all_reduce(table, size_t{256} << 20, 8), AllReduceAlgorithm::Ring);
-  EXPECT_EQ(choose_all_reduce(table, 4096, 8), AllReduceAlgorithm::HalvingDoubling);
+  EXPECT_EQ(choose_all_reduce(table, 4096, 8), AllReduceAlgorithm::RecursiveDoubling);  // 3 steps, not 6
+  EXPECT_EQ(choose_all_reduce(table, 4096, 2), AllReduceAlgorithm::RecursiveDoubling);  // one round trip, not 2
+  EXPECT_EQ(choose_all_reduce(table, size_t{256} << 10, 8), AllReduceAlgorithm::HalvingDoubling);
+  EXPECT_EQ(choose_all_reduce(table, size_t{256} << 10, 2), AllReduceAlgorithm::Ring);
   EXPECT_EQ(choose_all_reduce(table, 4096, 3), AllReduceAlgorithm::Tree);  // the fold costs 2 extra steps
   EXPECT_EQ(all_reduce_seconds(table, AllReduceAlgorithm::Tree, 1 << 20, 1), 0.0);
 }

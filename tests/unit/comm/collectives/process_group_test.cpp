@@ -136,7 +136,8 @@ TEST(ProcessGroupTest, SilentRankTimesOutNamingPeers) {
 
 TEST(ProcessGroupTest, MismatchedCountsAreDetected) {
   for (AllReduceAlgorithm algorithm :
-       {AllReduceAlgorithm::Ring, AllReduceAlgorithm::Tree, AllReduceAlgorithm::HalvingDoubling}) {
+       {AllReduceAlgorithm::Ring, AllReduceAlgorithm::Tree, AllReduceAlgorithm::HalvingDoubling,
+        AllReduceAlgorithm::RecursiveDoubling}) {
     SCOPED_TRACE(algorithm_name(algorithm));
     World world(inproc(), 3, 2s);
     std::vector<std::vector<float>> x{std::vector<float>(10), std::vector<float>(11), std::vector<float>(11)};

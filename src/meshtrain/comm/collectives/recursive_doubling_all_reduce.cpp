@@ -1,0 +1,81 @@
+// Recursive doubling all-reduce: log2(p) steps, each an exchange of the whole
+// buffer with one peer, for p a power of two. The latency algorithm: a 2-rank
+// all-reduce is one round trip (a ring or halving-doubling needs two), at the
+// price of moving log2(p) whole buffers, so Auto picks it for small messages.
+//
+// Terms:
+//   p, extra, fold, distance  as in halving_doubling_all_reduce.cpp: the
+//             extra = n - p ranks hand their buffers to a neighbour first and
+//             get the result back last; peers are newrank XOR d, d = 1, 2, ...
+//   step      send the whole buffer to the peer, receive the peer's into a
+//             scratch buffer, then combine as op(lower, higher): the partial
+//             result of the lower new rank is always the left operand.
+//
+// Both peers of a step hold the same partial results, and with the operands
+// in a fixed order they compute the same bits even where op(a, b) and
+// op(b, a) differ (max of +0 and -0, NaNs), so all ranks end bitwise
+// identical. Every combination depends only on n, never on timing.
+#include <algorithm>
+#include <bit>
+#include <vector>
+
+#include "meshtrain/comm/collectives/collectives.hpp"
+#include "meshtrain/comm/collectives/steps.hpp"
+
+namespace meshtrain::comm {
+namespace {
+
+constexpr size_t kPieceBytes = size_t{1} << 20;
+
+}  // namespace
+
+void recursive_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, const CollectiveOptions& options) {
+  const int n = t.size(), r = t.rank();
+  if (n == 1) return;
+  auto* bytes = static_cast<std::byte*>(data.data);
+  const size_t width = dtype_bytes(data.dtype), total = data.bytes();
+  const size_t chunk = options.chunk_bytes;
+  const Reduction reduction = detail::reduction_for(op, data.dtype);
+  const int p = int(std::bit_floor(unsigned(n)));
+  const int extra = n - p;
+  auto to_rank = [&](int newrank) { return newrank < extra ? 2 * newrank + 1 : newrank + extra; };
+
+  // Fold: the even ranks below 2 extra hand their buffers to their odd neighbours.
+  if (r < 2 * extra && r % 2 == 0) {
+    detail::exchange_chunked(t, r + 1, bytes, total, -1, nullptr, 0, nullptr, chunk, width);
+    detail::exchange_chunked(t, -1, nullptr, 0, r + 1, bytes, total, nullptr, chunk, width);
+    return;
+  }
+  if (r < 2 * extra) detail::exchange_chunked(t, -1, nullptr, 0, r - 1, bytes, total, &reduction, chunk, width);
+  const int newrank = r < 2 * extra ? r / 2 : r - extra;
+
+  // The peer's partial result lands in a scratch area of at most one piece,
+  // kept per thread across calls (no page faults after the first call); a
+  // larger buffer goes through each step piece by piece.
+  thread_local std::vector<std::byte> incoming;
+  const size_t piece = std::max(width, kPieceBytes / width * width);
+  if (incoming.size() < std::min(total, piece)) incoming.resize(std::min(total, piece));
+  for (int distance = 1; distance < p; distance *= 2) {
+    const int peer_newrank = newrank ^ distance;
+    const int peer = to_rank(peer_newrank);
+    size_t offset = 0;
+    do {  // at least once: a zero-length buffer still exchanges (length checks)
+      const size_t len = std::min(piece, total - offset);
+      std::byte* mine = bytes + offset;
+      detail::exchange_chunked(t, peer, mine, len, peer, incoming.data(), len, nullptr, chunk, width);
+      if (newrank < peer_newrank) {
+        reduce_into(mine, incoming.data(), len, reduction);
+      } else {
+        reduce_into(incoming.data(), mine, len, reduction);
+        detail::copy_bytes(mine, incoming.data(), len);
+      }
+      offset += len;
+    } while (offset < total);
+  }
+  if (op == ReduceKind::Avg) detail::scale_average(bytes, data.count, data.dtype, n);
+
+  // Unfold: hand the result back to the rank that sat out.
+  if (r < 2 * extra) detail::exchange_chunked(t, r - 1, bytes, total, -1, nullptr, 0, nullptr, chunk, width);
+}
+
+}  // namespace meshtrain::comm

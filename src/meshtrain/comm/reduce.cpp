@@ -7,20 +7,37 @@
 namespace meshtrain::comm {
 namespace {
 
-template <class T>
+// dst = op(dst, src), or with SrcFirst dst = op(src, dst).
+template <bool SrcFirst, class T>
 void apply(T* __restrict dst, const T* __restrict src, size_t n, ReduceOp op) {
   // Plain loops that the compiler vectorizes; no threads, since callers
   // reduce chunk by chunk while the transport moves the next one.
+  auto combine = [](T a, T b, auto f) { return SrcFirst ? f(b, a) : f(a, b); };
   switch (op) {
     case ReduceOp::Sum:
-      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+      for (size_t i = 0; i < n; ++i) dst[i] = combine(dst[i], src[i], [](T a, T b) { return a + b; });
       break;
     case ReduceOp::Max:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
+      for (size_t i = 0; i < n; ++i) dst[i] = combine(dst[i], src[i], [](T a, T b) { return std::max(a, b); });
       break;
     case ReduceOp::Min:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]);
+      for (size_t i = 0; i < n; ++i) dst[i] = combine(dst[i], src[i], [](T a, T b) { return std::min(a, b); });
       break;
+  }
+}
+
+template <bool SrcFirst>
+void reduce(void* dst, const void* src, size_t bytes, const Reduction& r) {
+  const size_t width = dtype_bytes(r.dtype);
+  if (bytes % width != 0)
+    throw CommError("reduce_into: " + std::to_string(bytes) + " bytes is not a whole number of " +
+                    std::string(dtype_name(r.dtype)) + " elements");
+  const size_t n = bytes / width;
+  switch (r.dtype) {
+    case DataType::F32: apply<SrcFirst>(static_cast<float*>(dst), static_cast<const float*>(src), n, r.op); break;
+    case DataType::F64: apply<SrcFirst>(static_cast<double*>(dst), static_cast<const double*>(src), n, r.op); break;
+    case DataType::I32: apply<SrcFirst>(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, r.op); break;
+    case DataType::I64: apply<SrcFirst>(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, r.op); break;
   }
 }
 
@@ -55,18 +72,10 @@ std::string_view reduce_op_name(ReduceOp op) {
   return "?";
 }
 
-void reduce_into(void* dst, const void* src, size_t bytes, const Reduction& r) {
-  const size_t width = dtype_bytes(r.dtype);
-  if (bytes % width != 0)
-    throw CommError("reduce_into: " + std::to_string(bytes) + " bytes is not a whole number of " +
-                    std::string(dtype_name(r.dtype)) + " elements");
-  const size_t n = bytes / width;
-  switch (r.dtype) {
-    case DataType::F32: apply(static_cast<float*>(dst), static_cast<const float*>(src), n, r.op); break;
-    case DataType::F64: apply(static_cast<double*>(dst), static_cast<const double*>(src), n, r.op); break;
-    case DataType::I32: apply(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, r.op); break;
-    case DataType::I64: apply(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, r.op); break;
-  }
+void reduce_into(void* dst, const void* src, size_t bytes, const Reduction& r) { reduce<false>(dst, src, bytes, r); }
+
+void reduce_into_after(void* dst, const void* src, size_t bytes, const Reduction& r) {
+  reduce<true>(dst, src, bytes, r);
 }
 
 }  // namespace meshtrain::comm

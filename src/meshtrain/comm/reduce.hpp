@@ -23,5 +23,8 @@ std::string_view reduce_op_name(ReduceOp op);
 
 // dst = op(dst, src) over `bytes` bytes (a multiple of the element size).
 void reduce_into(void* dst, const void* src, size_t bytes, const Reduction& reduction);
+// dst = op(src, dst): dst's values come after src's, for algorithms that fix
+// the operand order by rank without a copy (max(+0, -0) != max(-0, +0)).
+void reduce_into_after(void* dst, const void* src, size_t bytes, const Reduction& reduction);
 
 }  // namespace meshtrain::comm

@@ -63,12 +63,10 @@ void recursive_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, con
       const size_t len = std::min(piece, total - offset);
       std::byte* mine = bytes + offset;
       detail::exchange_chunked(t, peer, mine, len, peer, incoming.data(), len, nullptr, chunk, width);
-      if (newrank < peer_newrank) {
+      if (newrank < peer_newrank)
         reduce_into(mine, incoming.data(), len, reduction);
-      } else {
-        reduce_into(incoming.data(), mine, len, reduction);
-        detail::copy_bytes(mine, incoming.data(), len);
-      }
+      else
+        reduce_into_after(mine, incoming.data(), len, reduction);
       offset += len;
     } while (offset < total);
   }

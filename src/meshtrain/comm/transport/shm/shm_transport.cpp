@@ -148,13 +148,15 @@ class ShmTransport final : public Transport {
     Clock::time_point last_progress = Clock::now();
     Clock::time_point next_liveness = last_progress + kLivenessPeriod;
     RankEntry& me = segment_.entry(rank_);
+    bool moved = false;  // progress since last_progress was read: the clock is read only when idle
     while (pending_ > 0) {
       if (pass()) {
-        last_progress = Clock::now();
+        moved = true;
         continue;
       }
       segment_.check_abort();
       const Clock::time_point now = Clock::now();
+      if (moved) last_progress = now, moved = false;
       const auto idle = now - last_progress;
       if (idle < spin_window_) {
         spin_pause();

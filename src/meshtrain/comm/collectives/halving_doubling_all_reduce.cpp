@@ -23,7 +23,6 @@
 // divides it for Avg), and doubling only copies, so all ranks end bitwise
 // identical. Every combination is op(local, incoming) of two partial results
 // whose makeup depends only on n, never on timing.
-#include <bit>
 #include <vector>
 
 #include "meshtrain/comm/collectives/collectives.hpp"
@@ -32,25 +31,16 @@
 namespace meshtrain::comm {
 
 void halving_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, const CollectiveOptions& options) {
-  const int n = t.size(), r = t.rank();
+  const int n = t.size();
   if (n == 1) return;
   auto* bytes = static_cast<std::byte*>(data.data);
   const size_t width = dtype_bytes(data.dtype), total = data.bytes();
   const size_t chunk = options.chunk_bytes;
   const Reduction reduction = detail::reduction_for(op, data.dtype);
-  const int p = int(std::bit_floor(unsigned(n)));
-  const int extra = n - p;
-  auto to_rank = [&](int newrank) { return newrank < extra ? 2 * newrank + 1 : newrank + extra; };
-
-  // Fold: the even ranks below 2 extra hand their buffers to their odd neighbours.
-  if (r < 2 * extra && r % 2 == 0) {
-    detail::exchange_chunked(t, r + 1, bytes, total, -1, nullptr, 0, nullptr, chunk, width);
-    detail::exchange_chunked(t, -1, nullptr, 0, r + 1, bytes, total, nullptr, chunk, width);
-    return;
-  }
-  if (r < 2 * extra)
-    detail::exchange_chunked(t, -1, nullptr, 0, r - 1, bytes, total, &reduction, chunk, width);
-  const int newrank = r < 2 * extra ? r / 2 : r - extra;
+  const detail::PowerOfTwoFold fold = detail::fold_in(t, bytes, total, reduction, chunk, width);
+  if (fold.newrank < 0) return;
+  const int p = fold.p, newrank = fold.newrank;
+  auto to_rank = [&](int q) { return fold.rank_of(q); };
 
   struct Range {
     size_t lo, hi;  // elements
@@ -80,8 +70,7 @@ void halving_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, const
     range = parent;
   }
 
-  // Unfold: hand the result back to the rank that sat out.
-  if (r < 2 * extra) detail::exchange_chunked(t, r - 1, bytes, total, -1, nullptr, 0, nullptr, chunk, width);
+  detail::fold_out(t, fold, bytes, total, chunk, width);
 }
 
 }  // namespace meshtrain::comm

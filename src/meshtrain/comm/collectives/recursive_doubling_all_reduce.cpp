@@ -4,19 +4,20 @@
 // price of moving log2(p) whole buffers, so Auto picks it for small messages.
 //
 // Terms:
-//   p, extra, fold, distance  as in halving_doubling_all_reduce.cpp: the
-//             extra = n - p ranks hand their buffers to a neighbour first and
-//             get the result back last; peers are newrank XOR d, d = 1, 2, ...
+//   p, extra, fold  detail::PowerOfTwoFold (steps.hpp): the extra = n - p
+//             ranks hand their buffers to a neighbour first and get the
+//             result back last
+//   distance  d = 1, 2, ..., p/2; the peer at a step is newrank XOR d
 //   step      send the whole buffer to the peer, receive the peer's into a
 //             scratch buffer, then combine as op(lower, higher): the partial
-//             result of the lower new rank is always the left operand.
+//             result of the lower new rank is always the left operand
+//             (reduce_into_after when this rank is the higher one).
 //
 // Both peers of a step hold the same partial results, and with the operands
 // in a fixed order they compute the same bits even where op(a, b) and
 // op(b, a) differ (max of +0 and -0, NaNs), so all ranks end bitwise
 // identical. Every combination depends only on n, never on timing.
 #include <algorithm>
-#include <bit>
 #include <vector>
 
 #include "meshtrain/comm/collectives/collectives.hpp"
@@ -30,24 +31,15 @@ constexpr size_t kPieceBytes = size_t{1} << 20;
 }  // namespace
 
 void recursive_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, const CollectiveOptions& options) {
-  const int n = t.size(), r = t.rank();
+  const int n = t.size();
   if (n == 1) return;
   auto* bytes = static_cast<std::byte*>(data.data);
   const size_t width = dtype_bytes(data.dtype), total = data.bytes();
   const size_t chunk = options.chunk_bytes;
   const Reduction reduction = detail::reduction_for(op, data.dtype);
-  const int p = int(std::bit_floor(unsigned(n)));
-  const int extra = n - p;
-  auto to_rank = [&](int newrank) { return newrank < extra ? 2 * newrank + 1 : newrank + extra; };
-
-  // Fold: the even ranks below 2 extra hand their buffers to their odd neighbours.
-  if (r < 2 * extra && r % 2 == 0) {
-    detail::exchange_chunked(t, r + 1, bytes, total, -1, nullptr, 0, nullptr, chunk, width);
-    detail::exchange_chunked(t, -1, nullptr, 0, r + 1, bytes, total, nullptr, chunk, width);
-    return;
-  }
-  if (r < 2 * extra) detail::exchange_chunked(t, -1, nullptr, 0, r - 1, bytes, total, &reduction, chunk, width);
-  const int newrank = r < 2 * extra ? r / 2 : r - extra;
+  const detail::PowerOfTwoFold fold = detail::fold_in(t, bytes, total, reduction, chunk, width);
+  if (fold.newrank < 0) return;
+  const int p = fold.p, newrank = fold.newrank;
 
   // The peer's partial result lands in a scratch area of at most one piece,
   // kept per thread across calls (no page faults after the first call); a
@@ -57,7 +49,7 @@ void recursive_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, con
   if (incoming.size() < std::min(total, piece)) incoming.resize(std::min(total, piece));
   for (int distance = 1; distance < p; distance *= 2) {
     const int peer_newrank = newrank ^ distance;
-    const int peer = to_rank(peer_newrank);
+    const int peer = fold.rank_of(peer_newrank);
     size_t offset = 0;
     do {  // at least once: a zero-length buffer still exchanges (length checks)
       const size_t len = std::min(piece, total - offset);
@@ -72,8 +64,7 @@ void recursive_doubling_all_reduce(Transport& t, Buffer data, ReduceKind op, con
   }
   if (op == ReduceKind::Avg) detail::scale_average(bytes, data.count, data.dtype, n);
 
-  // Unfold: hand the result back to the rank that sat out.
-  if (r < 2 * extra) detail::exchange_chunked(t, r - 1, bytes, total, -1, nullptr, 0, nullptr, chunk, width);
+  detail::fold_out(t, fold, bytes, total, chunk, width);
 }
 
 }  // namespace meshtrain::comm

@@ -1,6 +1,7 @@
 #include "meshtrain/comm/collectives/steps.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "meshtrain/core/error.hpp"
@@ -32,6 +33,29 @@ void exchange_chunked(Transport& t, int send_peer, const std::byte* send, size_t
     } while (offset < recv_bytes);
   }
   t.exchange(sends, recvs);
+}
+
+PowerOfTwoFold fold_in(Transport& t, std::byte* data, size_t bytes, const Reduction& reduction, size_t chunk_bytes,
+                       size_t width) {
+  const int n = t.size(), r = t.rank();
+  PowerOfTwoFold fold;
+  fold.p = int(std::bit_floor(unsigned(n)));
+  fold.extra = n - fold.p;
+  if (r < 2 * fold.extra && r % 2 == 0) {
+    exchange_chunked(t, r + 1, data, bytes, -1, nullptr, 0, nullptr, chunk_bytes, width);
+    exchange_chunked(t, -1, nullptr, 0, r + 1, data, bytes, nullptr, chunk_bytes, width);
+    return fold;  // newrank -1: sat out, holds the result
+  }
+  if (r < 2 * fold.extra) exchange_chunked(t, -1, nullptr, 0, r - 1, data, bytes, &reduction, chunk_bytes, width);
+  fold.newrank = r < 2 * fold.extra ? r / 2 : r - fold.extra;
+  return fold;
+}
+
+void fold_out(Transport& t, const PowerOfTwoFold& fold, const std::byte* data, size_t bytes, size_t chunk_bytes,
+              size_t width) {
+  const int r = t.rank();
+  if (fold.newrank >= 0 && r < 2 * fold.extra)
+    exchange_chunked(t, r - 1, data, bytes, -1, nullptr, 0, nullptr, chunk_bytes, width);
 }
 
 Reduction reduction_for(ReduceKind op, DataType dtype) {

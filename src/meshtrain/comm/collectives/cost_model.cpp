@@ -49,7 +49,11 @@ const AlgorithmCost& CostTable::row(AllReduceAlgorithm algorithm) const {
 
 CostTable CostTable::on_one_link(double alpha_s, double beta_s_per_byte) {
   CostTable table;
-  for (AlgorithmCost& r : table.all_reduce) r.alpha_s = alpha_s, r.beta_s_per_byte = beta_s_per_byte;
+  const double ring_beta = table.row(AllReduceAlgorithm::Ring).beta_s_per_byte;
+  for (AlgorithmCost& r : table.all_reduce) {
+    r.alpha_s = alpha_s;
+    r.beta_s_per_byte = beta_s_per_byte * (r.beta_s_per_byte / ring_beta);
+  }
   return table;
 }
 

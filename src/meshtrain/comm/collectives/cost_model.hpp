@@ -42,7 +42,10 @@ struct CostTable {
   size_t tree_chunk_bytes = size_t{64} << 10;
 
   const AlgorithmCost& row(AllReduceAlgorithm algorithm) const;
-  // Every algorithm on one link (a measured or planned one).
+  // Every algorithm on one link (a measured or planned one): the link's alpha
+  // for all, its beta scaled by each row's default ratio to the ring's (so
+  // recursive doubling keeps its extra copy and Auto's choices keep their
+  // crossovers).
   static CostTable on_one_link(double alpha_s, double beta_s_per_byte);
 };
 

@@ -25,5 +25,16 @@ TEST(CostModelTest, TheTableIsData) {
   EXPECT_DOUBLE_EQ(all_reduce_seconds(table, AllReduceAlgorithm::Ring, 0, 4), 6.0);  // 2(n-1) steps
 }
 
+// A measured link keeps each algorithm's cost relative to the ring's, so a
+// large 2-rank buffer still goes by ring (recursive doubling copies more)
+// and a small one by recursive doubling, as on the default table.
+TEST(CostModelTest, OneLinkKeepsTheAlgorithmsCrossovers) {
+  const CostTable link = CostTable::on_one_link(20e-6, 2e-10);
+  EXPECT_EQ(choose_all_reduce(link, size_t{64} << 20, 2), AllReduceAlgorithm::Ring);
+  EXPECT_EQ(choose_all_reduce(link, 4096, 2), AllReduceAlgorithm::RecursiveDoubling);
+  EXPECT_DOUBLE_EQ(link.row(AllReduceAlgorithm::Ring).beta_s_per_byte, 2e-10);
+  EXPECT_DOUBLE_EQ(link.row(AllReduceAlgorithm::RecursiveDoubling).alpha_s, 20e-6);
+}
+
 }  // namespace
 }  // namespace meshtrain::comm

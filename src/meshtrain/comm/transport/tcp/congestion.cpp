@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
 #include <fstream>
 
@@ -44,9 +45,9 @@ std::string resolve_congestion(const CongestionChoice& choice) {
   if (choice.required)
     throw ConfigError("MESHTRAIN_TCP_CONGESTION=" + choice.name + ": the kernel refused it (" + why + "); " +
                       offered + " (or set system for the kernel's default)");
-  static bool said = false;  // once per process: every transport of a job would repeat it
-  if (!said) {
-    said = true;
+  // Once per process: every transport (ranks as threads, process groups) would repeat it.
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
     log_line("congestion control " + choice.name + " refused (" + why + "), using the kernel's default " +
              first_line("/proc/sys/net/ipv4/tcp_congestion_control") + "; " + offered);
   }

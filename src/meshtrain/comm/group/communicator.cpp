@@ -39,10 +39,10 @@ WorkHandle Communicator::submit(std::string description, std::function<void(Tran
   return work;
 }
 
-std::exception_ptr Communicator::execute(const std::string& what, const std::string& broken,
+std::exception_ptr Communicator::execute(DescriptionRef what, const std::string& broken,
                                          const std::function<void(Transport&)>& op) {
   if (!broken.empty())
-    return std::make_exception_ptr(CommError(what + ": communicator of rank " + std::to_string(rank_) +
+    return std::make_exception_ptr(CommError(what() + ": communicator of rank " + std::to_string(rank_) +
                                              " is broken by an earlier failure: " + broken));
   std::string error;
   try {
@@ -56,25 +56,25 @@ std::exception_ptr Communicator::execute(const std::string& what, const std::str
   transport_.reset();  // close now, so peers blocked on us learn of it
   {
     std::lock_guard lock(mutex_);
-    broken_ = what + ": " + error;
+    broken_ = what() + ": " + error;
   }
-  return std::make_exception_ptr(CommError(what + " failed on rank " + std::to_string(rank_) + ": " + error));
+  return std::make_exception_ptr(CommError(what() + " failed on rank " + std::to_string(rank_) + ": " + error));
 }
 
-void Communicator::run_blocking(std::string description, std::function<void(Transport&)> op) {
+void Communicator::run_blocking(DescriptionRef describe, std::function<void(Transport&)> op) {
   std::string broken;
   {
     std::unique_lock lock(mutex_);
-    if (stopping_) throw CommError(description + ": the communicator is shutting down");
+    if (stopping_) throw CommError(describe() + ": the communicator is shutting down");
     if (!queue_.empty() || busy_) {
       lock.unlock();
-      submit(std::move(description), std::move(op))->wait();
+      submit(describe(), std::move(op))->wait();
       return;
     }
     busy_ = true;  // the thread leaves the transport to us until we are done
     broken = broken_;
   }
-  std::exception_ptr error = execute(description, broken, op);
+  std::exception_ptr error = execute(describe, broken, op);
   bool waiting_work = false;
   {
     std::lock_guard lock(mutex_);
@@ -103,7 +103,8 @@ void Communicator::run() {
       broken = broken_;
     }
     next.work->start();
-    next.work->finish(execute(next.work->description(), broken, next.op));
+    const WorkHandle& work = next.work;
+    work->finish(execute([&work] { return work->description(); }, broken, next.op));
   }
 }
 

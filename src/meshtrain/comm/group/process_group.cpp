@@ -27,6 +27,18 @@ std::string rank_list(std::span<const int> ranks) {
   return out + "]";
 }
 
+// What a blocking call's *_async hands its own wait(): the operation has
+// already run, so one shared, finished Work serves every such call.
+WorkHandle finished_blocking_call() {
+  static const WorkHandle done = [] {
+    auto work = std::make_shared<Work>("a finished blocking call");
+    work->start();
+    work->finish(nullptr);
+    return work;
+  }();
+  return done;
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Communicator> comm)
@@ -63,19 +75,17 @@ void ProcessGroup::check_group_rank(const char* what, const char* role, int grou
                     std::to_string(group_rank) + " is outside the group of " + std::to_string(size()));
 }
 
-WorkHandle ProcessGroup::submit(std::string description,
+WorkHandle ProcessGroup::submit(DescriptionRef describe,
                                 std::function<void(Transport&, const CollectiveOptions&)> op) {
-  description += " on group " + rank_list(*members_);
+  const auto described = [&] { return describe() + " on group " + rank_list(*members_); };
   auto run = [members = members_, rank = rank_, op = std::move(op), comm = comm_.get(),
               sent = bytes_sent_](Transport& global) {
     GroupTransport group(global, *members, rank, sent.get());
     op(group, comm->options());
   };
-  if (!blocking_) return comm_->submit(std::move(description), std::move(run));
-  auto work = std::make_shared<Work>(description);
-  comm_->run_blocking(std::move(description), std::move(run));  // throws the CommError on failure
-  work->finish(nullptr);
-  return work;
+  if (!blocking_) return comm_->submit(described(), std::move(run));
+  comm_->run_blocking(described, std::move(run));  // throws the CommError on failure
+  return finished_blocking_call();
 }
 
 void ProcessGroup::use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes, int in_flight) {
@@ -120,47 +130,56 @@ WorkHandle ProcessGroup::all_reduce_async(Buffer data, ReduceKind op, AllReduceA
                                                         data, op, sequence);
                          });
   }
-  return submit("all_reduce(" + std::string(algorithm_name(algorithm)) + ", " + std::string(reduce_kind_name(op)) +
-                    ", " + shape(data.count, data.dtype) + ")",
-                [=](Transport& t, const CollectiveOptions& o) { comm::all_reduce(t, data, op, algorithm, o); });
+  return submit(
+      [&] {
+        return "all_reduce(" + std::string(algorithm_name(algorithm)) + ", " + std::string(reduce_kind_name(op)) +
+               ", " + shape(data.count, data.dtype) + ")";
+      },
+      [=](Transport& t, const CollectiveOptions& o) { comm::all_reduce(t, data, op, algorithm, o); });
 }
 
 WorkHandle ProcessGroup::reduce_scatter_async(ConstBuffer input, Buffer output, ReduceKind op) {
   if (input.dtype != output.dtype || input.count != size_t(size()) * output.count)
     throw CommError("reduce_scatter: input " + shape(input.count, input.dtype) + " must be " +
                     std::to_string(size()) + " ranks x output " + shape(output.count, output.dtype));
-  return submit("reduce_scatter(" + std::string(reduce_kind_name(op)) + ", " + shape(output.count, output.dtype) +
-                    " per rank)",
-                [=](Transport& t, const CollectiveOptions& o) { comm::reduce_scatter(t, input, output, op, o); });
+  return submit(
+      [&] {
+        return "reduce_scatter(" + std::string(reduce_kind_name(op)) + ", " + shape(output.count, output.dtype) +
+               " per rank)";
+      },
+      [=](Transport& t, const CollectiveOptions& o) { comm::reduce_scatter(t, input, output, op, o); });
 }
 
 WorkHandle ProcessGroup::reduce_scatter_in_place_async(Buffer data, Buffer output, ReduceKind op) {
   if (data.dtype != output.dtype || data.count != size_t(size()) * output.count)
     throw CommError("reduce_scatter_in_place: data " + shape(data.count, data.dtype) + " must be " +
                     std::to_string(size()) + " ranks x output " + shape(output.count, output.dtype));
-  return submit("reduce_scatter_in_place(" + std::string(reduce_kind_name(op)) + ", " +
-                    shape(output.count, output.dtype) + " per rank)",
-                [=](Transport& t, const CollectiveOptions& o) { comm::reduce_scatter_in_place(t, data, output, op, o); });
+  return submit(
+      [&] {
+        return "reduce_scatter_in_place(" + std::string(reduce_kind_name(op)) + ", " +
+               shape(output.count, output.dtype) + " per rank)";
+      },
+      [=](Transport& t, const CollectiveOptions& o) { comm::reduce_scatter_in_place(t, data, output, op, o); });
 }
 
 WorkHandle ProcessGroup::all_gather_async(ConstBuffer input, Buffer output) {
   if (input.dtype != output.dtype || output.count != size_t(size()) * input.count)
     throw CommError("all_gather: output " + shape(output.count, output.dtype) + " must be " +
                     std::to_string(size()) + " ranks x input " + shape(input.count, input.dtype));
-  return submit("all_gather(" + shape(input.count, input.dtype) + " per rank)",
+  return submit([&] { return "all_gather(" + shape(input.count, input.dtype) + " per rank)"; },
                 [=](Transport& t, const CollectiveOptions& o) { comm::all_gather(t, input, output, o); });
 }
 
 WorkHandle ProcessGroup::broadcast_async(Buffer data, int root) {
   check_group_rank("broadcast", "root", root);
-  return submit("broadcast(root " + std::to_string(root) + ", " + shape(data.count, data.dtype) + ")",
+  return submit([&] { return "broadcast(root " + std::to_string(root) + ", " + shape(data.count, data.dtype) + ")"; },
                 [=](Transport& t, const CollectiveOptions& o) { comm::broadcast(t, data, root, o); });
 }
 
 WorkHandle ProcessGroup::reduce_async(Buffer data, int root, ReduceKind op) {
   check_group_rank("reduce", "root", root);
-  return submit("reduce(root " + std::to_string(root) + ", " + std::string(reduce_kind_name(op)) + ", " +
-                    shape(data.count, data.dtype) + ")",
+  return submit([&] { return "reduce(root " + std::to_string(root) + ", " + std::string(reduce_kind_name(op)) + ", " +
+                    shape(data.count, data.dtype) + ")"; },
                 [=](Transport& t, const CollectiveOptions& o) { comm::reduce(t, data, root, op, o); });
 }
 
@@ -168,7 +187,7 @@ WorkHandle ProcessGroup::all_to_all_async(ConstBuffer input, Buffer output) {
   if (input.dtype != output.dtype || input.count != output.count || input.count % size_t(size()) != 0)
     throw CommError("all_to_all: input " + shape(input.count, input.dtype) + " and output " +
                     shape(output.count, output.dtype) + " must be the same multiple of " + std::to_string(size()));
-  return submit("all_to_all(" + shape(input.count, input.dtype) + ")",
+  return submit([&] { return "all_to_all(" + shape(input.count, input.dtype) + ")"; },
                 [=](Transport& t, const CollectiveOptions& o) { comm::all_to_all(t, input, output, o); });
 }
 
@@ -181,27 +200,29 @@ WorkHandle ProcessGroup::all_to_all_v_async(ConstBuffer input, std::vector<size_
       input.dtype != output.dtype)
     throw CommError("all_to_all_v: need " + std::to_string(n) + " send and receive counts adding up to input " +
                     shape(input.count, input.dtype) + " and output " + shape(output.count, output.dtype));
-  return submit("all_to_all_v(" + shape(input.count, input.dtype) + " out, " + std::to_string(output.count) + " in)",
-                [=, s = std::move(send_counts), r = std::move(recv_counts)](Transport& t, const CollectiveOptions& o) {
-                  comm::all_to_all_v(t, input, s, output, r, o);
-                });
+  return submit(
+      [&] { return "all_to_all_v(" + shape(input.count, input.dtype) + " out, " + std::to_string(output.count) + " in)"; },
+      [=, s = std::move(send_counts), r = std::move(recv_counts)](Transport& t, const CollectiveOptions& o) {
+        comm::all_to_all_v(t, input, s, output, r, o);
+      });
 }
 
 WorkHandle ProcessGroup::barrier_async() {
-  return submit("barrier", [](Transport& t, const CollectiveOptions&) { comm::barrier(t); });
+  return submit([] { return std::string("barrier"); },
+                [](Transport& t, const CollectiveOptions&) { comm::barrier(t); });
 }
 
 WorkHandle ProcessGroup::send_async(ConstBuffer data, int peer) {
   check_group_rank("send", "peer", peer);
   if (peer == rank_) throw CommError("send: a rank cannot send to itself (group rank " + std::to_string(peer) + ")");
-  return submit("send(to " + std::to_string(peer) + ", " + shape(data.count, data.dtype) + ")",
+  return submit([&] { return "send(to " + std::to_string(peer) + ", " + shape(data.count, data.dtype) + ")"; },
                 [=](Transport& t, const CollectiveOptions&) { t.send(peer, data.data, data.bytes()); });
 }
 
 WorkHandle ProcessGroup::recv_async(Buffer data, int peer) {
   check_group_rank("recv", "peer", peer);
   if (peer == rank_) throw CommError("recv: a rank cannot receive from itself (group rank " + std::to_string(peer) + ")");
-  return submit("recv(from " + std::to_string(peer) + ", " + shape(data.count, data.dtype) + ")",
+  return submit([&] { return "recv(from " + std::to_string(peer) + ", " + shape(data.count, data.dtype) + ")"; },
                 [=](Transport& t, const CollectiveOptions&) { t.recv(peer, data.data, data.bytes()); });
 }
 

@@ -111,7 +111,8 @@ class ProcessGroup {
   }
 
  private:
-  WorkHandle submit(std::string description, std::function<void(Transport&, const CollectiveOptions&)> op);
+  // `describe` builds the call's description, only when it is needed.
+  WorkHandle submit(DescriptionRef describe, std::function<void(Transport&, const CollectiveOptions&)> op);
   void check_group_rank(const char* what, const char* role, int group_rank) const;
 
   // Set while a blocking call submits its operation: submit() then runs it

@@ -68,7 +68,7 @@ TEST(ProcessGroupTest, BlockingCallsKeepTheOrderBehindQueuedWork) {
   World world(inproc(), 3);
   std::vector<std::vector<int64_t>> a(3, std::vector<int64_t>(200000, 1)), b(3, std::vector<int64_t>(7, 2));
   std::vector<std::thread> ranks;
-  std::vector<bool> first_done(3, false);
+  std::vector<char> first_done(3, 0);  // not vector<bool>: its bits share a word, and ranks write at once
   for (int r = 0; r < 3; ++r)
     ranks.emplace_back([&, r] {
       auto& g = world.groups[size_t(r)];

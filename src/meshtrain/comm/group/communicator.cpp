@@ -54,11 +54,12 @@ std::exception_ptr Communicator::execute(DescriptionRef what, const std::string&
   }
   if (error.empty()) return nullptr;
   transport_.reset();  // close now, so peers blocked on us learn of it
+  const std::string described = what();
   {
     std::lock_guard lock(mutex_);
-    broken_ = what() + ": " + error;
+    broken_ = described + ": " + error;
   }
-  return std::make_exception_ptr(CommError(what() + " failed on rank " + std::to_string(rank_) + ": " + error));
+  return std::make_exception_ptr(CommError(described + " failed on rank " + std::to_string(rank_) + ": " + error));
 }
 
 void Communicator::run_blocking(DescriptionRef describe, std::function<void(Transport&)> op) {

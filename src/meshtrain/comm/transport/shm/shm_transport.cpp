@@ -41,6 +41,7 @@ class ShmTransport final : public Transport {
         // More ranks than cores (as OpenMPI's yield_when_idle): a spinning
         // rank would only delay the peer it waits for, so yield at once.
         spin_window_(o.world_size <= usable_cpus() ? kSpinWindow : std::chrono::microseconds(0)),
+        untimed_passes_(spin_window_.count() > 0 ? kUntimedSpinPasses : 0),
         last_pass_(size_t(o.world_size), 0) {
     for (int peer = 0; peer < world_; ++peer) {
       if (peer == rank_) continue;
@@ -145,19 +146,27 @@ class ShmTransport final : public Transport {
   }
 
   void progress_until_done() {
-    Clock::time_point last_progress = Clock::now();
-    Clock::time_point next_liveness = last_progress + kLivenessPeriod;
     RankEntry& me = segment_.entry(rank_);
-    bool moved = false;  // progress since last_progress was read: the clock is read only when idle
+    // The clock is read only once a quiet stretch outlasts untimed_passes_:
+    // a read costs as much as a pause here, and most waits end sooner.
+    int quiet_passes = 0;
+    Clock::time_point quiet_since, next_liveness;
     while (pending_ > 0) {
       if (pass()) {
-        moved = true;
+        quiet_passes = 0;
         continue;
       }
       segment_.check_abort();
+      if (++quiet_passes <= untimed_passes_) {
+        spin_pause();
+        continue;
+      }
       const Clock::time_point now = Clock::now();
-      if (moved) last_progress = now, moved = false;
-      const auto idle = now - last_progress;
+      if (quiet_passes == untimed_passes_ + 1) {
+        quiet_since = now;
+        if (next_liveness == Clock::time_point{}) next_liveness = now + kLivenessPeriod;
+      }
+      const auto idle = now - quiet_since;
       if (idle < spin_window_) {
         spin_pause();
         continue;
@@ -175,7 +184,7 @@ class ShmTransport final : public Transport {
       std::atomic_thread_fence(std::memory_order_seq_cst);
       const uint32_t bell = me.doorbell.load(std::memory_order_relaxed);
       if (pass()) {
-        last_progress = Clock::now();
+        quiet_passes = 0;
       } else {
         const auto left = std::chrono::duration_cast<std::chrono::microseconds>(timeout_ - idle);
         futex_wait(me.doorbell, bell, std::min<std::chrono::microseconds>(kSleepSlice, left) +
@@ -252,6 +261,7 @@ class ShmTransport final : public Transport {
   int world_;
   std::chrono::milliseconds timeout_;
   std::chrono::microseconds spin_window_;
+  int untimed_passes_;
   std::vector<RingSender> out_;    // [ring_of(peer)]: ring rank_ -> peer
   std::vector<RingReceiver> in_;   // [ring_of(peer)]: ring peer -> rank_
   std::vector<PendingSend> sends_;  // reused across exchanges: no allocation per call

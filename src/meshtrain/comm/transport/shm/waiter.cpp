@@ -21,8 +21,6 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-void spin_pause() {
-  for (int i = 0; i < 16; ++i) _mm_pause();
-}
+void spin_pause() { _mm_pause(); }
 
 }  // namespace meshtrain::comm::shm

@@ -39,8 +39,7 @@ WorkHandle Communicator::submit(std::string description, std::function<void(Tran
   return work;
 }
 
-std::exception_ptr Communicator::execute(DescriptionRef what, const std::string& broken,
-                                         const std::function<void(Transport&)>& op) {
+std::exception_ptr Communicator::execute(DescriptionRef what, const std::string& broken, OperationRef op) {
   if (!broken.empty())
     return std::make_exception_ptr(CommError(what() + ": communicator of rank " + std::to_string(rank_) +
                                              " is broken by an earlier failure: " + broken));
@@ -62,14 +61,14 @@ std::exception_ptr Communicator::execute(DescriptionRef what, const std::string&
   return std::make_exception_ptr(CommError(described + " failed on rank " + std::to_string(rank_) + ": " + error));
 }
 
-void Communicator::run_blocking(DescriptionRef describe, std::function<void(Transport&)> op) {
+void Communicator::run_blocking(DescriptionRef describe, OperationRef op) {
   std::string broken;
   {
     std::unique_lock lock(mutex_);
     if (stopping_) throw CommError(describe() + ": the communicator is shutting down");
     if (!queue_.empty() || busy_) {
       lock.unlock();
-      submit(describe(), std::move(op))->wait();
+      submit(describe(), [op](Transport& t) { op(t); })->wait();  // op outlives the wait
       return;
     }
     busy_ = true;  // the thread leaves the transport to us until we are done

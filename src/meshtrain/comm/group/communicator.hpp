@@ -21,31 +21,23 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <type_traits>
 
 #include "meshtrain/comm/collectives/collectives.hpp"
 #include "meshtrain/comm/group/work.hpp"
 #include "meshtrain/comm/transport/transport.hpp"
+#include "meshtrain/core/function_ref.hpp"
 
 namespace meshtrain::comm {
 
-// A non-owning reference to code that builds an operation's description
+// A reference to code that builds an operation's description
 // ("all_reduce(ring, sum, 1000 x f32) on group [0, 1]"). Only an error or
 // queued work needs the text; a blocking call that succeeds never builds it.
 // Building it every time (several small strings) cost ~0.3 us per call, a
 // fifth of a 2-rank 4 KiB all-reduce on shared memory (bench/RESULTS.md).
-class DescriptionRef {
- public:
-  template <class F>
-    requires(!std::is_same_v<F, DescriptionRef> && std::is_invocable_r_v<std::string, const F&>)
-  DescriptionRef(const F& make)  // NOLINT: implicit, so callers pass a lambda
-      : make_(&make), call_([](const void* f) -> std::string { return (*static_cast<const F*>(f))(); }) {}
-  std::string operator()() const { return call_(make_); }
-
- private:
-  const void* make_;
-  std::string (*call_)(const void*);
-};
+using DescriptionRef = FunctionRef<std::string()>;
+// An operation that runs before the call taking it returns (run_blocking):
+// referenced, not copied into a std::function (no allocation per call).
+using OperationRef = FunctionRef<void(Transport&)>;
 
 class Communicator {
  public:
@@ -69,7 +61,7 @@ class Communicator {
   // queued or running, `op` runs right here on the calling thread, which
   // saves two thread hand-offs (most of a small collective's latency).
   // Throws the CommError the Work would have held.
-  void run_blocking(DescriptionRef describe, std::function<void(Transport&)> op);
+  void run_blocking(DescriptionRef describe, OperationRef op);
 
  private:
   struct Pending {
@@ -79,8 +71,7 @@ class Communicator {
   void run();
   // Runs op unless the communicator is broken; on failure closes the
   // transport and marks the communicator broken. Returns the error, if any.
-  std::exception_ptr execute(DescriptionRef what, const std::string& broken,
-                             const std::function<void(Transport&)>& op);
+  std::exception_ptr execute(DescriptionRef what, const std::string& broken, OperationRef op);
 
   std::unique_ptr<Transport> transport_;  // used by whoever holds busy_; reset on the first failure
   const int rank_, size_;

@@ -75,17 +75,22 @@ void ProcessGroup::check_group_rank(const char* what, const char* role, int grou
                     std::to_string(group_rank) + " is outside the group of " + std::to_string(size()));
 }
 
-WorkHandle ProcessGroup::submit(DescriptionRef describe,
-                                std::function<void(Transport&, const CollectiveOptions&)> op) {
+template <class Op>
+WorkHandle ProcessGroup::submit(DescriptionRef describe, Op&& op) {
   const auto described = [&] { return describe() + " on group " + rank_list(*members_); };
-  auto run = [members = members_, rank = rank_, op = std::move(op), comm = comm_.get(),
-              sent = bytes_sent_](Transport& global) {
+  if (blocking_) {
+    // Runs before this returns: everything by reference, nothing allocated.
+    comm_->run_blocking(described, [&](Transport& global) {
+      GroupTransport group(global, *members_, rank_, bytes_sent_.get());
+      op(group, comm_->options());
+    });  // throws the CommError on failure
+    return finished_blocking_call();
+  }
+  return comm_->submit(described(), [members = members_, rank = rank_, op = std::forward<Op>(op), comm = comm_.get(),
+                                     sent = bytes_sent_](Transport& global) {
     GroupTransport group(global, *members, rank, sent.get());
     op(group, comm->options());
-  };
-  if (!blocking_) return comm_->submit(described(), std::move(run));
-  comm_->run_blocking(described, std::move(run));  // throws the CommError on failure
-  return finished_blocking_call();
+  });
 }
 
 void ProcessGroup::use_reducers(std::vector<int> reducer_ranks, size_t chunk_bytes, int in_flight) {

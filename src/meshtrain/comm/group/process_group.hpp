@@ -111,8 +111,11 @@ class ProcessGroup {
   }
 
  private:
-  // `describe` builds the call's description, only when it is needed.
-  WorkHandle submit(DescriptionRef describe, std::function<void(Transport&, const CollectiveOptions&)> op);
+  // `describe` builds the call's description, only when it is needed. `op`
+  // is called as op(Transport&, const CollectiveOptions&); a blocking call
+  // runs it by reference, an asynchronous one moves it into the queue.
+  template <class Op>
+  WorkHandle submit(DescriptionRef describe, Op&& op);
   void check_group_rank(const char* what, const char* role, int group_rank) const;
 
   // Set while a blocking call submits its operation: submit() then runs it

@@ -2,7 +2,7 @@
 # All-reduce bus bandwidth: meshtrain against OpenMPI and Gloo, in one run.
 #
 # At 2 and 4 ranks ($NPROCS), sizes $SIZES (fp32 sum), runs
-#   * meshtrain bench collectives: shm ring, shm auto, tcp ring, and the
+#   * meshtrain bench collectives: shm ring, shm auto, tcp ring, tcp auto, and the
 #     Reduction Server over shm with R = N reducers
 #   * OpenMPI 4.1 MPI_Allreduce (bench_openmpi_allreduce) under mpirun, at its
 #     best malloc setting MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=17179869184
@@ -12,7 +12,9 @@
 #     of the four at each size
 #   * memcpy on one thread (bench_memcpy), as a reference ceiling
 # then prints busbw per size (GB/s, nccl-tests definition) and meshtrain's
-# ratios: shm ring / OpenMPI, shm ring / gloo best, tcp ring / gloo best.
+# ratios: shm ring / OpenMPI, shm ring / gloo best, tcp best / gloo best
+# (tcp best: the better of tcp ring and tcp auto, as gloo best is Gloo's best
+# algorithm at each size).
 # Results: bench/RESULTS.md, section "Collectives". Takes ~3-5 minutes.
 #
 # Environment knobs (defaults in brackets):
@@ -61,6 +63,7 @@ for n in $NPROCS; do
   run "meshtrain shm ring n=$n" "${mt[@]}" --transport shm --algo ring
   run "meshtrain shm auto n=$n" "${mt[@]}" --transport shm --algo auto
   run "meshtrain tcp ring n=$n" "${mt[@]}" --transport tcp --algo ring
+  run "meshtrain tcp auto n=$n" "${mt[@]}" --transport tcp --algo auto
   run "meshtrain shm reduction_server n=$n R=$n" "${mt[@]}" --transport shm --algo reduction_server --reducers "$n"
   if [ -x "$BUILD/bench/bench_openmpi_allreduce" ]; then
     run "OpenMPI n=$n (best malloc setting)" env MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=17179869184 \

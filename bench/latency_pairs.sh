@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Small-message all-reduce latency: meshtrain (shm, auto) against OpenMPI's
+# MPI_Allreduce, in alternating runs.
+#
+# On this VM a 2-rank latency is bimodal for both (~1.2 us or ~4 us, the
+# ranks' placement on the host's cores, which neither side controls), and
+# drifts within minutes, so a single pair of runs proves nothing: this
+# alternates PAIRS pairs and prints each pair, then both medians and minima.
+# Results: bench/RESULTS.md, section "Collectives", "4 KiB latency".
+#
+# Environment knobs (defaults in brackets):
+#   BUILD [build]  NPROC [2]  SIZE [4K]  PAIRS [12]  ITERS [5000]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD="${BUILD:-build}"
+NPROC="${NPROC:-2}"
+SIZE="${SIZE:-4K}"
+PAIRS="${PAIRS:-12}"
+ITERS="${ITERS:-5000}"
+MESHTRAIN="$BUILD/src/meshtrain/meshtrain"
+OPENMPI="$BUILD/bench/bench_openmpi_allreduce"
+for exe in "$MESHTRAIN" "$OPENMPI"; do
+  [ -x "$exe" ] || { echo "missing $exe: cmake -S . -B $BUILD -G Ninja && ninja -C $BUILD meshtrain bench_openmpi_allreduce"; exit 1; }
+done
+
+time_us() { grep -o '"time_us":[0-9.]*' | head -1 | cut -d: -f2; }
+
+echo "$NPROC ranks, $SIZE all-reduce, $ITERS calls a run, $PAIRS alternating pairs (median time_us of a run)"
+echo "pair meshtrain openmpi"
+results=()
+for i in $(seq 1 "$PAIRS"); do
+  mt=$("$MESHTRAIN" bench collectives --nproc "$NPROC" --transport shm --algo auto --sizes "$SIZE:$SIZE" \
+        --iters "$ITERS" --json 2>/dev/null | time_us)
+  mpi=$(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=17179869184 mpirun --allow-run-as-root --oversubscribe \
+        -np "$NPROC" "$OPENMPI" --sizes "$SIZE:$SIZE" --iters "$ITERS" 2>/dev/null | time_us)
+  echo "$i ${mt:-FAILED} ${mpi:-FAILED}"
+  results+=("${mt:-nan} ${mpi:-nan}")
+done
+printf '%s\n' "${results[@]}" | python3 -c '
+import statistics, sys
+rows = [tuple(map(float, line.split())) for line in sys.stdin if line.strip()]
+mt, mpi = [r[0] for r in rows], [r[1] for r in rows]
+faster = sum(a < b for a, b in rows)
+print(f"meshtrain median {statistics.median(mt):.2f} us (min {min(mt):.2f}), "
+      f"OpenMPI median {statistics.median(mpi):.2f} us (min {min(mpi):.2f}); "
+      f"meshtrain faster in {faster} of {len(rows)} pairs")'

@@ -5,8 +5,9 @@
 // matters on paths that run once per collective (a std::function holding a
 // lambda of more than two pointers allocates on every call).
 //
-// It refers to the callable it was built from: never keep one past the
-// full-expression that created it, e.g. in a member or a queued task.
+// It refers to the callable it was built from: never keep one longer than
+// that callable lives, e.g. in a member, or in a queued task that nobody
+// waits for before returning.
 #include <functional>
 #include <memory>
 #include <type_traits>

@@ -15,7 +15,10 @@ TEST(FunctionRef, CallsTheCallableWithItsArgumentsAndReturnsItsResult) {
 
 TEST(FunctionRef, RefersToTheCallableInsteadOfCopyingIt) {
   int calls = 0;
-  auto counter = [&calls, seen = 0]() mutable { return ++seen + 0 * ++calls; };
+  auto counter = [&calls, seen = 0]() mutable {
+    ++calls;
+    return ++seen;
+  };
   FunctionRef<int()> ref(counter);
   EXPECT_EQ(ref(), 1);
   EXPECT_EQ(ref(), 2);

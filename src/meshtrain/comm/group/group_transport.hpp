@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "meshtrain/comm/transport/transport.hpp"
 
@@ -31,8 +30,6 @@ class GroupTransport final : public Transport {
   std::span<const int> members_;
   int group_rank_;
   std::atomic<uint64_t>* bytes_sent_;
-  std::vector<SendOp> sends_;
-  std::vector<RecvOp> recvs_;
 };
 
 }  // namespace meshtrain::comm

@@ -129,31 +129,29 @@ void TcpTransport::run(std::span<const SendOp> sends, std::span<const RecvOp> re
     work_[r.peer].recvs.push_back(st);
   }
 
-  std::vector<pollfd> fds;
-  std::vector<int> fd_peer;
   for (int peer = 0; peer < size(); ++peer) {  // optimistic first pass: most sockets can move at once
     progress_sends(peer);
     progress_recvs(peer);
   }
   for (;;) {
-    fds.clear();
-    fd_peer.clear();
+    poll_fds_.clear();
+    poll_peers_.clear();
     for (int peer = 0; peer < size(); ++peer) {
       const PeerWork& w = work_[peer];
       if (w.done()) continue;
       const short events = static_cast<short>((w.next_send < w.sends.size() ? POLLOUT : 0) |
                                               (w.next_recv < w.recvs.size() ? POLLIN : 0));
-      fds.push_back({peers_[peer].get(), events, 0});
-      fd_peer.push_back(peer);
+      poll_fds_.push_back({peers_[peer].get(), events, 0});
+      poll_peers_.push_back(peer);
     }
-    if (fds.empty()) return;
-    if (poll_until(fds.data(), fds.size(), deadline) == 0)
+    if (poll_fds_.empty()) return;
+    if (poll_until(poll_fds_.data(), poll_fds_.size(), deadline) == 0)
       throw CommError(rank_name(rank_) + ": tcp exchange timed out after " +
                       std::to_string(ms_between(start, Clock::now())) + " ms; still pending: " + pending_summary());
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (!fds[i].revents) continue;
-      progress_sends(fd_peer[i]);
-      progress_recvs(fd_peer[i]);
+    for (size_t i = 0; i < poll_fds_.size(); ++i) {
+      if (!poll_fds_[i].revents) continue;
+      progress_sends(poll_peers_[i]);
+      progress_recvs(poll_peers_[i]);
     }
   }
 }

@@ -22,6 +22,8 @@
 //   u32 magic "MTAB" | u32 reserved (0) | u64 text length (<= 1024) | text
 // A rank that reads one fails with "rank P gave up: <P's reason>", so ranks
 // that never talked to a dead peer still name it (the reason travels on).
+#include <poll.h>
+
 #include <string>
 #include <vector>
 
@@ -91,6 +93,8 @@ class TcpTransport final : public Transport {
   TransportOptions options_;
   std::vector<unsigned char> staging_;
   std::vector<PeerWork> work_;  // per peer; kept between exchanges to reuse capacity
+  std::vector<pollfd> poll_fds_;  // the sockets an exchange still waits on; reused likewise
+  std::vector<int> poll_peers_;   // poll_fds_[i] is the socket of peer poll_peers_[i]
   std::string broken_;          // the first error; every later exchange rethrows it
 };
 

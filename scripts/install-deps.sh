@@ -6,12 +6,13 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config
-  # GEMM backends (chosen by measurement: see bench/RESULTS.md) and OpenMP
-  libdnnl-dev libopenblas-dev libomp-dev
+  # GEMM backends (chosen by measurement: see bench/RESULTS.md); OpenMP is
+  # GCC's libgomp, part of the toolchain
+  libdnnl-dev libopenblas-dev
   # config, JSON, command line
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev python3
+  libgtest-dev libgmock-dev python3
   # network namespaces for the two-host test (ip netns, veth)
   iproute2
   # the MPI transport and the OpenMPI peer benchmark (optional at build time)

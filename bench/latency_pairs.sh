@@ -2,9 +2,9 @@
 # Small-message all-reduce latency: meshtrain (shm, auto) against OpenMPI's
 # MPI_Allreduce, in alternating runs.
 #
-# On this VM a 2-rank latency is bimodal for both (~1.2 us or ~4 us, the
-# ranks' placement on the host's cores, which neither side controls), and
-# drifts within minutes, so a single pair of runs proves nothing: this
+# On this VM a 2-rank latency is bimodal for both (~1.2 us, or ~3-18 us
+# while the host is loaded, for a few seconds at a time), and drifts within
+# minutes, so a single pair of runs proves nothing: this
 # alternates PAIRS pairs and prints each pair, then both medians and minima.
 # Results: bench/RESULTS.md, section "Collectives", "4 KiB latency".
 #

@@ -36,7 +36,7 @@ void check_all_reduce(World& world, AllReduceAlgorithm algorithm, ReduceKind op,
   if (concrete == AllReduceAlgorithm::Auto) concrete = choose_all_reduce(test_options().costs, count * sizeof(T), n);
   const bool exact_any_order = !std::is_floating_point_v<T> || op == ReduceKind::Max || op == ReduceKind::Min;
   const std::vector<size_t> bounds = segment_bounds(count, n);
-  size_t wrong = 0, first_wrong = 0;
+  Mismatches wrong;
   int segment = 0;
   for (size_t i = 0; i < count; ++i) {
     while (i >= bounds[size_t(segment) + 1]) ++segment;
@@ -44,17 +44,17 @@ void check_all_reduce(World& world, AllReduceAlgorithm algorithm, ReduceKind op,
     bool ok;
     if (exact_any_order || concrete == AllReduceAlgorithm::Ring) {
       const T want = ring_reference(x, segment, i, op);
-      ok = std::memcmp(&got, &want, sizeof(T)) == 0;
+      ok = same_bits(got, want);
     } else if (concrete == AllReduceAlgorithm::Tree) {
       const T want = tree_reference(x, 0, i, op);
-      ok = std::memcmp(&got, &want, sizeof(T)) == 0;
+      ok = same_bits(got, want);
     } else {
       const double want = loose_reference(x, i, op);
       ok = std::abs(double(got) - want) <= (sizeof(T) == 4 ? 1e-3 : 1e-10);
     }
-    if (!ok && wrong++ == 0) first_wrong = i;
+    wrong.note(ok, i);
   }
-  EXPECT_EQ(wrong, 0u) << "first wrong element " << first_wrong;
+  EXPECT_EQ(wrong.count, 0u) << "first wrong element " << wrong.first;
 }
 
 void AllReduceMatrix::check_all(AllReduceAlgorithm algorithm) {

@@ -257,6 +257,21 @@ double loose_reference(const std::vector<std::vector<T>>& x, size_t i, ReduceKin
   return op == ReduceKind::Avg ? acc / double(x.size()) : acc;
 }
 
+// Elements that differ from the reference, counted with the first one kept:
+// one assertion per buffer instead of one per element (which cost seconds
+// under the sanitizers at the matrix's largest sizes).
+struct Mismatches {
+  size_t count = 0, first = 0;
+  void note(bool same, size_t i) {
+    if (!same && count++ == 0) first = i;
+  }
+};
+
+template <class T>
+bool same_bits(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
 template <class T>
 bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);

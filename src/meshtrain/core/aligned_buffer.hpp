@@ -2,6 +2,8 @@
 // A 64-byte aligned array of T whose bytes are counted under one MemoryKind.
 // Page faults cost ~12 us per 4 KiB page on our machines, so buffers are
 // allocated once and reused: ensure() only reallocates when asked to grow.
+// Buffers of kHugePageMinBytes or more sit on 2 MiB boundaries and ask for
+// transparent huge pages (huge_pages.hpp).
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <span>
 #include <utility>
 
+#include "meshtrain/core/huge_pages.hpp"
 #include "meshtrain/core/memory.hpp"
 
 namespace meshtrain {
@@ -42,8 +45,7 @@ class AlignedBuffer {
   void ensure(size_t count) {
     if (count > capacity_) {
       release();
-      size_t bytes = ((count * sizeof(T) + 63) / 64) * 64;
-      data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+      data_ = static_cast<T*>(allocate_aligned(count * sizeof(T)));
       if (!data_) throw std::bad_alloc();
       capacity_ = count;
       MemoryTracker::global().add(kind_, capacity_ * sizeof(T));

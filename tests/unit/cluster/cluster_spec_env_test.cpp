@@ -139,7 +139,7 @@ class EnvGuard {
     for (const char* name :
          {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "MESHTRAIN_JOB_ID",
           "MESHTRAIN_JOB_TOKEN", "MESHTRAIN_NUM_SERVERS", "MESHTRAIN_NUM_REDUCERS", "MESHTRAIN_SERVER_ADDRS",
-          "CLUSTER_SPEC", "TF_CONFIG", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
+          "CLUSTER_SPEC", "TF_CONFIG", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "MESHTRAIN_SHM_SINGLE_COPY"})
       unsetenv(name);
     for (const auto& [k, v] : vars_) setenv(k.c_str(), v.c_str(), 1);
   }
@@ -190,6 +190,26 @@ TEST(ReadLaunchEnv, MalformedSpecIsAConfigErrorNamingIt) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("TF_CONFIG"), std::string::npos);
+  }
+}
+
+TEST(ReadLaunchEnv, ShmSingleCopySwitch) {
+  {
+    EnvGuard env({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+    EXPECT_TRUE(read_launch_env().shm_single_copy);  // on unless turned off
+  }
+  {
+    EnvGuard env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MESHTRAIN_SHM_SINGLE_COPY", "0"}});
+    EXPECT_FALSE(read_launch_env().shm_single_copy);
+  }
+  EnvGuard env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MESHTRAIN_SHM_SINGLE_COPY", "off"}});
+  try {
+    read_launch_env();
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("MESHTRAIN_SHM_SINGLE_COPY='off' is not an integer in [0, 1]"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::bench {
@@ -30,7 +31,7 @@ void check_size(ProcessGroup& group, const AllReduceBenchOptions& options, std::
 void run_all_reduce_bench(ProcessGroup& group, const AllReduceBenchOptions& options,
                           const std::function<void(const BenchResult&)>& report) {
   const size_t largest = options.sizes.empty() ? 0 : *std::max_element(options.sizes.begin(), options.sizes.end());
-  std::vector<float> buffer(largest / sizeof(float), 0.0f);  // allocated and touched once
+  AlignedBuffer<float> buffer(largest / sizeof(float), MemoryKind::Communication);  // allocated and touched once
   const int n = group.size();
   for (size_t bytes : options.sizes) {
     if (bytes % sizeof(float) != 0)

@@ -85,6 +85,7 @@ LaunchEnv read_launch_env() {
   e.token = env("MESHTRAIN_JOB_TOKEN").value_or("meshtrain-job-" + e.job_id);
 
   e.tcp_congestion = env("MESHTRAIN_TCP_CONGESTION").value_or("");
+  if (env("MESHTRAIN_SHM_SINGLE_COPY")) e.shm_single_copy = env_int("MESHTRAIN_SHM_SINGLE_COPY", 0, 1) == 1;
 
   if (vertex) return e;
   if (auto t = env("MESHTRAIN_TRANSPORT")) {

@@ -42,6 +42,10 @@ struct LaunchEnv {
   // MESHTRAIN_TCP_CONGESTION ("" when unset): the TCP transport's congestion
   // control (comm/transport/tcp/congestion.hpp).
   std::string tcp_congestion;
+  // MESHTRAIN_SHM_SINGLE_COPY=0 sends every shm message through the slots
+  // (comm/transport/shm/single_copy.hpp); 1 (the default) lets large ones
+  // go single-copy where the kernel allows it.
+  bool shm_single_copy = true;
 
   int num_servers = 0;                    // pool 2: the last num_servers ranks
   std::vector<std::string> server_addrs;  // pool 2's host:port, when they listen (parameter servers)

@@ -17,32 +17,39 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-TEST(ShmFailure, LengthMismatchNamesBothRanksAndLengths) {
+void expect_length_mismatch(size_t sent, size_t expected) {
   const std::string job = unique_job_id("mismatch");
   auto errors = run_threads(2, [&](int r) {
     auto t = connect_shm(options(job, r, 2, 5000));
-    std::vector<uint8_t> buf(200);
+    std::vector<uint8_t> buf(std::max(sent, expected));
     if (r == 0) {
-      t->send(1, buf.data(), 100);
-      t->recv(1, buf.data(), 1);  // fails: the job is aborted by rank 1
+      t->send(1, buf.data(), sent);  // a single-copy send waits for a read that never comes
+      t->recv(1, buf.data(), 1);      // fails: the job is aborted by rank 1
     } else {
-      t->recv(0, buf.data(), 200);
+      t->recv(0, buf.data(), expected);
     }
   });
-  const std::string what = "length mismatch: rank 0 sent 100 bytes but rank 1 expected 200 bytes";
+  const std::string what = "length mismatch: rank 0 sent " + std::to_string(sent) + " bytes but rank 1 expected " +
+                           std::to_string(expected) + " bytes";
   EXPECT_NE(errors[1].find(what), std::string::npos) << errors[1];
   EXPECT_NE(errors[0].find("job aborted by rank 1: " + what), std::string::npos) << errors[0];
 }
 
-// Forks rank 1, which joins and then (after `delay`) kills itself with
-// SIGKILL; this process is rank 0 and runs `wait` against it.
-void expect_death_reported(const std::function<void(Transport&)>& wait, const std::string& what) {
+TEST(ShmFailure, LengthMismatchNamesBothRanksAndLengths) { expect_length_mismatch(100, 200); }
+TEST(ShmFailure, SingleCopyLengthMismatch) { expect_length_mismatch(1u << 20, 2u << 20); }
+
+// Forks rank 1, which joins, starts `child_send` (if any) on a thread, and
+// 30 ms later kills itself with SIGKILL; this process is rank 0 and runs
+// `wait` against it.
+void expect_death_reported(const std::function<void(Transport&)>& wait, const std::string& what,
+                           const std::function<void(Transport&)>& child_send = nullptr) {
   const std::string job = unique_job_id("killed");
   std::fflush(nullptr);
   const pid_t child = ::fork();
   if (child == 0) {
     try {
       auto t = connect_shm(options(job, 1, 2, 10000));
+      if (child_send) std::thread([&] { child_send(*t); }).detach();
       std::this_thread::sleep_for(std::chrono::milliseconds(30));  // let rank 0 go to sleep
       ::raise(SIGKILL);
     } catch (...) {
@@ -79,6 +86,22 @@ TEST(ShmFailure, KilledSenderReportedQuickly) {
         t.recv(1, buf.data(), buf.size());
       },
       "its data (recv of 4096 bytes, 0 received)");
+}
+
+TEST(ShmFailure, SenderKilledBeforeItsSingleCopyMessageIsRead) {
+  // Rank 1 publishes a 17 MiB send (single-copy where the kernel allows,
+  // else the first 1 MiB in slots) and dies; rank 0 comes to read it later.
+  expect_death_reported(
+      [](Transport& t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::vector<uint8_t> buf(17u << 20);
+        t.recv(1, buf.data(), buf.size());
+      },
+      "its data (recv of 17825792 bytes",
+      [](Transport& t) {
+        static std::vector<uint8_t> buf(17u << 20, 7);
+        t.send(0, buf.data(), buf.size());
+      });
 }
 
 TEST(ShmFailure, KilledReceiverReportedQuickly) {

@@ -1,5 +1,6 @@
 // Reduce-on-receive: the receiver combines each chunk straight out of the
-// slot into its buffer. Element counts span several slots and end mid-slot.
+// slot (or, single-copy, out of its bounce buffer) into its own buffer.
+// Element counts span several slots and bounce pieces and end mid-slot.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,8 +21,10 @@ T value(int rank, size_t i) {
 // Rank 0 sends n elements; rank 1 reduces them into its own; returns
 // whether rank 1's result equals the serial reduction.
 template <class T>
-bool reduce_case(const std::string& job, int rank, Reduction red, size_t n) {
+bool reduce_case(const std::string& job, int rank, Reduction red, size_t n,
+                 size_t single_copy_bytes = ShmOptions{}.single_copy_bytes) {
   ShmOptions o = options(job, rank, 2);
+  o.single_copy_bytes = single_copy_bytes;
   o.slot_bytes = 8192;
   o.slot_count = 3;
   auto t = connect_shm(o);
@@ -45,12 +48,14 @@ template <class T>
 void check_all(DataType dtype) {
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
     for (size_t n : {size_t(0), size_t(1), size_t(100003)}) {
-      const std::string job = unique_job_id("reduce");
-      std::vector<int> ok(2, 0);
-      auto errors = run_threads(2, [&](int r) { ok[r] = reduce_case<T>(job, r, {dtype, op}, n); });
-      EXPECT_EQ(errors, std::vector<std::string>(2));
-      EXPECT_EQ(ok, std::vector<int>({1, 1}))
-          << dtype_name(dtype) << " " << reduce_op_name(op) << " n=" << n;
+      for (size_t single_copy : {size_t(0), ShmOptions{}.single_copy_bytes}) {  // slots, then (n large) single-copy
+        const std::string job = unique_job_id("reduce");
+        std::vector<int> ok(2, 0);
+        auto errors = run_threads(2, [&](int r) { ok[r] = reduce_case<T>(job, r, {dtype, op}, n, single_copy); });
+        EXPECT_EQ(errors, std::vector<std::string>(2));
+        EXPECT_EQ(ok, std::vector<int>({1, 1}))
+            << dtype_name(dtype) << " " << reduce_op_name(op) << " n=" << n << " single_copy=" << single_copy;
+      }
     }
   }
 }

@@ -11,6 +11,7 @@
 
 #include "meshtrain/comm/reduce.hpp"
 #include "meshtrain/comm/transport/shm/segment.hpp"
+#include "meshtrain/comm/transport/shm/single_copy.hpp"
 #include "meshtrain/comm/transport/shm/stream_copy.hpp"
 
 namespace meshtrain::comm::shm {
@@ -20,7 +21,11 @@ struct PendingSend {
   int peer = -1;
   const char* data = nullptr;
   size_t bytes = 0;
-  size_t offset = 0;  // bytes already copied into slots
+  size_t offset = 0;  // bytes already copied into slots (all of them once a descriptor is out)
+  // A single-copy descriptor is out: the receiver reads `data` in place, and
+  // the send is done once it frees the descriptor's slot (tail reaches release_at).
+  bool awaiting_release = false;
+  uint64_t release_at = 0;
   bool done = false;
 };
 
@@ -29,26 +34,39 @@ struct PendingRecv {
   char* data = nullptr;
   size_t bytes = 0;
   const Reduction* reduce = nullptr;
-  size_t offset = 0;  // bytes already taken out of slots
+  size_t offset = 0;  // bytes already taken out of slots (or read from the sender)
   bool done = false;
 };
 
 class RingSender {
  public:
-  RingSender(Segment& seg, int src, int dst)
+  // single_copy_bytes: smallest message sent as a descriptor when the
+  // receiver can read our memory (0: never).
+  RingSender(Segment& seg, int src, int dst, size_t single_copy_bytes)
       : control_(&seg.control(src, dst)), metas_(seg.metas(src, dst)), data_(seg.ring_data(src, dst)),
-        slot_count_(seg.layout().slot_count), slot_bytes_(seg.layout().slot_bytes) {}
+        receiver_(&seg.entry(dst)), slot_count_(seg.layout().slot_count), slot_bytes_(seg.layout().slot_bytes),
+        single_copy_bytes_(single_copy_bytes) {}
 
-  // Copies the next chunk of `s` into a free slot and publishes it; false if
-  // the ring is full. A 0-byte message still takes one (empty) slot.
+  // Copies the next chunk of `s` into a free slot (or, for a large message,
+  // publishes a single-copy descriptor of all of it); false if the ring is
+  // full. A 0-byte message still takes one (empty) slot.
   bool try_push(PendingSend& s) {
     if (head_ - cached_tail_ >= slot_count_) {
       cached_tail_ = control_->tail.load(std::memory_order_acquire);
       if (head_ - cached_tail_ >= slot_count_) return false;
     }
     const size_t slot = head_ % slot_count_;
+    if (s.offset == 0 && sends_single_copy(s.bytes)) {
+      metas_[slot] = SlotMeta{seq_, s.bytes, 0, s.bytes, reinterpret_cast<uint64_t>(s.data)};
+      control_->head.store(++head_, std::memory_order_release);
+      s.offset = s.bytes;
+      s.awaiting_release = true;
+      s.release_at = head_;
+      ++seq_;
+      return true;
+    }
     const size_t chunk = std::min(slot_bytes_, s.bytes - s.offset);
-    metas_[slot] = SlotMeta{seq_, s.bytes, s.offset, chunk};
+    metas_[slot] = SlotMeta{seq_, s.bytes, s.offset, chunk, 0};
     if (chunk != 0) std::memcpy(data_ + slot * slot_bytes_, s.data + s.offset, chunk);
     control_->head.store(++head_, std::memory_order_release);
     s.offset += chunk;
@@ -59,39 +77,72 @@ class RingSender {
     return true;
   }
 
+  // For a send with a descriptor out: true (and done) once the receiver has
+  // finished reading it, so the caller may reuse the buffer.
+  bool try_release(PendingSend& s) {
+    if (cached_tail_ < s.release_at) {
+      cached_tail_ = control_->tail.load(std::memory_order_acquire);
+      if (cached_tail_ < s.release_at) return false;
+    }
+    s.awaiting_release = false;
+    s.done = true;
+    return true;
+  }
+
  private:
+  bool sends_single_copy(size_t bytes) const {
+    return single_copy_bytes_ != 0 && bytes >= single_copy_bytes_ &&
+           receiver_->single_copy.load(std::memory_order_relaxed) == kSingleCopyYes;
+  }
+
   RingControl* control_;
   SlotMeta* metas_;
   char* data_;
+  const RankEntry* receiver_;
   uint64_t slot_count_;
   size_t slot_bytes_;
+  size_t single_copy_bytes_;
   uint64_t head_ = 0;         // == control_->head; only this side writes it
   uint64_t cached_tail_ = 0;  // last value read of control_->tail
   uint64_t seq_ = 0;          // sequence of the message being sent
 };
 
-enum class PopResult { Empty, Progress, LengthMismatch };
+enum class PopStatus {
+  Empty,
+  Progress,
+  LengthMismatch,  // the sender's message has another length (sent_bytes)
+  SenderGone,      // a single-copy read failed (read_error) or the sender closed meanwhile
+};
+struct PopResult {
+  PopStatus status;
+  uint64_t sent_bytes = 0;
+  int read_error = 0;  // errno of the failed read; 0 if the sender closed its transport
+};
 
 class RingReceiver {
  public:
-  RingReceiver(Segment& seg, int src, int dst)
+  // bounce: kSingleCopyBounceBytes of this rank's memory, for reductions of
+  // single-copy messages (shared by all of a transport's receivers).
+  RingReceiver(Segment& seg, int src, int dst, char* bounce)
       : control_(&seg.control(src, dst)), metas_(seg.metas(src, dst)), data_(seg.ring_data(src, dst)),
-        slot_count_(seg.layout().slot_count), slot_bytes_(seg.layout().slot_bytes) {}
+        sender_(&seg.entry(src)), bounce_(bounce), slot_count_(seg.layout().slot_count),
+        slot_bytes_(seg.layout().slot_bytes) {}
 
   // Takes the next chunk for `r` (copying or reducing it into r.data) and
-  // frees its slot. LengthMismatch: the sender's message has another length,
-  // stored in *sent_bytes; the slot is left in place.
-  PopResult try_pop(PendingRecv& r, uint64_t* sent_bytes) {
+  // frees its slot; for a single-copy message, reads the next piece of it
+  // from the sender and frees the slot after the last one. On
+  // LengthMismatch the slot is left in place.
+  PopResult try_pop(PendingRecv& r) {
     if (tail_ == cached_head_) {
       cached_head_ = control_->head.load(std::memory_order_acquire);
-      if (tail_ == cached_head_) return PopResult::Empty;
+      if (tail_ == cached_head_) return {PopStatus::Empty};
     }
     const size_t slot = tail_ % slot_count_;
     const SlotMeta meta = metas_[slot];
-    if (meta.msg_bytes != r.bytes || meta.msg_seq != seq_ || meta.chunk_offset != r.offset ||
-        meta.chunk_bytes > r.bytes - r.offset) {
-      *sent_bytes = meta.msg_bytes;
-      return PopResult::LengthMismatch;
+    if (meta.msg_bytes != r.bytes || meta.msg_seq != seq_) return {PopStatus::LengthMismatch, meta.msg_bytes};
+    if (meta.sender_addr != 0) return read_single_copy(r, meta);
+    if (meta.chunk_offset != r.offset || meta.chunk_bytes > r.bytes - r.offset) {
+      return {PopStatus::LengthMismatch, meta.msg_bytes};
     }
     const char* src = data_ + slot * slot_bytes_;
     if (meta.chunk_bytes != 0) {
@@ -103,19 +154,51 @@ class RingReceiver {
         std::memcpy(r.data + r.offset, src, meta.chunk_bytes);
       }
     }
-    control_->tail.store(++tail_, std::memory_order_release);
     r.offset += meta.chunk_bytes;
+    free_slot(r);
+    return {PopStatus::Progress};
+  }
+
+ private:
+  PopResult read_single_copy(PendingRecv& r, const SlotMeta& meta) {
+    if (meta.chunk_offset != 0 || meta.chunk_bytes != meta.msg_bytes) {
+      return {PopStatus::LengthMismatch, meta.msg_bytes};  // a malformed descriptor
+    }
+    const pid_t pid = sender_->pid.load(std::memory_order_relaxed);
+    const uint64_t from = meta.sender_addr + r.offset;
+    size_t piece = 0;
+    int error = 0;
+    if (r.reduce != nullptr) {
+      piece = std::min(kSingleCopyBounceBytes, r.bytes - r.offset);
+      error = read_peer(pid, from, bounce_, piece);
+      if (error == 0) reduce_into(r.data + r.offset, bounce_, piece, *r.reduce);
+    } else {
+      piece = std::min(kSingleCopyReadBytes, r.bytes - r.offset);
+      error = read_peer(pid, from, r.data + r.offset, piece);
+    }
+    // A sender whose exchange failed marks itself closed before it lets go
+    // of its buffers: if it has not, what we read was still its message.
+    if (error != 0 || sender_->closed.load(std::memory_order_seq_cst) != 0) {
+      return {PopStatus::SenderGone, 0, error};
+    }
+    r.offset += piece;
+    if (r.offset == r.bytes) free_slot(r);
+    return {PopStatus::Progress};
+  }
+
+  void free_slot(PendingRecv& r) {
+    control_->tail.store(++tail_, std::memory_order_release);
     if (r.offset == r.bytes) {
       r.done = true;
       ++seq_;
     }
-    return PopResult::Progress;
   }
 
- private:
   RingControl* control_;
   const SlotMeta* metas_;
   const char* data_;
+  const RankEntry* sender_;
+  char* bounce_;
   uint64_t slot_count_;
   size_t slot_bytes_;
   uint64_t tail_ = 0;         // == control_->tail; only this side writes it

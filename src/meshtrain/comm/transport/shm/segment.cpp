@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "meshtrain/comm/transport/shm/process.hpp"
+#include "meshtrain/comm/transport/shm/single_copy.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::shm {
@@ -70,6 +71,8 @@ Segment::Segment(const ShmOptions& o) : name_(shm_segment_name(o.job_id)) {
     entry(o.rank).attached.store(1, std::memory_order_release);
     wait_all_attached(o);
     if (linked_ && ::shm_unlink(name_.c_str()) == 0) linked_ = false;
+    const bool single_copy = o.single_copy_bytes != 0 && can_read_all_peers(o.rank);
+    entry(o.rank).single_copy.store(single_copy ? kSingleCopyYes : kSingleCopyNo, std::memory_order_release);
   } catch (...) {
     // Peers that saw this rank attach must not wait for it forever.
     if (registered_) entry(o.rank).closed.store(1, std::memory_order_release);
@@ -180,7 +183,17 @@ void Segment::register_rank(int rank) {
                         std::to_string(expected) + " and " + std::to_string(me) + ")");
   }
   e.start_time = process_start_time(me);
+  e.probe_addr = probe_word_address();
   registered_ = true;
+}
+
+bool Segment::can_read_all_peers(int rank) {
+  for (int peer = 0; peer < int(layout_.world_size); ++peer) {
+    if (peer == rank) continue;
+    RankEntry& e = entry(peer);  // written before its attached flag, which we have seen
+    if (!can_read_peer(e.pid.load(std::memory_order_relaxed), e.probe_addr)) return false;
+  }
+  return true;
 }
 
 void Segment::prefault(int rank) {

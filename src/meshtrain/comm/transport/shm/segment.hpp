@@ -12,6 +12,9 @@
 //      slots of the rings it sends and receives on, and sets attached = 1.
 //   3. every rank waits until all ranks are attached; then rank 0 unlinks the
 //      name (the mappings stay valid), so no /dev/shm file outlives the job.
+//   4. every rank probes whether it can read its peers' memory and publishes
+//      the answer (RankEntry.single_copy; single_copy.hpp). Until it has,
+//      peers send to it through the slots.
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -60,6 +63,7 @@ class Segment {
   void open_existing(const ShmOptions& options);
   void prefault(int rank);
   void register_rank(int rank);
+  bool can_read_all_peers(int rank);
   void wait_all_attached(const ShmOptions& options);
   void release();  // unlink (if still ours) and unmap
 

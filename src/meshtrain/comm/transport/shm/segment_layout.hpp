@@ -11,7 +11,10 @@
 //            Chunk k of a message starts at byte offset k * slot_bytes, so
 //            chunk boundaries are aligned for every element type.
 //   message  what one SendOp sends: ceil(bytes / slot_bytes) chunks, or one
-//            empty chunk for a 0-byte message.
+//            empty chunk for a 0-byte message; or, for a large message to a
+//            rank that can read this one's memory, a single descriptor slot
+//            (single_copy.hpp): the receiver copies or reduces the bytes
+//            straight out of the sender's buffer and frees the slot when done.
 //   sequence the index of a message within its ring (0, 1, 2, ...); the
 //            receiver checks it, so a lost or duplicated chunk cannot pass.
 //   head     slots published by the producer so far (monotonic counter);
@@ -37,7 +40,7 @@
 namespace meshtrain::comm::shm {
 
 inline constexpr uint64_t kMagic = 0x4D45534853484D31ull;  // "MESHSHM1"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kPageBytes = 4096;
 inline constexpr size_t kCacheLine = 64;
 
@@ -64,16 +67,23 @@ struct Header {
 };
 static_assert(sizeof(Header) <= kPageBytes);
 
+// RankEntry.single_copy: whether this rank can read its peers' memory.
+inline constexpr uint32_t kSingleCopyUnknown = 0;  // not probed (yet): send through slots
+inline constexpr uint32_t kSingleCopyYes = 1;
+inline constexpr uint32_t kSingleCopyNo = 2;
+
 // One per rank. attached: it has mapped and pre-faulted the segment.
 // closed: it has destroyed its transport. doorbell/sleeping: the futex
-// protocol of waiter.hpp.
+// protocol of waiter.hpp. probe_addr/single_copy: see single_copy.hpp.
 struct alignas(kCacheLine) RankEntry {
   std::atomic<int32_t> pid;
   std::atomic<uint32_t> attached;
   std::atomic<uint32_t> closed;
   std::atomic<uint32_t> sleeping;
   std::atomic<uint32_t> doorbell;  // futex word: bumped by whoever wakes this rank
+  std::atomic<uint32_t> single_copy;  // kSingleCopy*: set after the join barrier
   uint64_t start_time;             // process start time (ticks since boot)
+  uint64_t probe_addr;             // address of this process's probe word
 };
 static_assert(sizeof(RankEntry) == kCacheLine);
 
@@ -82,6 +92,10 @@ struct alignas(kCacheLine) SlotMeta {
   uint64_t msg_bytes;     // total bytes of that message
   uint64_t chunk_offset;  // byte offset of this chunk within the message
   uint64_t chunk_bytes;   // payload bytes in this slot (0 only for 0-byte messages)
+  // Single-copy descriptor: the message's address in the sender's memory,
+  // whose bytes stay there (chunk_offset 0, chunk_bytes = msg_bytes); 0 for
+  // a chunk carried in the slot.
+  uint64_t sender_addr;
 };
 
 // head and tail on separate cache lines so producer and consumer do not

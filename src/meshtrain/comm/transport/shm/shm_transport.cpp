@@ -2,17 +2,20 @@
 //
 // exchange() turns each posted op into a PendingSend/PendingRecv and runs
 // passes until all are done. A pass gives every op that may move one chunk
-// of progress (one slot filled or emptied), round-robin, so a rank that
+// of progress (one slot filled or emptied, or one piece of a single-copy
+// message read), round-robin, so a rank that
 // sends to its right and receives from its left never blocks on a full ring
 // while its own receive could drain the other one. Ops to the same peer move
 // in the order posted (the first unfinished one only): that order is the
-// message order on the ring. A pass with no progress enters the backoff of
+// message order on the ring (a send whose single-copy descriptor is out no
+// longer holds up the next one). A pass with no progress enters the backoff of
 // waiter.hpp, which also checks the job abort flag, the deadline and the
 // liveness of the peers still pending.
 #include "meshtrain/comm/transport/shm/shm_transport.hpp"
 
 #include <sched.h>
 #include <unistd.h>
+#include <cstring>
 #include <vector>
 
 #include "meshtrain/comm/transport/shm/process.hpp"
@@ -42,20 +45,15 @@ class ShmTransport final : public Transport {
         // rank would only delay the peer it waits for, so yield at once.
         spin_window_(o.world_size <= usable_cpus() ? kSpinWindow : std::chrono::microseconds(0)),
         untimed_passes_(spin_window_.count() > 0 ? kUntimedSpinPasses : 0),
-        last_pass_(size_t(o.world_size), 0) {
+        bounce_(kSingleCopyBounceBytes), last_pass_(size_t(o.world_size), 0) {
     for (int peer = 0; peer < world_; ++peer) {
       if (peer == rank_) continue;
-      out_.emplace_back(segment_, rank_, peer);
-      in_.emplace_back(segment_, peer, rank_);
+      out_.emplace_back(segment_, rank_, peer, o.single_copy_bytes);
+      in_.emplace_back(segment_, peer, rank_, bounce_.data());
     }
   }
 
-  ~ShmTransport() override {
-    segment_.entry(rank_).closed.store(1, std::memory_order_release);
-    for (int peer = 0; peer < world_; ++peer) {
-      if (peer != rank_) wake_if_sleeping(segment_.entry(peer));
-    }
-  }
+  ~ShmTransport() override { close(); }
 
   int rank() const override { return rank_; }
   int size() const override { return world_; }
@@ -72,11 +70,21 @@ class ShmTransport final : public Transport {
       progress_until_done();
     } catch (...) {
       broken_ = true;
+      // Before our caller frees the buffers of our sends: a peer reading one
+      // single-copy sees this and fails instead of taking what follows.
+      close();
       throw;
     }
   }
 
  private:
+  void close() {
+    segment_.entry(rank_).closed.store(1, std::memory_order_seq_cst);
+    for (int peer = 0; peer < world_; ++peer) {
+      if (peer != rank_) wake_if_sleeping(segment_.entry(peer));
+    }
+  }
+
   size_t ring_of(int peer) const { return size_t(peer < rank_ ? peer : peer - 1); }
   std::string who() const { return "rank " + std::to_string(rank_); }
 
@@ -113,7 +121,14 @@ class ShmTransport final : public Transport {
     bool progress = false;
     ++pass_id_;
     for (PendingSend& s : sends_) {
-      if (s.done || last_pass_[s.peer] == pass_id_) continue;
+      if (s.done) continue;
+      if (s.awaiting_release) {
+        if (!out_[ring_of(s.peer)].try_release(s)) continue;
+        progress = true;
+        --pending_;
+        continue;
+      }
+      if (last_pass_[s.peer] == pass_id_) continue;
       last_pass_[s.peer] = pass_id_;  // later sends to this peer wait for this one
       if (!out_[ring_of(s.peer)].try_push(s)) continue;
       progress = true;
@@ -124,10 +139,10 @@ class ShmTransport final : public Transport {
     for (PendingRecv& r : recvs_) {
       if (r.done || last_pass_[r.peer] == pass_id_) continue;
       last_pass_[r.peer] = pass_id_;
-      uint64_t sent_bytes = 0;
-      const PopResult got = in_[ring_of(r.peer)].try_pop(r, &sent_bytes);
-      if (got == PopResult::Empty) continue;
-      if (got == PopResult::LengthMismatch) report_mismatch(r, sent_bytes);
+      const PopResult got = in_[ring_of(r.peer)].try_pop(r);
+      if (got.status == PopStatus::Empty) continue;
+      if (got.status == PopStatus::LengthMismatch) report_mismatch(r, got.sent_bytes);
+      if (got.status == PopStatus::SenderGone) report_unreadable(r, got.read_error);
       progress = true;
       pending_ -= r.done;
       wake_if_sleeping(segment_.entry(r.peer));
@@ -143,6 +158,16 @@ class ShmTransport final : public Transport {
     segment_.abort_job(rank_, "length mismatch: " + peer + " sent " + std::to_string(sent_bytes) +
                                   " bytes but " + who() + " expected " + std::to_string(r.bytes) +
                                   " bytes from it");
+  }
+
+  // A single-copy read failed or its sender closed its transport meanwhile.
+  [[noreturn]] void report_unreadable(const PendingRecv& r, int read_error) {
+    RankEntry& e = segment_.entry(r.peer);
+    const int pid = e.pid.load(std::memory_order_relaxed);
+    const bool closed = e.closed.load(std::memory_order_acquire) != 0;
+    if (closed || !process_alive(pid, e.start_time)) fail_peer_gone(r.peer, closed);
+    segment_.abort_job(rank_, who() + " could not read the message of rank " + std::to_string(r.peer) + " (pid " +
+                                  std::to_string(pid) + ") in its memory: " + std::strerror(read_error));
   }
 
   void progress_until_done() {
@@ -232,17 +257,23 @@ class ShmTransport final : public Transport {
       if (!closed && process_alive(pid, e.start_time)) continue;
       // It may have published its last chunks before leaving: drain first.
       if (pass()) return;
-      // A peer that closed after a failure has usually aborted the job with
-      // the real cause (e.g. which rank died): report that cause.
-      segment_.check_abort();
-      const std::string what = "rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") " +
-                               (closed ? "closed its transport" : "died") + " while " + who() + " waited for " +
-                               pending_with(peer);
-      // A death is job-wide news: every rank then fails naming the dead one,
-      // not the neighbour that noticed first.
-      if (!closed) segment_.abort_job(rank_, what);
-      throw CommError(what);
+      fail_peer_gone(peer, closed);
     }
+  }
+
+  // `peer` closed its transport or died while we still needed it.
+  [[noreturn]] void fail_peer_gone(int peer, bool closed) {
+    // A peer that closed after a failure has usually aborted the job with
+    // the real cause (e.g. which rank died): report that cause.
+    segment_.check_abort();
+    const int pid = segment_.entry(peer).pid.load(std::memory_order_relaxed);
+    const std::string what = "rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") " +
+                             (closed ? "closed its transport" : "died") + " while " + who() + " waited for " +
+                             pending_with(peer);
+    // A death is job-wide news: every rank then fails naming the dead one,
+    // not the neighbour that noticed first.
+    if (!closed) segment_.abort_job(rank_, what);
+    throw CommError(what);
   }
 
   [[noreturn]] void throw_timeout() const {
@@ -262,6 +293,7 @@ class ShmTransport final : public Transport {
   std::chrono::milliseconds timeout_;
   std::chrono::microseconds spin_window_;
   int untimed_passes_;
+  std::vector<char> bounce_;       // single-copy reductions read through it
   std::vector<RingSender> out_;    // [ring_of(peer)]: ring rank_ -> peer
   std::vector<RingReceiver> in_;   // [ring_of(peer)]: ring peer -> rank_
   std::vector<PendingSend> sends_;  // reused across exchanges: no allocation per call

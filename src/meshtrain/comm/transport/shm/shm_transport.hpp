@@ -6,8 +6,11 @@
 // Rank 0 creates the job's segment (see segment_layout.hpp), every rank maps
 // it, pre-faults the rings it uses and waits until all ranks have attached;
 // rank 0 then unlinks the name, so nothing is left in /dev/shm once the
-// ranks exit, even if they crash afterwards. Every byte costs one copy into a
-// slot and one copy (or reduction) out of it.
+// ranks exit, even if they crash afterwards. A byte costs one copy into a
+// slot and one copy (or reduction) out of it; a message of single_copy_bytes
+// or more, where the receiver may read the sender's memory, costs only the
+// receiver's copy (or reduction) straight out of the sender's buffer
+// (single_copy.hpp).
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -30,6 +33,9 @@ struct ShmOptions {
   // synchronization per chunk (~0.2 us) under 5% of its copy time.
   size_t slot_bytes = 64 * 1024;  // a multiple of 4096
   size_t slot_count = 16;
+  // Smallest message sent single-copy (each sender's own value applies to
+  // its sends); 0 turns single-copy off for this rank's sends and receives.
+  size_t single_copy_bytes = size_t(256) << 10;
 };
 
 // Joins the job; blocks until every rank has attached or the timeout passes.

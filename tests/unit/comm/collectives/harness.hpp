@@ -85,7 +85,7 @@ inline std::string unique_test_job(const char* kind) {
 }
 
 inline std::unique_ptr<Transport> connect_shm_rank(const std::string& job, int rank, int n,
-                                                   std::chrono::milliseconds timeout) {
+                                                   std::chrono::milliseconds timeout, size_t single_copy_bytes = 0) {
   ShmOptions o;
   o.job_id = job;
   o.token = "matrix-token-0123456789abcdef";
@@ -94,7 +94,17 @@ inline std::unique_ptr<Transport> connect_shm_rank(const std::string& job, int r
   o.transport.timeout = timeout;
   o.slot_bytes = 16 << 10;  // small rings, so senders wait for room as with inproc
   o.slot_count = 4;
+  o.single_copy_bytes = single_copy_bytes;  // 0: slots only, as the test messages are small
   return connect_shm(o);
+}
+
+// shm with every message single-copy (where the kernel allows; the slots
+// otherwise): an instantiation of its own at a few world sizes.
+inline TransportFactory shm_single_copy_factory() {
+  return {"shm_single_copy", [](int n, std::chrono::milliseconds timeout) {
+            const std::string job = unique_test_job("shm1copy");
+            return connect_concurrently(n, [&](int rank) { return connect_shm_rank(job, rank, n, timeout, 1); });
+          }};
 }
 
 inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n, std::chrono::milliseconds timeout) {

@@ -17,10 +17,12 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-void expect_length_mismatch(size_t sent, size_t expected) {
+void expect_length_mismatch(size_t sent, size_t expected, size_t single_copy_bytes = ShmOptions{}.single_copy_bytes) {
   const std::string job = unique_job_id("mismatch");
   auto errors = run_threads(2, [&](int r) {
-    auto t = connect_shm(options(job, r, 2, 5000));
+    ShmOptions o = options(job, r, 2, 5000);
+    o.single_copy_bytes = single_copy_bytes;
+    auto t = connect_shm(o);
     std::vector<uint8_t> buf(std::max(sent, expected));
     if (r == 0) {
       t->send(1, buf.data(), sent);  // a single-copy send waits for a read that never comes
@@ -36,7 +38,7 @@ void expect_length_mismatch(size_t sent, size_t expected) {
 }
 
 TEST(ShmFailure, LengthMismatchNamesBothRanksAndLengths) { expect_length_mismatch(100, 200); }
-TEST(ShmFailure, SingleCopyLengthMismatch) { expect_length_mismatch(1u << 20, 2u << 20); }
+TEST(ShmFailure, SingleCopyLengthMismatch) { expect_length_mismatch(1u << 20, 2u << 20, 4096); }
 
 // Forks rank 1, which joins, starts `child_send` (if any) on a thread, and
 // 30 ms later kills itself with SIGKILL; this process is rank 0 and runs
@@ -89,8 +91,9 @@ TEST(ShmFailure, KilledSenderReportedQuickly) {
 }
 
 TEST(ShmFailure, SenderKilledBeforeItsSingleCopyMessageIsRead) {
-  // Rank 1 publishes a 17 MiB send (single-copy where the kernel allows,
-  // else the first 1 MiB in slots) and dies; rank 0 comes to read it later.
+  // Rank 1 publishes a 17 MiB send (single-copy by default where the kernel
+  // allows, else the first 1 MiB in slots) and dies; rank 0 comes to read
+  // it later.
   expect_death_reported(
       [](Transport& t) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));

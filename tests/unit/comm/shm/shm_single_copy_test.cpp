@@ -1,6 +1,7 @@
-// Which path a large message takes: single-copy (the receiver reads the
-// sender's buffer in place) exactly when the receiver can read the sender's
-// memory and both ranks allow it; the slots otherwise. Observable without
+// Which path a message takes: single-copy (the receiver reads the sender's
+// buffer in place) exactly when the exchange sends that peer at least the
+// sender's single_copy_bytes, the receiver can read the sender's memory and
+// both ranks allow it; the slots otherwise. Observable without
 // timing: a message that fits the ring completes through the slots before
 // the receiver takes it, while a single-copy send waits for the read.
 #include <gtest/gtest.h>
@@ -16,7 +17,7 @@ namespace {
 
 using namespace shm_test;
 
-constexpr size_t kMessage = 512u << 10;  // fits the default ring (1 MiB), above the single-copy threshold
+constexpr size_t kMessage = 512u << 10;  // fits the default ring (1 MiB)
 
 // Rank 0 sends kMessage to rank 1, which holds its receive back until the
 // send has returned or 0.5 s have passed (a send through the slots takes
@@ -52,10 +53,11 @@ bool send_waited_for_receive(size_t sender_single_copy, size_t receiver_single_c
 // seccomp filter can forbid it): the transport must then fall back.
 bool kernel_allows_single_copy() { return shm::can_read_peer(::getpid(), shm::probe_word_address()); }
 
-TEST(ShmSingleCopy, LargeMessageReadInPlaceWhereAllowed) {
-  EXPECT_EQ(send_waited_for_receive(ShmOptions{}.single_copy_bytes, ShmOptions{}.single_copy_bytes),
-            kernel_allows_single_copy());
+TEST(ShmSingleCopy, LargeExchangeReadInPlaceWhereAllowed) {
+  EXPECT_EQ(send_waited_for_receive(kMessage, kMessage), kernel_allows_single_copy());
 }
+
+TEST(ShmSingleCopy, SlotsBelowTheExchangeThreshold) { EXPECT_FALSE(send_waited_for_receive(kMessage + 1, 4096)); }
 
 TEST(ShmSingleCopy, SlotsWhenTheSenderTurnsItOff) { EXPECT_FALSE(send_waited_for_receive(0, 4096)); }
 
@@ -71,13 +73,13 @@ TEST(ShmSingleCopy, MixedWithSlotMessagesInOrder) {
   // order, and a send whose descriptor is out does not hold up the next.
   const std::string job = unique_job_id("mixed");
   constexpr int kMessages = 60;
-  auto size_of = [](int m) { return m % 3 == 0 ? size_t(20000 + m) : size_t(m * 37 % 9000); };
+  auto size_of = [](int m) { return m % 3 == 0 ? size_t(70000 + m) : size_t(m * 37 % 9000); };  // bytes, includes 0
   std::vector<int> ok(2, 0);
   auto errors = run_threads(2, [&](int r) {
     ShmOptions o = options(job, r, 2);
     o.slot_bytes = 4096;
     o.slot_count = 4;
-    o.single_copy_bytes = 16384;
+    o.single_copy_bytes = 100000;  // exchanges with two large messages go single-copy, the others through the slots
     auto t = connect_shm(o);
     std::vector<std::vector<uint8_t>> bufs(kMessages);
     for (int m = 0; m < kMessages; ++m) {

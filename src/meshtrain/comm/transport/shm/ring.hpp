@@ -22,6 +22,7 @@ struct PendingSend {
   const char* data = nullptr;
   size_t bytes = 0;
   size_t offset = 0;  // bytes already copied into slots (all of them once a descriptor is out)
+  bool single_copy = false;  // may go single-copy, if the receiver can read our memory
   // A single-copy descriptor is out: the receiver reads `data` in place, and
   // the send is done once it frees the descriptor's slot (tail reaches release_at).
   bool awaiting_release = false;
@@ -40,23 +41,21 @@ struct PendingRecv {
 
 class RingSender {
  public:
-  // single_copy_bytes: smallest message sent as a descriptor when the
-  // receiver can read our memory (0: never).
-  RingSender(Segment& seg, int src, int dst, size_t single_copy_bytes)
+  RingSender(Segment& seg, int src, int dst)
       : control_(&seg.control(src, dst)), metas_(seg.metas(src, dst)), data_(seg.ring_data(src, dst)),
-        receiver_(&seg.entry(dst)), slot_count_(seg.layout().slot_count), slot_bytes_(seg.layout().slot_bytes),
-        single_copy_bytes_(single_copy_bytes) {}
+        receiver_(&seg.entry(dst)), slot_count_(seg.layout().slot_count), slot_bytes_(seg.layout().slot_bytes) {}
 
-  // Copies the next chunk of `s` into a free slot (or, for a large message,
-  // publishes a single-copy descriptor of all of it); false if the ring is
-  // full. A 0-byte message still takes one (empty) slot.
+  // Copies the next chunk of `s` into a free slot (or, for s.single_copy
+  // when the receiver can read our memory, publishes a descriptor of all of
+  // it); false if the ring is full. A 0-byte message still takes one
+  // (empty) slot.
   bool try_push(PendingSend& s) {
     if (head_ - cached_tail_ >= slot_count_) {
       cached_tail_ = control_->tail.load(std::memory_order_acquire);
       if (head_ - cached_tail_ >= slot_count_) return false;
     }
     const size_t slot = head_ % slot_count_;
-    if (s.offset == 0 && sends_single_copy(s.bytes)) {
+    if (s.offset == 0 && s.single_copy && receiver_reads_in_place()) {
       metas_[slot] = SlotMeta{seq_, s.bytes, 0, s.bytes, reinterpret_cast<uint64_t>(s.data)};
       control_->head.store(++head_, std::memory_order_release);
       s.offset = s.bytes;
@@ -90,9 +89,8 @@ class RingSender {
   }
 
  private:
-  bool sends_single_copy(size_t bytes) const {
-    return single_copy_bytes_ != 0 && bytes >= single_copy_bytes_ &&
-           receiver_->single_copy.load(std::memory_order_relaxed) == kSingleCopyYes;
+  bool receiver_reads_in_place() const {
+    return receiver_->single_copy.load(std::memory_order_relaxed) == kSingleCopyYes;
   }
 
   RingControl* control_;
@@ -101,7 +99,6 @@ class RingSender {
   const RankEntry* receiver_;
   uint64_t slot_count_;
   size_t slot_bytes_;
-  size_t single_copy_bytes_;
   uint64_t head_ = 0;         // == control_->head; only this side writes it
   uint64_t cached_tail_ = 0;  // last value read of control_->tail
   uint64_t seq_ = 0;          // sequence of the message being sent
@@ -121,7 +118,7 @@ struct PopResult {
 
 class RingReceiver {
  public:
-  // bounce: kSingleCopyBounceBytes of this rank's memory, for reductions of
+  // bounce: kSingleCopyPieceBytes of this rank's memory, for reductions of
   // single-copy messages (shared by all of a transport's receivers).
   RingReceiver(Segment& seg, int src, int dst, char* bounce)
       : control_(&seg.control(src, dst)), metas_(seg.metas(src, dst)), data_(seg.ring_data(src, dst)),
@@ -166,14 +163,13 @@ class RingReceiver {
     }
     const pid_t pid = sender_->pid.load(std::memory_order_relaxed);
     const uint64_t from = meta.sender_addr + r.offset;
-    size_t piece = 0;
+    const size_t piece = std::min(kSingleCopyPieceBytes, r.bytes - r.offset);
     int error = 0;
     if (r.reduce != nullptr) {
-      piece = std::min(kSingleCopyBounceBytes, r.bytes - r.offset);
       error = read_peer(pid, from, bounce_, piece);
       if (error == 0) reduce_into(r.data + r.offset, bounce_, piece, *r.reduce);
     } else {
-      piece = std::min(kSingleCopyReadBytes, r.bytes - r.offset);
+      // Straight into place: measured faster than bounce + streaming stores.
       error = read_peer(pid, from, r.data + r.offset, piece);
     }
     // A sender whose exchange failed marks itself closed before it lets go

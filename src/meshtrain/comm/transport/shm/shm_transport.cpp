@@ -45,10 +45,11 @@ class ShmTransport final : public Transport {
         // rank would only delay the peer it waits for, so yield at once.
         spin_window_(o.world_size <= usable_cpus() ? kSpinWindow : std::chrono::microseconds(0)),
         untimed_passes_(spin_window_.count() > 0 ? kUntimedSpinPasses : 0),
-        bounce_(kSingleCopyBounceBytes), last_pass_(size_t(o.world_size), 0) {
+        single_copy_bytes_(o.single_copy_bytes), bounce_(kSingleCopyPieceBytes),
+        last_pass_(size_t(o.world_size), 0), sent_to_(size_t(o.world_size), 0) {
     for (int peer = 0; peer < world_; ++peer) {
       if (peer == rank_) continue;
-      out_.emplace_back(segment_, rank_, peer, o.single_copy_bytes);
+      out_.emplace_back(segment_, rank_, peer);
       in_.emplace_back(segment_, peer, rank_, bounce_.data());
     }
   }
@@ -103,6 +104,13 @@ class ShmTransport final : public Transport {
       if (op.data == nullptr && op.bytes != 0) throw CommError(who() + ": send of null data");
       sends_.push_back(PendingSend{op.peer, static_cast<const char*>(op.data), op.bytes});
     }
+    // Single-copy pays where an exchange streams much data to one peer (see
+    // ShmOptions::single_copy_bytes).
+    for (const PendingSend& s : sends_) sent_to_[s.peer] += s.bytes;
+    for (PendingSend& s : sends_) {
+      s.single_copy = single_copy_bytes_ != 0 && sent_to_[s.peer] >= single_copy_bytes_ && s.bytes != 0;
+    }
+    for (const PendingSend& s : sends_) sent_to_[s.peer] = 0;
     for (const RecvOp& op : recvs) {
       check_peer(op.peer, "recv");
       if (op.data == nullptr && op.bytes != 0) throw CommError(who() + ": recv into null data");
@@ -293,12 +301,14 @@ class ShmTransport final : public Transport {
   std::chrono::milliseconds timeout_;
   std::chrono::microseconds spin_window_;
   int untimed_passes_;
+  size_t single_copy_bytes_;
   std::vector<char> bounce_;       // single-copy reductions read through it
   std::vector<RingSender> out_;    // [ring_of(peer)]: ring rank_ -> peer
   std::vector<RingReceiver> in_;   // [ring_of(peer)]: ring peer -> rank_
   std::vector<PendingSend> sends_;  // reused across exchanges: no allocation per call
   std::vector<PendingRecv> recvs_;
   std::vector<uint32_t> last_pass_;  // [peer]: pass that already moved an op with it
+  std::vector<size_t> sent_to_;      // [peer]: bytes of this exchange's sends to it (zero between exchanges)
   uint32_t pass_id_ = 0;
   size_t pending_ = 0;
   bool broken_ = false;

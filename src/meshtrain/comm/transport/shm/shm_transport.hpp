@@ -7,10 +7,10 @@
 // it, pre-faults the rings it uses and waits until all ranks have attached;
 // rank 0 then unlinks the name, so nothing is left in /dev/shm once the
 // ranks exit, even if they crash afterwards. A byte costs one copy into a
-// slot and one copy (or reduction) out of it; a message of single_copy_bytes
-// or more, where the receiver may read the sender's memory, costs only the
-// receiver's copy (or reduction) straight out of the sender's buffer
-// (single_copy.hpp).
+// slot and one copy (or reduction) out of it; in an exchange that sends a
+// peer single_copy_bytes or more, where that peer may read the sender's
+// memory, only the receiver's copy (or reduction) straight out of the
+// sender's buffer (single_copy.hpp).
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -33,9 +33,12 @@ struct ShmOptions {
   // synchronization per chunk (~0.2 us) under 5% of its copy time.
   size_t slot_bytes = 64 * 1024;  // a multiple of 4096
   size_t slot_count = 16;
-  // Smallest message sent single-copy (each sender's own value applies to
-  // its sends); 0 turns single-copy off for this rank's sends and receives.
-  size_t single_copy_bytes = size_t(256) << 10;
+  // The least one exchange must send a peer for its messages to go
+  // single-copy; each sender's own value applies to its sends. 0 turns single-copy off for this rank's
+  // sends and receives. Below ~16 MiB the data is in cache and the slots
+  // are faster; above it the slots lose half their speed whenever the host
+  // is busy, and single-copy does not (bench/RESULTS.md, run 7).
+  size_t single_copy_bytes = size_t(16) << 20;
 };
 
 // Joins the job; blocks until every rank has attached or the timeout passes.

@@ -23,11 +23,12 @@
 
 namespace meshtrain::comm::shm {
 
-// A receiver reads a reduced message through a bounce buffer of this size
-// (it stays in L2), a copied one straight into place kSingleCopyReadBytes
-// per call; one piece per progress pass keeps the other ops moving.
-inline constexpr size_t kSingleCopyBounceBytes = size_t(64) << 10;
-inline constexpr size_t kSingleCopyReadBytes = size_t(256) << 10;
+// A receiver reads a message this much per call (one piece per progress
+// pass keeps its other ops moving): a copied one straight into place, a
+// reduced one through a bounce buffer of this size, which stays in L2.
+// Measured at 2 ranks, 32-256 MiB: 16 KiB pieces ran ~20% slower than
+// 64 KiB, 256 KiB and 512 KiB ~10% faster (bench/RESULTS.md, run 7).
+inline constexpr size_t kSingleCopyPieceBytes = size_t(512) << 10;
 
 // Address of this process's probe word (its value is kProbeWord).
 uint64_t probe_word_address();

@@ -23,7 +23,7 @@ std::unique_ptr<Transport> connect_transport(const LaunchEnv& env, const std::st
     o.rank = env.rank;
     o.world_size = env.world_size;
     o.transport = options;
-    if (!env.shm_single_copy) o.single_copy_bytes = 0;
+    if (!env.shm_single_copy) o.single_copy_bytes = o.single_copy_bytes_shared_cores = 0;
     return connect_shm(o);
   }
   if (chosen == "tcp") {

@@ -94,7 +94,7 @@ inline std::unique_ptr<Transport> connect_shm_rank(const std::string& job, int r
   o.transport.timeout = timeout;
   o.slot_bytes = 16 << 10;  // small rings, so senders wait for room as with inproc
   o.slot_count = 4;
-  o.single_copy_bytes = single_copy_bytes;  // 0: slots only, as the test messages are small
+  o.single_copy_bytes = o.single_copy_bytes_shared_cores = single_copy_bytes;  // 0: slots only
   return connect_shm(o);
 }
 

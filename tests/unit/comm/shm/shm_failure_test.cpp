@@ -21,7 +21,7 @@ void expect_length_mismatch(size_t sent, size_t expected, size_t single_copy_byt
   const std::string job = unique_job_id("mismatch");
   auto errors = run_threads(2, [&](int r) {
     ShmOptions o = options(job, r, 2, 5000);
-    o.single_copy_bytes = single_copy_bytes;
+    o.single_copy_bytes = o.single_copy_bytes_shared_cores = single_copy_bytes;
     auto t = connect_shm(o);
     std::vector<uint8_t> buf(std::max(sent, expected));
     if (r == 0) {

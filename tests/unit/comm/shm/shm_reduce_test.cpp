@@ -24,7 +24,7 @@ template <class T>
 bool reduce_case(const std::string& job, int rank, Reduction red, size_t n,
                  size_t single_copy_bytes = ShmOptions{}.single_copy_bytes) {
   ShmOptions o = options(job, rank, 2);
-  o.single_copy_bytes = single_copy_bytes;
+  o.single_copy_bytes = o.single_copy_bytes_shared_cores = single_copy_bytes;
   o.slot_bytes = 8192;
   o.slot_count = 3;
   auto t = connect_shm(o);

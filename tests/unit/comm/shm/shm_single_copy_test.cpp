@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <sched.h>
 #include <unistd.h>
 
 #include "meshtrain/comm/transport/shm/single_copy.hpp"
@@ -22,14 +23,17 @@ constexpr size_t kMessage = 512u << 10;  // fits the default ring (1 MiB)
 // Rank 0 sends kMessage to rank 1, which holds its receive back until the
 // send has returned or 0.5 s have passed (a send through the slots takes
 // well under a millisecond). True if the send had to wait for
-// the receive (single-copy).
-bool send_waited_for_receive(size_t sender_single_copy, size_t receiver_single_copy) {
+// the receive (single-copy). Each rank's thresholds: sender_*, receiver_*
+// (both of its values).
+bool send_waited_for_receive(size_t sender_single_copy, size_t receiver_single_copy,
+                             size_t sender_shared_cores = ~size_t(0) /* the value not in effect: never */) {
   const std::string job = unique_job_id("path");
   std::atomic<bool> sent{false};
   bool waited = false, intact = false;
   auto errors = run_threads(2, [&](int r) {
     ShmOptions o = options(job, r, 2);
-    o.single_copy_bytes = r == 0 ? sender_single_copy : receiver_single_copy;
+    o.single_copy_bytes = o.single_copy_bytes_shared_cores = r == 0 ? sender_single_copy : receiver_single_copy;
+    if (r == 0 && sender_shared_cores != ~size_t(0)) o.single_copy_bytes_shared_cores = sender_shared_cores;
     auto t = connect_shm(o);
     std::vector<uint8_t> buf(kMessage);
     if (r == 0) {
@@ -67,6 +71,26 @@ TEST(ShmSingleCopy, SlotsWhenTheReceiverCannotRead) {
   EXPECT_FALSE(send_waited_for_receive(4096, 0));
 }
 
+// More ranks than cores: the shared-cores threshold applies instead.
+TEST(ShmSingleCopy, SharedCoresThresholdWhenRanksOutnumberCores) {
+  cpu_set_t all;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(all), &all), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &all)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(one), &one), 0);  // the rank threads inherit it
+  const bool waited = send_waited_for_receive(~size_t(0) >> 1, 4096, kMessage);
+  ::sched_setaffinity(0, sizeof(all), &all);
+  EXPECT_EQ(waited, kernel_allows_single_copy());
+  // With a core per rank the other value holds: never.
+  EXPECT_FALSE(send_waited_for_receive(~size_t(0) >> 1, 4096, kMessage));
+}
+
 TEST(ShmSingleCopy, MixedWithSlotMessagesInOrder) {
   // Descriptors and slot chunks interleave on one ring, several per
   // exchange, with a ring smaller than a descriptor's message: all arrive in
@@ -79,7 +103,7 @@ TEST(ShmSingleCopy, MixedWithSlotMessagesInOrder) {
     ShmOptions o = options(job, r, 2);
     o.slot_bytes = 4096;
     o.slot_count = 4;
-    o.single_copy_bytes = 100000;  // exchanges with two large messages go single-copy, the others through the slots
+    o.single_copy_bytes = o.single_copy_bytes_shared_cores = 100000;  // exchanges with two large messages go single-copy, the others through the slots
     auto t = connect_shm(o);
     std::vector<std::vector<uint8_t>> bufs(kMessages);
     for (int m = 0; m < kMessages; ++m) {

@@ -69,10 +69,14 @@ Segment::Segment(const ShmOptions& o) : name_(shm_segment_name(o.job_id)) {
     register_rank(o.rank);
     prefault(o.rank);
     entry(o.rank).attached.store(1, std::memory_order_release);
-    wait_all_attached(o);
+    wait_for_all(o, "join", [](const RankEntry& e) { return e.attached.load(std::memory_order_acquire) != 0; });
     if (linked_ && ::shm_unlink(name_.c_str()) == 0) linked_ = false;
     const bool single_copy = o.single_copy_bytes != 0 && can_read_all_peers(o.rank);
     entry(o.rank).single_copy.store(single_copy ? kSingleCopyYes : kSingleCopyNo, std::memory_order_release);
+    // So that every rank's first message already knows which path it takes.
+    wait_for_all(o, "finish joining", [](const RankEntry& e) {
+      return e.single_copy.load(std::memory_order_acquire) != kSingleCopyUnknown;
+    });
   } catch (...) {
     // Peers that saw this rank attach must not wait for it forever.
     if (registered_) entry(o.rank).closed.store(1, std::memory_order_release);
@@ -213,20 +217,18 @@ void Segment::prefault(int rank) {
   }
 }
 
-void Segment::wait_all_attached(const ShmOptions& o) {
+void Segment::wait_for_all(const ShmOptions& o, const char* step, bool (*done)(const RankEntry&)) {
   for (;; std::this_thread::sleep_for(kPollInterval)) {
     check_abort();
     std::string missing;
     for (int r = 0; r < int(layout_.world_size); ++r) {
-      if (entry(r).attached.load(std::memory_order_acquire) == 0) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      }
+      if (!done(entry(r))) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
     if (missing.empty()) return;
     if (Clock::now() > deadline_) {
       throw CommError("rank " + std::to_string(o.rank) + " timed out after " +
-                      format_seconds(o.transport.timeout) + " waiting for rank(s) " + missing +
-                      " to join shm segment " + name_);
+                      format_seconds(o.transport.timeout) + " waiting for rank(s) " + missing + " to " + step +
+                      " shm segment " + name_);
     }
   }
 }

@@ -12,9 +12,9 @@
 //      slots of the rings it sends and receives on, and sets attached = 1.
 //   3. every rank waits until all ranks are attached; then rank 0 unlinks the
 //      name (the mappings stay valid), so no /dev/shm file outlives the job.
-//   4. every rank probes whether it can read its peers' memory and publishes
-//      the answer (RankEntry.single_copy; single_copy.hpp). Until it has,
-//      peers send to it through the slots.
+//   4. every rank probes whether it can read its peers' memory, publishes
+//      the answer (RankEntry.single_copy; single_copy.hpp) and waits until
+//      every rank has.
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -64,7 +64,9 @@ class Segment {
   void prefault(int rank);
   void register_rank(int rank);
   bool can_read_all_peers(int rank);
-  void wait_all_attached(const ShmOptions& options);
+  // Polls until done(entry) holds for every rank; throws on the deadline,
+  // naming the ranks missing and the step ("join", "finish joining").
+  void wait_for_all(const ShmOptions& options, const char* step, bool (*done)(const RankEntry&));
   void release();  // unlink (if still ours) and unmap
 
   std::string name_;

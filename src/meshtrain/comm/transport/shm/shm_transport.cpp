@@ -344,7 +344,9 @@ std::unique_ptr<Transport> connect_shm(const ShmOptions& o) {
                       std::to_string(o.slot_bytes) + " bytes: slot_bytes must be a multiple of 4096");
   }
   if (o.transport.timeout.count() <= 0) throw ConfigError("shm timeout must be positive");
-  return std::make_unique<ShmTransport>(o);
+  ShmOptions chosen = o;
+  if (o.world_size > usable_cpus()) chosen.single_copy_bytes = o.single_copy_bytes_shared_cores;
+  return std::make_unique<ShmTransport>(chosen);
 }
 
 }  // namespace meshtrain::comm

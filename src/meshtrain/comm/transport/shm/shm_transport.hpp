@@ -34,11 +34,15 @@ struct ShmOptions {
   size_t slot_bytes = 64 * 1024;  // a multiple of 4096
   size_t slot_count = 16;
   // The least one exchange must send a peer for its messages to go
-  // single-copy; each sender's own value applies to its sends. 0 turns single-copy off for this rank's
-  // sends and receives. Below ~16 MiB the data is in cache and the slots
-  // are faster; above it the slots lose half their speed whenever the host
-  // is busy, and single-copy does not (bench/RESULTS.md, run 7).
+  // single-copy (single_copy.hpp); each sender's own value applies to its
+  // sends, and 0 turns single-copy off for this rank's sends and receives.
+  // Measured (bench/RESULTS.md, run 7): with a core per rank the slots are
+  // faster while an exchange stays in cache, and above ~16 MiB they lose
+  // half their speed whenever the host is busy, where single-copy holds.
+  // With more ranks than cores a peer is often off its core, which stalls
+  // a slot ring but not a single-copy read: then the second value applies.
   size_t single_copy_bytes = size_t(16) << 20;
+  size_t single_copy_bytes_shared_cores = size_t(1) << 20;
 };
 
 // Joins the job; blocks until every rank has attached or the timeout passes.

@@ -175,7 +175,8 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
 
 namespace {
 
-std::string mib(double bytes) {
+// A right-aligned column of the report's memory table.
+std::string mib_column(double bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%9.2f MiB", bytes / (1 << 20));
   return text;
@@ -205,14 +206,14 @@ std::string format_job_forecast(const JobForecast& f) {
                 f.threads == 1 ? "" : "s", (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str());
   out += line;
   out += "predicted peak memory per rank:\n";
-  out += "  parameters        " + mib(double(f.model_state.parameters)) + "\n";
-  out += "  gradients         " + mib(double(f.model_state.gradients)) + "\n";
-  out += "  optimizer_state   " + mib(double(f.model_state.optimizer_state)) + "\n";
-  out += "  communication     " + mib(double(f.model_state.communication)) + "\n";
-  out += "  activations       " + mib(double(f.activations)) + "   (probe)\n";
-  out += "  data              " + mib(double(f.data)) + "   (probe)\n";
-  if (f.checkpoint_copies) out += "  checkpoint copies " + mib(double(f.checkpoint_copies)) + "\n";
-  out += "  total             " + mib(double(f.memory_total())) + "\n";
+  out += "  parameters        " + mib_column(double(f.model_state.parameters)) + "\n";
+  out += "  gradients         " + mib_column(double(f.model_state.gradients)) + "\n";
+  out += "  optimizer_state   " + mib_column(double(f.model_state.optimizer_state)) + "\n";
+  out += "  communication     " + mib_column(double(f.model_state.communication)) + "\n";
+  out += "  activations       " + mib_column(double(f.activations)) + "   (probe)\n";
+  out += "  data              " + mib_column(double(f.data)) + "   (probe)\n";
+  if (f.checkpoint_copies) out += "  checkpoint copies " + mib_column(double(f.checkpoint_copies)) + "\n";
+  out += "  total             " + mib_column(double(f.memory_total())) + "\n";
   out += "predicted step time per worker:\n";
   out += "  forward+backward  " + ms(f.forward_backward_s) + "   (probe, median of " + std::to_string(f.probe_steps) +
          " steps" +

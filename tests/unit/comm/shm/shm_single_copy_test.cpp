@@ -103,25 +103,12 @@ TEST(ShmSingleCopy, MixedWithSlotMessagesInOrder) {
     ShmOptions o = options(job, r, 2);
     o.slot_bytes = 4096;
     o.slot_count = 4;
-    o.single_copy_bytes = o.single_copy_bytes_shared_cores = 100000;  // exchanges with two large messages go single-copy, the others through the slots
+    // Exchanges with two large messages go single-copy, the others through the slots.
+    o.single_copy_bytes = o.single_copy_bytes_shared_cores = 100000;
     auto t = connect_shm(o);
-    std::vector<std::vector<uint8_t>> bufs(kMessages);
-    for (int m = 0; m < kMessages; ++m) {
-      bufs[m].resize(size_of(m));
-      if (r == 0) fill(bufs[m], m);
-    }
-    for (int m = 0; m < kMessages; m += 4) {
-      std::vector<SendOp> sends;
-      std::vector<RecvOp> recvs;
-      for (int k = m; k < std::min(m + 4, kMessages); ++k) {
-        if (r == 0) sends.push_back({1, bufs[k].data(), bufs[k].size()});
-        if (r == 1) recvs.push_back({0, bufs[k].data(), bufs[k].size(), nullptr});
-      }
-      t->exchange(sends, recvs);
-    }
-    bool all = true;
-    for (int m = 0; m < kMessages; ++m) all = all && matches(bufs[m], m);
-    ok[r] = all;
+    std::vector<size_t> sizes(kMessages);
+    for (int m = 0; m < kMessages; ++m) sizes[m] = size_of(m);
+    ok[r] = send_in_batches(*t, r, sizes, 4);
   });
   EXPECT_EQ(errors, std::vector<std::string>(2));
   EXPECT_EQ(ok, std::vector<int>({1, 1}));

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -113,6 +114,30 @@ inline bool matches(const std::vector<uint8_t>& buf, uint64_t seed) {
     if (buf[i] != pattern(seed, i)) return false;
   }
   return true;
+}
+
+// Rank 0 sends `sizes.size()` messages (message m: sizes[m] pattern bytes) to
+// rank 1, `per_exchange` of them per exchange; true if every message this
+// rank holds afterwards is intact and in its place.
+inline bool send_in_batches(Transport& t, int rank, const std::vector<size_t>& sizes, int per_exchange) {
+  const int count = int(sizes.size());
+  std::vector<std::vector<uint8_t>> bufs(sizes.size());
+  for (int m = 0; m < count; ++m) {
+    bufs[m].resize(sizes[m]);
+    if (rank == 0) fill(bufs[m], m);
+  }
+  for (int m = 0; m < count; m += per_exchange) {
+    std::vector<SendOp> sends;
+    std::vector<RecvOp> recvs;
+    for (int k = m; k < std::min(m + per_exchange, count); ++k) {
+      if (rank == 0) sends.push_back({1, bufs[k].data(), bufs[k].size()});
+      if (rank == 1) recvs.push_back({0, bufs[k].data(), bufs[k].size(), nullptr});
+    }
+    t.exchange(sends, recvs);
+  }
+  bool all = true;
+  for (int m = 0; m < count; ++m) all = all && matches(bufs[m], m);
+  return all;
 }
 
 inline bool segment_exists(const std::string& job) {

@@ -20,21 +20,15 @@ NPROC="${NPROC:-2}"
 SIZES="${SIZES:-64M:256M}"
 PAIRS="${PAIRS:-8}"
 ITERS="${ITERS:-20}"
-MESHTRAIN="$BUILD/src/meshtrain/meshtrain"
-OPENMPI="$BUILD/bench/bench_openmpi_allreduce"
-for exe in "$MESHTRAIN" "$OPENMPI"; do
-  [ -x "$exe" ] || { echo "missing $exe: cmake -S . -B $BUILD -G Ninja && ninja -C $BUILD meshtrain bench_openmpi_allreduce"; exit 1; }
-done
+source bench/pairs_lib.sh
 
 busbw() { grep -o '"busbw_GBps":[0-9.]*' | cut -d: -f2 | paste -sd' '; }
 
 echo "$NPROC ranks, sizes $SIZES, $ITERS calls a size, $PAIRS alternating pairs (busbw GB/s per size)"
 rows=()
 for i in $(seq 1 "$PAIRS"); do
-  mt=$("$MESHTRAIN" bench collectives --nproc "$NPROC" --transport shm --algo ring --sizes "$SIZES" \
-        --iters "$ITERS" --json 2>/dev/null | busbw)
-  mpi=$(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=17179869184 mpirun --allow-run-as-root --oversubscribe \
-        -np "$NPROC" "$OPENMPI" --sizes "$SIZES" --iters "$ITERS" 2>/dev/null | busbw)
+  mt=$(meshtrain_allreduce "$NPROC" ring "$SIZES" "$ITERS" | busbw)
+  mpi=$(openmpi_allreduce "$NPROC" "$SIZES" "$ITERS" | busbw)
   echo "pair $i  meshtrain: ${mt:-FAILED}  openmpi: ${mpi:-FAILED}"
   rows+=("${mt:-nan}|${mpi:-nan}")
 done

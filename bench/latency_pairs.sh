@@ -18,11 +18,7 @@ NPROC="${NPROC:-2}"
 SIZE="${SIZE:-4K}"
 PAIRS="${PAIRS:-12}"
 ITERS="${ITERS:-5000}"
-MESHTRAIN="$BUILD/src/meshtrain/meshtrain"
-OPENMPI="$BUILD/bench/bench_openmpi_allreduce"
-for exe in "$MESHTRAIN" "$OPENMPI"; do
-  [ -x "$exe" ] || { echo "missing $exe: cmake -S . -B $BUILD -G Ninja && ninja -C $BUILD meshtrain bench_openmpi_allreduce"; exit 1; }
-done
+source bench/pairs_lib.sh
 
 time_us() { grep -o '"time_us":[0-9.]*' | head -1 | cut -d: -f2; }
 
@@ -30,10 +26,8 @@ echo "$NPROC ranks, $SIZE all-reduce, $ITERS calls a run, $PAIRS alternating pai
 echo "pair meshtrain openmpi"
 results=()
 for i in $(seq 1 "$PAIRS"); do
-  mt=$("$MESHTRAIN" bench collectives --nproc "$NPROC" --transport shm --algo auto --sizes "$SIZE:$SIZE" \
-        --iters "$ITERS" --json 2>/dev/null | time_us)
-  mpi=$(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=17179869184 mpirun --allow-run-as-root --oversubscribe \
-        -np "$NPROC" "$OPENMPI" --sizes "$SIZE:$SIZE" --iters "$ITERS" 2>/dev/null | time_us)
+  mt=$(meshtrain_allreduce "$NPROC" auto "$SIZE:$SIZE" "$ITERS" | time_us)
+  mpi=$(openmpi_allreduce "$NPROC" "$SIZE:$SIZE" "$ITERS" | time_us)
   echo "$i ${mt:-FAILED} ${mpi:-FAILED}"
   results+=("${mt:-nan} ${mpi:-nan}")
 done

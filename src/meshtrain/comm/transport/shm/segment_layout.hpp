@@ -68,7 +68,7 @@ struct Header {
 static_assert(sizeof(Header) <= kPageBytes);
 
 // RankEntry.single_copy: whether this rank can read its peers' memory.
-inline constexpr uint32_t kSingleCopyUnknown = 0;  // not probed (yet): send through slots
+inline constexpr uint32_t kSingleCopyUnknown = 0;  // not probed yet (only seen during the join)
 inline constexpr uint32_t kSingleCopyYes = 1;
 inline constexpr uint32_t kSingleCopyNo = 2;
 

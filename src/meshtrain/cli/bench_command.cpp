@@ -106,7 +106,7 @@ void print_result(const comm::bench::BenchResult& r, bool json) {
 }
 
 // One rank of the job: the last R ranks serve, the others benchmark.
-int run_rank(const BenchArgs& a, const comm::LaunchEnv& env) {
+int run_rank(const BenchArgs& a, comm::LaunchEnv env) {
   // meshtrain's launchers name the reducers (MESHTRAIN_NUM_SERVERS, pool 2 of
   // CLUSTER_SPEC); under mpirun, srun or torchrun --reducers does.
   const bool named = env.num_servers > 0 || env.launcher == "meshtrain" || env.launcher == "vertex";

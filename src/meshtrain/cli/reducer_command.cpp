@@ -35,7 +35,7 @@ void add_reducer_command(CLI::App& app, CommandSet& commands) {
       "pool 2: ranks WORLD_SIZE-R .. WORLD_SIZE-1 are reducers,\n"
       "the others workers. Reducer j owns segment j of every all-reduce.");
   commands.add(sub, [args] {
-    const comm::LaunchEnv env = comm::read_launch_env();
+    comm::LaunchEnv env = comm::read_launch_env();
     const int reducers = env.num_servers;
     if (reducers < 1)
       throw ConfigError("reducer: the launch environment names no reducers (MESHTRAIN_NUM_SERVERS, or pool 2 of "

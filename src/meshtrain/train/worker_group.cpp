@@ -20,7 +20,7 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
     return;
   }
   algorithm_ = comm::parse_all_reduce_algorithm(p.all_reduce);
-  const comm::LaunchEnv env = comm::read_launch_env();
+  comm::LaunchEnv env = comm::read_launch_env();
   const bool reduction_server = algorithm_ == comm::AllReduceAlgorithm::ReductionServer;
   if (reduction_server && env.num_servers == 0)
     throw ConfigError("parallel.all_reduce = \"reduction_server\" needs reducer processes: start the job with "
@@ -36,6 +36,7 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
   comm::TransportOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
   communicator_ = std::make_shared<comm::Communicator>(comm::connect_transport(env, p.transport, options));
+  local_size_ = env.local_world_size;  // learned at rendezvous where the launcher did not say
   std::vector<int> workers(static_cast<size_t>(size_));
   std::iota(workers.begin(), workers.end(), 0);
   group_ = std::make_unique<comm::ProcessGroup>(communicator_, workers);

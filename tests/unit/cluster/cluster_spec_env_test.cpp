@@ -139,7 +139,9 @@ class EnvGuard {
     for (const char* name :
          {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "MESHTRAIN_JOB_ID",
           "MESHTRAIN_JOB_TOKEN", "MESHTRAIN_NUM_SERVERS", "MESHTRAIN_NUM_REDUCERS", "MESHTRAIN_SERVER_ADDRS",
-          "CLUSTER_SPEC", "TF_CONFIG", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "MESHTRAIN_SHM_SINGLE_COPY"})
+          "CLUSTER_SPEC", "TF_CONFIG", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "MESHTRAIN_SHM_SINGLE_COPY",
+          "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_USE_AGENT_STORE",
+          "MESHTRAIN_SOCKET_IFNAME"})
       unsetenv(name);
     for (const auto& [k, v] : vars_) setenv(k.c_str(), v.c_str(), 1);
   }
@@ -179,8 +181,41 @@ TEST(ReadLaunchEnv, TfConfigAloneAndTokenFallback) {
 TEST(ReadLaunchEnv, RankWinsOverClusterSpec) {
   EnvGuard env({{"RANK", "1"}, {"WORLD_SIZE", "3"}, {"CLUSTER_SPEC", "{broken"}});
   LaunchEnv e = read_launch_env();
-  EXPECT_EQ(e.launcher, "torchrun");
+  EXPECT_EQ(e.launcher, "env");  // RANK and WORLD_SIZE alone: no TORCHELASTIC_RUN_ID
   EXPECT_EQ(e.rank, 1);
+}
+
+TEST(ReadLaunchEnv, TorchrunAgentStoreAndRestarts) {
+  EnvGuard env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+                {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29400"}, {"TORCHELASTIC_RUN_ID", "job/7"},
+                {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  LaunchEnv e = read_launch_env();
+  EXPECT_EQ(e.launcher, "torchrun");
+  EXPECT_EQ(e.store_host, StoreHost::TorchAgent);
+  EXPECT_TRUE(e.local_known);
+  EXPECT_EQ(e.job_id, "torchrun-job_7-p29400-a2");  // one per restart; shm-safe characters
+  EXPECT_EQ(e.store_prefix, "/meshtrain/torchrun-job_7-p29400-a2/");
+}
+
+TEST(ReadLaunchEnv, TorchrunWithoutAgentStoreLetsRankZeroHostOne) {
+  EnvGuard env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"TORCHELASTIC_RUN_ID", "x"},
+                {"TORCHELASTIC_USE_AGENT_STORE", "False"}});
+  EXPECT_EQ(read_launch_env().store_host, StoreHost::Rank0);
+}
+
+TEST(ReadLaunchEnv, KubeflowPyTorchJobLeavesTheLocalWorldToRendezvous) {
+  EnvGuard env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"}});
+  LaunchEnv e = read_launch_env();
+  EXPECT_EQ(e.launcher, "env");
+  EXPECT_FALSE(e.local_known);  // not "all 4 on this host"
+  EXPECT_EQ(e.local_world_size, 1);
+  EXPECT_EQ(e.store_host, StoreHost::Rank0);
+  EXPECT_EQ(e.master_addr, "job-master-0");
+}
+
+TEST(ReadLaunchEnv, SocketInterfaceIsRead) {
+  EnvGuard env({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MESHTRAIN_SOCKET_IFNAME", "eth1"}});
+  EXPECT_EQ(read_launch_env().socket_ifname, "eth1");
 }
 
 TEST(ReadLaunchEnv, MalformedSpecIsAConfigErrorNamingIt) {

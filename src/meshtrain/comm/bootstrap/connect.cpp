@@ -1,5 +1,11 @@
 #include "meshtrain/comm/bootstrap/connect.hpp"
 
+#include <cstdio>
+#include <optional>
+
+#include "meshtrain/comm/bootstrap/job_rendezvous.hpp"
+#include "meshtrain/comm/bootstrap/local_ranks.hpp"
+#include "meshtrain/comm/bootstrap/network_interface.hpp"
 #ifdef MESHTRAIN_HAVE_MPI
 #include "meshtrain/comm/transport/mpi/mpi_transport.hpp"
 #endif
@@ -8,40 +14,58 @@
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm {
+namespace {
 
-std::unique_ptr<Transport> connect_transport(const LaunchEnv& env, const std::string& kind,
+void log_line(const std::string& message) {  // one write, so ranks' lines do not interleave
+  const std::string line = "meshtrain: " + message + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+std::unique_ptr<Transport> connect_shm_transport(const LaunchEnv& env, const TransportOptions& options) {
+  if (env.local_world_size != env.world_size)
+    throw ConfigError("transport shm: only " + std::to_string(env.local_world_size) + " of " +
+                      std::to_string(env.world_size) + " ranks are on this host; use tcp");
+  ShmOptions o;
+  o.job_id = env.job_id;
+  o.token = env.token;
+  o.rank = env.rank;
+  o.world_size = env.world_size;
+  o.transport = options;
+  if (!env.shm_single_copy) o.single_copy_bytes = o.single_copy_bytes_shared_cores = 0;
+  return connect_shm(o);
+}
+
+std::unique_ptr<Transport> connect_tcp_transport(const LaunchEnv& env, const TransportOptions& options,
+                                                 rendezvous::KeyValueStore& store) {
+  TcpOptions o;
+  o.rank = env.rank;
+  o.world_size = env.world_size;
+  o.master_addr = env.master_addr;
+  o.master_port = static_cast<uint16_t>(env.master_port);
+  o.token = env.token;
+  o.job_id = env.job_id;
+  o.store = &store;
+  if (!env.socket_ifname.empty()) {
+    // Listen on, and advertise, the chosen interface's address only.
+    o.bind_addr = o.advertise_addr = interface_address(env.socket_ifname);
+  } else if (env.master_addr != "127.0.0.1" && env.master_addr != "localhost") {
+    // Peers on other hosts need an address they can reach: listen on every
+    // interface and advertise the one that reaches the rendezvous.
+    o.bind_addr = "0.0.0.0";
+  }
+  o.connect_timeout = options.timeout;  // peers that never show up fail within the timeout
+  o.transport = options;
+  o.congestion = env.tcp_congestion;
+  return connect_tcp(o);
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& kind,
                                              const TransportOptions& options) {
   std::string chosen = kind == "auto" ? env.transport : kind;
-  if (chosen == "auto") chosen = env.local_world_size == env.world_size ? "shm" : "tcp";
-  if (chosen == "shm") {
-    if (env.local_world_size != env.world_size)
-      throw ConfigError("transport shm: only " + std::to_string(env.local_world_size) + " of " +
-                        std::to_string(env.world_size) + " ranks are on this host; use tcp");
-    ShmOptions o;
-    o.job_id = env.job_id;
-    o.token = env.token;
-    o.rank = env.rank;
-    o.world_size = env.world_size;
-    o.transport = options;
-    if (!env.shm_single_copy) o.single_copy_bytes = o.single_copy_bytes_shared_cores = 0;
-    return connect_shm(o);
-  }
-  if (chosen == "tcp") {
-    TcpOptions o;
-    o.rank = env.rank;
-    o.world_size = env.world_size;
-    o.master_addr = env.master_addr;
-    o.master_port = static_cast<uint16_t>(env.master_port);
-    o.token = env.token;
-    o.job_id = env.job_id;
-    // Peers on other hosts need an address they can reach: listen where the
-    // rendezvous lives when it is not loopback.
-    if (env.master_addr != "127.0.0.1" && env.master_addr != "localhost") o.bind_addr = "0.0.0.0";
-    o.connect_timeout = options.timeout;  // peers that never show up fail within the timeout
-    o.transport = options;
-    o.congestion = env.tcp_congestion;
-    return connect_tcp(o);
-  }
+  if (chosen != "auto" && chosen != "shm" && chosen != "tcp" && chosen != "mpi")
+    throw ConfigError("transport: unknown kind '" + kind + "' (expected auto, shm, tcp, mpi)");
   if (chosen == "mpi") {
 #ifdef MESHTRAIN_HAVE_MPI
     MpiOptions o;
@@ -53,7 +77,27 @@ std::unique_ptr<Transport> connect_transport(const LaunchEnv& env, const std::st
     throw ConfigError("transport mpi: this build has no MPI transport (CMake did not find MPI)");
 #endif
   }
-  throw ConfigError("transport: unknown kind '" + kind + "' (expected auto, shm, tcp, mpi)");
+  if (!env.socket_ifname.empty()) interface_address(env.socket_ifname);  // a bad name fails before anything waits
+
+  // Shared memory with a known local world needs no store: its segment is
+  // the rendezvous. Everything else meets at the launcher's store.
+  std::optional<JobRendezvous> rdzv;
+  if (!env.local_known || chosen != "shm") rdzv.emplace(env, options.timeout);
+  std::string note = rdzv ? "rendezvous through " + rdzv->description() : "";
+  if (!env.local_known) {
+    const LocalRanks local = learn_local_ranks(rdzv->store(), env.rank, env.world_size);
+    env.local_rank = local.local_rank;
+    env.local_world_size = local.local_world_size;
+    env.local_known = true;
+    note += "; the launcher did not say which ranks share a host, so they told each other: " +
+            std::to_string(local.num_hosts) + (local.num_hosts == 1 ? " host" : " hosts") + ", " +
+            std::to_string(local.local_world_size) + " of " + std::to_string(env.world_size) + " ranks on this one";
+  }
+  if (env.rank == 0 && !note.empty()) log_line(note);
+  if (chosen == "auto") chosen = env.local_world_size == env.world_size ? "shm" : "tcp";
+  // `rdzv` stays open until the transport is connected (job_rendezvous.hpp).
+  if (chosen == "shm") return connect_shm_transport(env, options);
+  return connect_tcp_transport(env, options, rdzv->store());
 }
 
 }  // namespace meshtrain::comm

@@ -28,6 +28,20 @@ int env_int(const char* name, int lo, int hi) {
                     std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
+bool env_true(const char* name) {
+  auto v = env(name);
+  return v && (*v == "1" || *v == "True" || *v == "true");
+}
+
+// A job id usable in shared-memory segment names: [A-Za-z0-9._-] only.
+std::string sanitized_id(std::string id) {
+  for (char& c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-';
+    if (!ok) c = '_';
+  }
+  return id.substr(0, 120);
+}
+
 // "4(x2),3" (Slurm's SLURM_TASKS_PER_NODE) -> the first node's count.
 int first_node_tasks(const std::string& spec) {
   try {
@@ -43,11 +57,15 @@ LaunchEnv read_launch_env() {
   LaunchEnv e;
   constexpr int kMaxWorld = 1 << 20;
   if (env("RANK") || env("WORLD_SIZE")) {
-    e.launcher = env("MESHTRAIN_JOB_ID") ? "meshtrain" : "torchrun";
+    // RANK and WORLD_SIZE without TORCHELASTIC_RUN_ID: Kubeflow's PyTorchJob,
+    // or any launcher that sets the same variables.
+    e.launcher = env("MESHTRAIN_JOB_ID") ? "meshtrain" : env("TORCHELASTIC_RUN_ID") ? "torchrun" : "env";
     e.world_size = env_int("WORLD_SIZE", 1, kMaxWorld);
     e.rank = env_int("RANK", 0, e.world_size - 1);
-    e.local_rank = env("LOCAL_RANK") ? env_int("LOCAL_RANK", 0, e.world_size - 1) : e.rank;
-    e.local_world_size = env("LOCAL_WORLD_SIZE") ? env_int("LOCAL_WORLD_SIZE", 1, e.world_size) : e.world_size;
+    e.local_known = env("LOCAL_WORLD_SIZE").has_value();
+    e.local_rank = env("LOCAL_RANK") ? env_int("LOCAL_RANK", 0, e.world_size - 1) : 0;
+    e.local_world_size = e.local_known ? env_int("LOCAL_WORLD_SIZE", 1, e.world_size) : 1;
+    if (env_true("TORCHELASTIC_USE_AGENT_STORE")) e.store_host = StoreHost::TorchAgent;
   } else if (auto spec = env("CLUSTER_SPEC")) {
     apply_cluster_spec("CLUSTER_SPEC", *spec, e);
   } else if (auto tf = env("TF_CONFIG")) {
@@ -62,16 +80,17 @@ LaunchEnv read_launch_env() {
     else if (auto spec = env("SLURM_TASKS_PER_NODE"))
       e.local_world_size = first_node_tasks(*spec);
     else
-      e.local_world_size = 1;
+      e.local_known = false;
     if (auto job = env("SLURM_JOB_ID")) e.job_id = "slurm-" + *job + "-" + env("SLURM_STEP_ID").value_or("0");
   } else if (env("OMPI_COMM_WORLD_RANK")) {
     e.launcher = "mpirun";
     e.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1, kMaxWorld);
     e.rank = env_int("OMPI_COMM_WORLD_RANK", 0, e.world_size - 1);
     e.local_rank = env("OMPI_COMM_WORLD_LOCAL_RANK") ? env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, e.world_size - 1) : 0;
-    e.local_world_size =
-        env("OMPI_COMM_WORLD_LOCAL_SIZE") ? env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, e.world_size) : 1;
+    e.local_known = env("OMPI_COMM_WORLD_LOCAL_SIZE").has_value();
+    e.local_world_size = e.local_known ? env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, e.world_size) : 1;
   }
+  if (!e.local_known) e.local_rank = 0;  // provisional: this rank alone, until rendezvous
   if (e.local_rank >= e.local_world_size)
     throw ConfigError("environment: local rank " + std::to_string(e.local_rank) + " is outside the local world of " +
                       std::to_string(e.local_world_size));
@@ -79,7 +98,16 @@ LaunchEnv read_launch_env() {
   if (auto addr = env("MASTER_ADDR"); addr && !vertex) e.master_addr = *addr;
   if (env("MASTER_PORT") && !vertex) e.master_port = env_int("MASTER_PORT", 1, 65535);
   if (auto id = env("MESHTRAIN_JOB_ID")) e.job_id = *id;
+  if (e.job_id.empty() && e.launcher == "torchrun") {
+    // One id per torchrun job and restart: every agent numbers its restarts
+    // alike, as torch's own workers rely on ("/worker/attempt_<n>").
+    e.job_id = sanitized_id("torchrun-" + env("TORCHELASTIC_RUN_ID").value_or("none") + "-p" +
+                            std::to_string(e.master_port) + "-a" +
+                            env("TORCHELASTIC_RESTART_COUNT").value_or("0"));
+  }
   if (e.job_id.empty()) e.job_id = "port" + std::to_string(e.master_port);
+  e.store_prefix = "/meshtrain/" + e.job_id + "/";
+  e.socket_ifname = env("MESHTRAIN_SOCKET_IFNAME").value_or("");
   // Without a launcher-made secret the job still runs; connections then
   // prove only that they belong to this job id (see the README's network notes).
   e.token = env("MESHTRAIN_JOB_TOKEN").value_or("meshtrain-job-" + e.job_id);

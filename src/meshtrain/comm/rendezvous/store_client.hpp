@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "meshtrain/comm/rendezvous/frame.hpp"
+#include "meshtrain/comm/rendezvous/key_value_store.hpp"
 #include "meshtrain/comm/transport/tcp/socket.hpp"
 
 namespace meshtrain::comm::rendezvous {
@@ -22,20 +23,20 @@ struct StoreClientOptions {
   std::chrono::milliseconds timeout{300000};
 };
 
-class StoreClient {
+class StoreClient final : public KeyValueStore {
  public:
   // Connects and authenticates; throws CommError if the store refuses the
   // Hello (its message says why) or does not answer in time.
   explicit StoreClient(StoreClientOptions options);
 
-  void set(std::string_view key, std::string_view value);
+  void set(std::string_view key, std::string_view value) override;
   // Waits until `key` has been set by any rank, then returns its value.
-  std::string get(std::string_view key);
+  std::string get(std::string_view key) override;
   // Waits until every key has been set.
   void wait(std::span<const std::string> keys);
 
   // Our side of the connection: the local address that reaches the store.
-  tcp::Endpoint local_endpoint() const { return tcp::local_endpoint(fd_.get()); }
+  tcp::Endpoint local_endpoint() const override { return tcp::local_endpoint(fd_.get()); }
 
  private:
   // Sends one request and returns the reply's value; throws on Error replies.

@@ -35,13 +35,16 @@ std::unique_ptr<Transport> connect_tcp(const TcpOptions& o) {
 
   const auto deadline = tcp::Clock::now() + o.connect_timeout;
   std::optional<rendezvous::TcpStore> store;
-  if (o.rank == 0 && o.host_store)
+  if (o.rank == 0 && o.host_store && !o.store)
     store.emplace(rendezvous::StoreOptions{o.master_addr, o.master_port, o.token, o.job_id, o.world_size, {}});
 
   // Listen before rendezvous, so the address we publish already accepts.
   tcp::Fd listener = tcp::listen_on(o.bind_addr, o.bind_port);
-  rendezvous::StoreClient client({{o.master_addr, o.master_port}, o.token, o.job_id, o.rank, o.world_size,
-                                  o.connect_timeout});
+  std::optional<rendezvous::StoreClient> own_client;
+  if (!o.store)
+    own_client.emplace(rendezvous::StoreClientOptions{{o.master_addr, o.master_port}, o.token, o.job_id, o.rank,
+                                                      o.world_size, o.connect_timeout});
+  rendezvous::KeyValueStore& client = o.store ? *o.store : *own_client;
   tcp::Endpoint advertise{o.advertise_addr, tcp::local_endpoint(listener.get()).port};
   if (advertise.host.empty())
     advertise.host = is_wildcard(o.bind_addr) ? client.local_endpoint().host : o.bind_addr;

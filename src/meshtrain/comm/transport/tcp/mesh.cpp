@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "meshtrain/comm/rendezvous/frame.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::tcp {
@@ -148,7 +149,7 @@ void read_answer(const MeshOptions& o, const Fd& fd, int peer) {
 std::string addr_key(int rank) { return "tcp/addr/" + std::to_string(rank); }
 
 std::vector<Fd> build_mesh(const MeshOptions& o, const Fd& listener, const Endpoint& advertise,
-                           rendezvous::StoreClient& store) {
+                           rendezvous::KeyValueStore& store) {
   const std::string me = "rank " + std::to_string(o.rank);
   std::vector<Fd> peers(static_cast<size_t>(o.world_size));
   store.set(addr_key(o.rank), advertise.str());

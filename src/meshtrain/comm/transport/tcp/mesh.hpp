@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "meshtrain/comm/rendezvous/store_client.hpp"
+#include "meshtrain/comm/rendezvous/key_value_store.hpp"
 #include "meshtrain/comm/transport/tcp/socket.hpp"
 
 namespace meshtrain::comm::tcp {
@@ -37,7 +37,7 @@ struct MeshOptions {
 // Returns one connected, non-blocking, tuned socket per rank (index = rank;
 // this rank's slot is empty). Throws CommError naming the missing ranks.
 std::vector<Fd> build_mesh(const MeshOptions& options, const Fd& listener, const Endpoint& advertise,
-                           rendezvous::StoreClient& store);
+                           rendezvous::KeyValueStore& store);
 
 std::string addr_key(int rank);  // "tcp/addr/<rank>"
 

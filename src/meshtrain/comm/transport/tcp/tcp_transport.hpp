@@ -37,6 +37,9 @@
 #include "meshtrain/comm/transport/transport.hpp"
 
 namespace meshtrain::comm {
+namespace rendezvous {
+class KeyValueStore;
+}
 
 struct TcpOptions {
   int rank = 0;
@@ -57,6 +60,10 @@ struct TcpOptions {
   std::string advertise_addr;
   // Rank 0 starts the store itself; false when a launcher (or a test) hosts it.
   bool host_store = true;
+  // A store the caller has already opened (bootstrap/job_rendezvous.hpp: ours
+  // or torchrun's), used instead of hosting and dialling one; it must stay
+  // open until connect_tcp returns.
+  rendezvous::KeyValueStore* store = nullptr;
   // Bounds rendezvous and mesh setup (ranks may start minutes apart).
   std::chrono::milliseconds connect_timeout{300000};
   TransportOptions transport;  // bounds each exchange()

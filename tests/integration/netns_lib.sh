@@ -1,0 +1,26 @@
+# Two emulated hosts for the multi-host tests; sourced after lib.sh.
+# two_hosts TAG makes network namespaces $H0 and $H1 ("$TAG-h0", "$TAG-h1")
+# joined by a veth pair ($IF0 in $H0 with $ADDR0, $IF1 in $H1 with $ADDR1),
+# and removes them (and $WORK) at exit. Needs root (CAP_SYS_ADMIN) and
+# iproute2: skips the test (exit 77) where namespaces cannot be made, as in
+# an unprivileged container.
+two_hosts() {
+  local tag="$1"
+  command -v ip > /dev/null || { echo "SKIP: no ip (iproute2)"; exit 77; }
+  H0="$tag-h0" H1="$tag-h1" IF0="$tag-a" IF1="$tag-b" ADDR0=10.78.0.1 ADDR1=10.78.0.2
+  trap 'ip netns del "$H0" 2> /dev/null || true; ip netns del "$H1" 2> /dev/null || true; rm -rf "$WORK"' EXIT
+  ip netns add "$H0" 2> /dev/null || { echo "SKIP: cannot create network namespaces here"; exit 77; }
+  ip netns add "$H1"
+  ip link add "$IF0" type veth peer name "$IF1"
+  ip link set "$IF0" netns "$H0"
+  ip link set "$IF1" netns "$H1"
+  ip -n "$H0" addr add "$ADDR0/24" dev "$IF0"
+  ip -n "$H1" addr add "$ADDR1/24" dev "$IF1"
+  local h
+  for h in "$H0" "$H1"; do ip -n "$h" link set lo up; done
+  ip -n "$H0" link set "$IF0" up
+  ip -n "$H1" link set "$IF1" up
+}
+
+# A free TCP port (in this namespace; namespaces start with all ports free).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package meshtrain needs to build, test, and run its
 # default job. Safe to run again: apt-get skips what is already installed.
+#   --tests  also the real launchers the integration tests start: Debian's
+#            PyTorch (its /usr/bin/torchrun), Slurm and munge, PyYAML (the
+#            Kubernetes manifests are parsed).
 set -euo pipefail
 
 packages=(
@@ -22,6 +25,13 @@ packages=(
   # data: the King James Bible text and Fashion-MNIST
   bible-kjv-text bible-kjv dataset-fashion-mnist
 )
+
+if [ "${1:-}" = "--tests" ]; then
+  packages+=(python3-torch slurm-wlm munge python3-yaml)
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--tests]" >&2
+  exit 2
+fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

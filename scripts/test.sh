@@ -4,7 +4,7 @@
 # UndefinedBehaviorSanitizer in build-asan/ (any report fails the run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --tests
 scripts/prepare-data.sh
 
 echo "== Release build and all tests"

@@ -13,7 +13,7 @@ TORCHRUN=("${TORCHRUN_NEW[@]}")
 [ ${#TORCHRUN[@]} -gt 0 ] || { echo "SKIP: neither $new_torchrun_note nor $old_torchrun_note"; exit 77; }
 
 chaos_job
-ARGS=(--parallel.data=allreduce --parallel.timeout_s=30 --checkpoint.every=4 --checkpoint.keep=5
+ARGS=(--parallel.data=allreduce --parallel.transport=tcp --parallel.timeout_s=30 --checkpoint.every=4 --checkpoint.keep=5
       --training.steps=20 --resume "${CHAOS_MODEL[@]}")
 "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml "${ARGS[@]}" --training.out_dir="$WORK/straight" \
   > straight.log 2>&1 || { cat straight.log; fail "uninterrupted run"; }

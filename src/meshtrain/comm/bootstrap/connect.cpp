@@ -48,6 +48,8 @@ std::unique_ptr<Transport> connect_tcp_transport(const LaunchEnv& env, const Tra
   if (!env.socket_ifname.empty()) {
     // Listen on, and advertise, the chosen interface's address only.
     o.bind_addr = o.advertise_addr = interface_address(env.socket_ifname);
+    log_line("rank " + std::to_string(env.rank) + " listens on " + o.bind_addr + " (MESHTRAIN_SOCKET_IFNAME=" +
+             env.socket_ifname + ")");
   } else if (env.master_addr != "127.0.0.1" && env.master_addr != "localhost") {
     // Peers on other hosts need an address they can reach: listen on every
     // interface and advertise the one that reaches the rendezvous.
@@ -79,10 +81,12 @@ std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& 
   }
   if (!env.socket_ifname.empty()) interface_address(env.socket_ifname);  // a bad name fails before anything waits
 
+  const auto choose = [&] { return env.local_world_size == env.world_size ? "shm" : "tcp"; };
+  if (chosen == "auto" && env.local_known) chosen = choose();
   // Shared memory with a known local world needs no store: its segment is
   // the rendezvous. Everything else meets at the launcher's store.
   std::optional<JobRendezvous> rdzv;
-  if (!env.local_known || chosen != "shm") rdzv.emplace(env, options.timeout);
+  if (!env.local_known || chosen == "tcp") rdzv.emplace(env, options.timeout);
   std::string note = rdzv ? "rendezvous through " + rdzv->description() : "";
   if (!env.local_known) {
     const LocalRanks local = learn_local_ranks(rdzv->store(), env.rank, env.world_size);
@@ -94,7 +98,7 @@ std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& 
             std::to_string(local.local_world_size) + " of " + std::to_string(env.world_size) + " ranks on this one";
   }
   if (env.rank == 0 && !note.empty()) log_line(note);
-  if (chosen == "auto") chosen = env.local_world_size == env.world_size ? "shm" : "tcp";
+  if (chosen == "auto") chosen = choose();
   // `rdzv` stays open until the transport is connected (job_rendezvous.hpp).
   if (chosen == "shm") return connect_shm_transport(env, options);
   return connect_tcp_transport(env, options, rdzv->store());

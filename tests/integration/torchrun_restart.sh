@@ -22,14 +22,13 @@ port="$(free_port)"
 timeout 300 "${TORCHRUN[@]}" --nproc_per_node=2 --nnodes=1 --max_restarts=1 --master_port="$port" --no_python \
   "$MESHTRAIN" train job.toml "${ARGS[@]}" --training.out_dir="$WORK/killed" > killed.log 2>&1 &
 run_pid=$!
-# The agent may start workers through a helper process: find rank 1 by its
-# environment (this job's MASTER_PORT) rather than as a child.
-while kill -0 "$run_pid" 2> /dev/null && ! reached "$WORK/killed/metrics.jsonl" 6; do sleep 0.05; done
+# The agent may start workers through a helper process: find rank 1 among
+# the processes of this job's command line by its environment.
+while kill -0 "$run_pid" 2> /dev/null && ! reached "$WORK/killed/metrics.jsonl" 5; do sleep 0.05; done
 victim=""
-for p in /proc/[0-9]*; do
-  env_of="$({ tr '\0' '\n' < "$p/environ"; } 2> /dev/null)" || continue
-  grep -qx "MASTER_PORT=$port" <<< "$env_of" && grep -qx "RANK=1" <<< "$env_of" &&
-    [ "$(readlink "$p/exe")" = "$(readlink -f "$MESHTRAIN")" ] && victim="${p#/proc/}"
+for pid in $(pgrep -f -- "--training.out_dir=$WORK/killed"); do
+  { tr '\0' '\n' < "/proc/$pid/environ"; } 2> /dev/null | grep -qx "RANK=1" &&
+    [ "$(readlink "/proc/$pid/exe")" = "$(readlink -f "$MESHTRAIN")" ] && victim=$pid
 done
 [ -n "$victim" ] || { cat killed.log; fail "no worker with RANK=1 to kill (finished already?)"; }
 killed_at="$(latest_step "$WORK/killed/metrics.jsonl")"

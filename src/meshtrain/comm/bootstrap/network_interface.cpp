@@ -45,12 +45,11 @@ std::vector<std::pair<std::string, Interface>> host_interfaces() {
 
 std::string interface_address(const std::string& name) {
   const auto interfaces = host_interfaces();
-  const auto* match = static_cast<const std::pair<std::string, Interface>*>(nullptr);
-  for (const auto& i : interfaces)
-    if (i.first == name) match = &i;
-  for (const auto& i : interfaces)
-    if (!match && !name.empty() && i.first.rfind(name, 0) == 0) match = &i;
-  if (!match) {
+  const auto named = [&](auto pred) { return std::find_if(interfaces.begin(), interfaces.end(), pred); };
+  auto match = named([&](const auto& i) { return i.first == name; });
+  if (match == interfaces.end() && !name.empty())
+    match = named([&](const auto& i) { return i.first.rfind(name, 0) == 0; });
+  if (match == interfaces.end()) {
     std::string names;
     for (const auto& i : interfaces) names += (names.empty() ? "" : ", ") + i.first;
     throw ConfigError("MESHTRAIN_SOCKET_IFNAME='" + name + "': this host has no such network interface (it has: " +

@@ -26,9 +26,7 @@ for rank in 0 1 2 3; do
     --training.batch_size=4 --training.out_dir="$WORK/hosts" > "rank$rank.log" 2>&1 &
   pids+=($!)
 done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-[ $status -eq 0 ] || { tail -n 5 rank*.log; fail "a rank failed"; }
+wait_ranks "a rank failed" "${pids[@]}"
 grep -q "all-reduce auto over tcp" rank0.log || { cat rank0.log; fail "did not train over TCP"; }
 compare_losses "$WORK/single/metrics.jsonl" "$WORK/hosts/metrics.jsonl" 1e-5 || fail "losses differ"
 compare_params "$WORK/single/checkpoints/step_00000020/model.safetensors" \

@@ -62,9 +62,7 @@ for ((rank = 0; rank < replicas; rank++)); do
     --training.out_dir="$WORK/pytorchjob" > "rank$rank.log" 2>&1 &
   pids+=($!)
 done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-[ $status -eq 0 ] || { tail -n 20 rank*.log; fail "the PyTorchJob's command failed"; }
+wait_ranks "the PyTorchJob's command failed" "${pids[@]}"
 grep -q "$replicas workers" rank0.log || { cat rank0.log; fail "not $replicas workers"; }
 grep -q "1 host, $replicas of $replicas ranks on this one" rank0.log || { cat rank0.log; fail "host not learned"; }
 [ -d "$WORK/pytorchjob/checkpoints/step_00000004" ] || { cat rank0.log; fail "no final checkpoint"; }

@@ -61,6 +61,15 @@ keep = 2
 TOML
 }
 
+# wait_ranks WHAT PID...: waits for every rank started in the background;
+# when any failed, shows the end of every rank*.log and fails with WHAT.
+wait_ranks() {
+  local what="$1" pid status=0
+  shift
+  for pid in "$@"; do wait "$pid" || status=1; done
+  [ $status -eq 0 ] || { tail -n 20 rank*.log; fail "$what"; }
+}
+
 # Runs a command that must fail; checks the exit code and that stderr holds $1.
 expect_failure() {
   local pattern="$1"; shift

@@ -29,9 +29,7 @@ for rank in 0 1 2 3; do
     > "rank$rank.log" 2>&1 &
   pids+=($!)
 done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-[ $status -eq 0 ] || { tail -n 20 rank*.log; fail "a rank failed"; }
+wait_ranks "a rank failed" "${pids[@]}"
 grep -q "they told each other: 2 hosts, 2 of 4 ranks on this one" rank0.log || { cat rank0.log; fail "hosts not learned"; }
 grep -q "4 workers, all-reduce ring over tcp" rank0.log || { cat rank0.log; fail "did not train over TCP"; }
 for rank in 2 3; do

@@ -15,5 +15,5 @@ torch_venv="${MESHTRAIN_TORCH_VENV:-$SRC/bench/.venv}"
 if [ -x "$torch_venv/bin/torchrun" ] && OMP_NUM_THREADS=1 "$torch_venv/bin/python" -c "import torch" 2> /dev/null; then
   TORCHRUN_NEW=("$torch_venv/bin/torchrun")
 fi
-old_torchrun_note="Debian's torchrun (apt-get install python3-torch)"
-new_torchrun_note="the current PyTorch's torchrun (bench/setup-venv.sh, or MESHTRAIN_TORCH_VENV=DIR)"
+old_torchrun_note="Debian's torchrun is not installed (apt-get install python3-torch)"
+new_torchrun_note="the current PyTorch's torchrun is not installed (bench/setup-venv.sh makes bench/.venv; or set MESHTRAIN_TORCH_VENV)"

@@ -10,7 +10,7 @@ source "$(dirname "$0")/torchrun_lib.sh"
 source "$SRC/tests/integration/chaos_lib.sh"
 TORCHRUN=("${TORCHRUN_NEW[@]}")
 [ ${#TORCHRUN[@]} -gt 0 ] || TORCHRUN=("${TORCHRUN_OLD[@]}")
-[ ${#TORCHRUN[@]} -gt 0 ] || { echo "SKIP: neither $new_torchrun_note nor $old_torchrun_note"; exit 77; }
+[ ${#TORCHRUN[@]} -gt 0 ] || { echo "SKIP: $old_torchrun_note, and $new_torchrun_note"; exit 77; }
 
 chaos_job
 ARGS=(--parallel.data=allreduce --parallel.transport=tcp --parallel.timeout_s=30 --checkpoint.every=4 --checkpoint.keep=5

@@ -10,8 +10,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 source "$(dirname "$0")/torchrun_lib.sh"
-[ ${#TORCHRUN_NEW[@]} -gt 0 ] || echo "SKIP (part): no $new_torchrun_note"
-[ ${#TORCHRUN_OLD[@]} -gt 0 ] || echo "SKIP (part): no $old_torchrun_note"
+[ ${#TORCHRUN_NEW[@]} -gt 0 ] || echo "SKIP (part): $new_torchrun_note"
+[ ${#TORCHRUN_OLD[@]} -gt 0 ] || echo "SKIP (part): $old_torchrun_note"
 [ ${#TORCHRUN_OLD[@]} -gt 0 ] || [ ${#TORCHRUN_NEW[@]} -gt 0 ] || { echo "SKIP: no torchrun"; exit 77; }
 two_hosts "mt$$"
 

@@ -121,16 +121,17 @@ params_file() {
 }
 
 # Asserts two metrics.jsonl files have the same steps and, at each, losses
-# within a relative tolerance.
+# (or FIELD, e.g. grad_norm) within a relative tolerance.
 compare_losses() {
-  python3 - "$1" "$2" "$3" <<'PY'
+  python3 - "$1" "$2" "$3" "${4:-loss}" <<'PY'
 import json, sys
-def losses(p):
-    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
-a, b, rtol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+field = sys.argv[4]
+def values(p):
+    return {r["step"]: r[field] for r in map(json.loads, open(p)) if field in r}
+a, b, rtol = values(sys.argv[1]), values(sys.argv[2]), float(sys.argv[3])
 assert a.keys() == b.keys(), (sorted(a), sorted(b))
 worst = max((abs(a[s] - b[s]) / abs(a[s]), s) for s in a)
-print(f"losses: {len(a)} steps, worst relative difference {worst[0]:.3g} at step {worst[1]} (tolerance {rtol})")
+print(f"{field}: {len(a)} steps, worst relative difference {worst[0]:.3g} at step {worst[1]} (tolerance {rtol})")
 sys.exit(0 if worst[0] <= rtol else 1)
 PY
 }

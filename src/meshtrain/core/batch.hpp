@@ -17,4 +17,8 @@ struct Batch {
   AlignedBuffer<float> pixels{MemoryKind::Data};     // (B, H*W) in [0, 1]
 };
 
+// Samples [first, first + count) of `full` into `out`, whose buffers are
+// reused: one micro-batch of a batch (gradient accumulation).
+void copy_samples(const Batch& full, int64_t first, int64_t count, Batch& out);
+
 }  // namespace meshtrain

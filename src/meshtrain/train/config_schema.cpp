@@ -101,6 +101,9 @@ const std::vector<Field>& fields() {
                "ZeRO sharding (data = allreduce): 1 optimizer state, 2 also gradients, 3 also parameters (FSDP)"),
       MT_FIELD(parallel, bucket_mb, Float, left_open(0, 65536), {},
                "gradient bucket size in MiB; each bucket is all-reduced as soon as backward has filled it"),
+      MT_FIELD(parallel, micro_batches, Int, closed(1, 1 << 20), {},
+               "gradient accumulation: each worker's training.batch_size runs as this many micro-batches, their "
+               "gradients summed before one synchronisation and one optimizer step"),
       MT_FIELD(parallel, transport, String, {}, (V{"auto", "shm", "tcp", "mpi"}),
                "auto: shared memory on one host, TCP across hosts"),
       MT_FIELD(parallel, timeout_s, Float, left_open(0, 86400 * 7), {}, "longest wait for a peer, in seconds"),
@@ -334,6 +337,13 @@ void validate_job_config(const JobConfig& c) {
   if (c.parallel.zero_stage >= 2 && c.parallel.all_reduce == "reduction_server")
     fail(origin, "parallel.zero_stage", "stages 2 and 3 reduce-scatter gradients among the workers; the Reduction "
                                         "Server serves all-reduces only (use zero_stage = 1, or another all_reduce)");
+  if (c.training.batch_size % c.parallel.micro_batches != 0)
+    fail(origin, "parallel.micro_batches", std::to_string(c.parallel.micro_batches) +
+                                               " micro-batches do not divide training.batch_size (" +
+                                               std::to_string(c.training.batch_size) + ")");
+  if (c.parallel.micro_batches > 1 && c.parallel.data == "parameter_server")
+    fail(origin, "parallel.micro_batches", "parameter-server workers push every batch's gradient as it is; "
+                                           "micro-batches are for data = \"none\" or \"allreduce\"");
   if (c.parallel.all_reduce == "reduction_server" && c.parallel.data != "allreduce")
     fail(origin, "parallel.all_reduce", "reduction_server needs parallel.data = \"allreduce\", not '" +
                                             c.parallel.data + "'");

@@ -33,25 +33,41 @@ float sharded_gradient_norm(parallel::ZeroEngine& zero, WorkerGroup& workers, do
 StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t step) {
   ParamStore& store = ctx.model.store();
   parallel::ZeroEngine* zero = ctx.zero;
+  const bool sharded_grads = zero && zero->reduces_gradients();
+  const int64_t micro_batches = ctx.micro_batches;
+  const int64_t micro_size = batch.batch_size / micro_batches;
   store.zero_grads();  // ZeRO-2/3 have no flat gradients: their staging is zeroed per unit
   if (zero) zero->begin_step();
-  if (ctx.sync) ctx.sync->start_backward();
-  ForwardResult fwd = ctx.model.forward(batch);
-  ctx.model.backward();
   StepResult r;
-  r.loss = fwd.loss;
+  double loss_sum = 0;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    const bool last = m + 1 == micro_batches;
+    if (m > 0 && zero) zero->begin_next_micro_batch();
+    if (ctx.sync && last) ctx.sync->start_backward();
+    if (micro_batches > 1) copy_samples(batch, m * micro_size, micro_size, *ctx.micro_batch);
+    loss_sum += ctx.model.forward(micro_batches > 1 ? *ctx.micro_batch : batch).loss;
+    ctx.model.backward();
+    if (sharded_grads) r.comm.exposed_s += zero->finish_backward();
+  }
   if (ctx.sync) r.comm = ctx.sync->finish_backward();
-  if (zero && zero->reduces_gradients()) r.comm.exposed_s = zero->finish_backward();
+  if (micro_batches > 1) {  // the sum of the micro-batches' mean gradients -> the batch's mean
+    const float inverse = 1.0f / static_cast<float>(micro_batches);
+    if (sharded_grads)
+      zero->scale_grads(inverse);
+    else
+      scale_range(store.grads(), 0, store.flat_size(), inverse);
+  }
+  r.loss = static_cast<float>(loss_sum / static_cast<double>(micro_batches));
   if (ctx.workers.size() > 1) {
-    double loss_sum = fwd.loss;  // the global batch's mean: every worker's share is the same size
-    ctx.workers.sum({&loss_sum, 1});
-    r.loss = static_cast<float>(loss_sum / ctx.workers.size());
+    double global_sum = r.loss;  // the global batch's mean: every worker's share is the same size
+    ctx.workers.sum({&global_sum, 1});
+    r.loss = static_cast<float>(global_sum / ctx.workers.size());
   }
   // After an all-reduce the gradients are the same bits on every worker, so
   // the norm, the clipping and the update are too; sharded gradients add
   // their squares over the workers.
-  r.grad_norm = zero && zero->reduces_gradients() ? sharded_gradient_norm(*zero, ctx.workers, ctx.grad_clip)
-                                                  : gradient_norm(store, ctx.grad_clip);
+  r.grad_norm = sharded_grads ? sharded_gradient_norm(*zero, ctx.workers, ctx.grad_clip)
+                               : gradient_norm(store, ctx.grad_clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
     throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
                 std::to_string(r.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");

@@ -4,6 +4,13 @@
 // there is a GradientSync) or ZeRO's gathers and reduce-scatters (when there
 // is a ZeroEngine), the global batch's loss, clipping by global norm, a
 // finiteness check, and the update at the schedule's lr.
+//
+// With micro_batches = M > 1 (gradient accumulation) the worker's batch runs
+// as M equal micro-batches whose gradients add up: data parallelism's
+// all-reduce runs once, during the last micro-batch's backward (DDP's
+// no_sync before it); ZeRO stages 2 and 3 reduce-scatter each micro-batch
+// into the gradient shard, adding. The sum is then divided by M, so the step
+// is the one batch's (within rounding: the sums' order differs).
 #include <cstdint>
 
 #include "meshtrain/core/batch.hpp"
@@ -32,6 +39,8 @@ struct StepContext {
   const ScheduleConfig& schedule;
   double base_lr = 0;     // after the scaling rule
   double grad_clip = 0;   // max global norm; 0: none
+  int64_t micro_batches = 1;
+  Batch* micro_batch = nullptr;  // scratch for one micro-batch; needed when micro_batches > 1
 };
 
 // Step `step` (0-based: the optimizer has taken `step` steps) on `batch`.

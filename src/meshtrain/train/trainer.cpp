@@ -160,7 +160,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   std::optional<MetricsLog> metrics;
   if (lead) metrics.emplace(config.metrics_path(), step);
   Progress progress(out ? out : options.out, options.interactive && lead);
-  Batch batch, eval_batch;
+  Batch batch, eval_batch, micro_batch;
   auto run_eval = [&](int64_t at_step) {
     if (zero) zero->begin_evaluation();
     EvalResult r = evaluate(*model, loader, tc.eval_batches, eval_batch);
@@ -196,7 +196,9 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                              .workers = workers,
                              .schedule = schedule,
                              .base_lr = base_lr,
-                             .grad_clip = config.optimizer.grad_clip};
+                             .grad_clip = config.optimizer.grad_clip,
+                             .micro_batches = config.parallel.micro_batches,
+                             .micro_batch = &micro_batch};
   const auto run_start = Clock::now();
   const int64_t first_step = step;
   Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)

@@ -14,11 +14,14 @@ GradReducer::GradReducer(ParamStore& store, const ShardLayout& layout, comm::Pro
 }
 
 comm::WorkHandle GradReducer::reduce_scatter(const UnitShard& u, float* staged) {
+  float* into = (accumulate_ ? incoming_ : shard_).data() + u.local;
   return group_.reduce_scatter_in_place_async(std::span<float>(staged, layout_.gathered_size(u)),
-                                     std::span<float>(shard_.data() + u.local, u.slice), comm::ReduceKind::Avg);
+                                              std::span<float>(into, u.slice), comm::ReduceKind::Avg);
 }
 
-void GradReducer::start_backward() {
+void GradReducer::start_backward(bool accumulate) {
+  accumulate_ = accumulate;
+  if (accumulate_) incoming_.ensure(layout_.local_size());
   // Zeroed whole: backward adds into it, and the padding past each unit's
   // end must reduce to zeros in the shard.
   whole_step_.zero();
@@ -57,6 +60,12 @@ double GradReducer::finish_backward() {
   for (auto& w : work) w->wait();
   for (const auto& u : layout_.units())
     if (u.whole_step) store_.bind_unit_grads(u.unit, nullptr);
+  if (accumulate_) {
+    // Every unit's slice of incoming_ was written (padding reduces to zeros).
+    float* shard = shard_.data();
+    const float* in = incoming_.data();
+    for (size_t i = 0; i < layout_.local_size(); ++i) shard[i] += in[i];
+  }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -10,6 +10,12 @@
 //
 // Staging buffers are counted as MemoryKind::Communication: two of the
 // largest block's gathered size plus the whole-step units'.
+//
+// Gradient accumulation (micro-batches): the first micro-batch's backward
+// reduces into the shard as above; each later one reduces into a second
+// shard-sized buffer (MemoryKind::Gradients, made on first use) that
+// finish_backward() adds to the shard, so the shard ends as the sum over the
+// micro-batches of the workers' average.
 #include <array>
 #include <cstddef>
 #include <vector>
@@ -33,7 +39,9 @@ class GradReducer {
   std::span<float> shard_span() { return shard_.span(); }
 
   // Before backward: zeroes and binds the whole-step units' staging.
-  void start_backward();
+  // accumulate: this backward's gradients add to the shard (a micro-batch
+  // after the first) instead of replacing it.
+  void start_backward(bool accumulate = false);
   // Before a block's backward: binds it to a zeroed staging buffer (waiting,
   // if needed, for the reduce-scatter that last used it).
   void acquire(size_t unit);
@@ -55,6 +63,8 @@ class GradReducer {
   const ShardLayout& layout_;
   comm::ProcessGroup& group_;
   AlignedBuffer<float> shard_{MemoryKind::Gradients};
+  AlignedBuffer<float> incoming_{MemoryKind::Gradients};  // a later micro-batch's reduced gradients
+  bool accumulate_ = false;
   AlignedBuffer<float> whole_step_{MemoryKind::Communication};
   std::array<Slot, 2> slots_;
 };

@@ -25,6 +25,10 @@ void ZeroEngine::begin_step() {
   if (grads_) grads_->start_backward();
 }
 
+void ZeroEngine::begin_next_micro_batch() {
+  if (grads_) grads_->start_backward(/*accumulate=*/true);
+}
+
 double ZeroEngine::finish_backward() { return grads_ ? grads_->finish_backward() : 0.0; }
 
 double ZeroEngine::grad_squared_norm_local() {

@@ -49,6 +49,10 @@ class ZeroEngine final : public UnitObserver {
 
   // Before forward. Stage 3: gathers the whole-step units.
   void begin_step();
+  // Before the forward of a micro-batch after the first (gradient
+  // accumulation), after finish_backward() of the one before: stages 2 and 3
+  // add its gradients to the shard. Stage 3's whole-step units stay gathered.
+  void begin_next_micro_batch();
   // Stages 2 and 3, after backward: the rank's averaged gradient shard is
   // complete. Returns the seconds waited for communication.
   double finish_backward();

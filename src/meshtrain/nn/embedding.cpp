@@ -17,8 +17,8 @@ Embedding::Embedding(ParamStore& store, const std::string& wte_name, const std::
 }
 
 void Embedding::init(Rng& rng, float stddev) {
-  fill_normal(store_.param(wte_), V_ * C_, rng, stddev);
-  fill_normal(store_.param(wpe_), max_T_ * C_, rng, stddev);
+  fill_normal(store_, wte_, rng, stddev);
+  fill_normal(store_, wpe_, rng, stddev);
 }
 
 float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {

@@ -1,14 +1,37 @@
 #pragma once
-// Parameter initialization helpers. Values are drawn in element order from one
-// Rng, so a model initialized with the same seed is bitwise identical.
+// Parameter initialization helpers.
+//
+// Each tensor draws from its own stream, derived from the model's generator
+// (its state, which is never advanced: it stands for the seed) and the
+// tensor's global name, in global element order. A tensor's values therefore
+// do not depend on which other tensors the model has, nor on the order in
+// which they are initialized: a model with more layers, a pipeline stage
+// holding some of them, or a rank holding a slice of a tensor makes exactly
+// the values of the one-process model with the same seed.
 #include <cstddef>
+#include <cstdint>
+#include <string_view>
 
+#include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
 
 namespace meshtrain::nn {
 
-inline void fill_normal(float* p, size_t n, Rng& rng, float stddev) {
-  for (size_t i = 0; i < n; ++i) p[i] = rng.normal() * stddev;
+// The stream of the tensor called `name` (FNV-1a of the name selects it).
+inline Rng tensor_stream(const Rng& model, std::string_view name) {
+  uint64_t hash = 14695981039346656037ull;
+  for (char c : name) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 1099511628211ull;
+  }
+  return Rng::derive(model.state()[0], hash);
+}
+
+// View `view` of `store` from N(0, stddev^2), in its own stream.
+inline void fill_normal(ParamStore& store, size_t view, const Rng& model, float stddev) {
+  Rng rng = tensor_stream(model, store.view(view).name);
+  float* p = store.param(view);
+  for (size_t i = 0, n = store.view(view).numel; i < n; ++i) p[i] = rng.normal() * stddev;
 }
 
 inline void fill_constant(float* p, size_t n, float value) {

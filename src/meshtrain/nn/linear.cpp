@@ -20,7 +20,7 @@ Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t
 }
 
 void Linear::init(Rng& rng, float stddev) {
-  fill_normal(store_.param(weight_), in_ * out_, rng, stddev);
+  fill_normal(store_, weight_, rng, stddev);
   if (has_bias_) fill_constant(store_.param(bias_), out_, 0.0f);
 }
 

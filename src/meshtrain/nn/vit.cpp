@@ -46,7 +46,7 @@ Vit::Vit(const VitConfig& config)
 void Vit::init_parameters(Rng& rng) {
   const float stddev = 0.02f;
   patch_embed_.init(rng, stddev);
-  nn::fill_normal(store_.param(pos_), np_ * config_.n_embd, rng, stddev);
+  nn::fill_normal(store_, pos_, rng, stddev);
   for (auto& block : blocks_) block->init(rng, stddev, stddev / std::sqrt(2.0f * config_.n_layer));
   ln_f_.init();
   head_.init(rng, stddev);

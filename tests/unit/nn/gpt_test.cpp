@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "grad_check.hpp"
 #include "meshtrain/core/error.hpp"
@@ -179,6 +180,43 @@ TEST(Gpt, StepsAfterTheFirstAllocateNothing) {
     gpt.last_logits({batch.tokens.data(), 5});  // generation reuses the training buffers
   }
   EXPECT_EQ(MemoryTracker::global().current(MemoryKind::Activations), after_first);
+}
+
+// What pipeline stages and tensor-parallel shards rely on: a tensor's initial
+// values depend only on the seed, its name and the model's config, not on
+// which other tensors the model holds or how large they are. A 2-layer model
+// with 256 tokens and a 5-layer one with 300 share their first two blocks'
+// draws (the residual projections scaled by GPT-2's 0.02 / sqrt(2 * n_layer))
+// and the embedding's first 256 rows (drawn in global element order), though
+// the larger embedding is drawn first.
+TEST(Gpt, InitDependsOnlyOnSeedAndTensorName) {
+  Gpt shallow(GptConfig{2, 16, 2, 8, 256});
+  Gpt deep(GptConfig{5, 16, 2, 8, 300});
+  Rng a(7), b(7);
+  shallow.init_parameters(a);
+  deep.init_parameters(b);
+  const double scale = std::sqrt(2.0 * 5) / std::sqrt(2.0 * 2);  // shallow stddev / deep stddev
+  for (const auto& v : shallow.store().views()) {
+    const ParamView* w = deep.store().find(v.name);
+    ASSERT_NE(w, nullptr) << v.name;
+    ASSERT_LE(v.numel, w->numel) << v.name;
+    const float* x = shallow.store().params().data() + v.offset;
+    const float* y = deep.store().params().data() + w->offset;
+    const bool residual_projection = v.name.ends_with("c_proj.weight");
+    size_t differ = 0;
+    for (size_t i = 0; i < v.numel; ++i) {
+      if (residual_projection)
+        differ += std::abs(x[i] - y[i] * scale) > 1e-6 * std::abs(x[i]) + 1e-12;
+      else
+        differ += x[i] != y[i];
+    }
+    EXPECT_EQ(differ, 0u) << v.name << " differs between a 2-layer and a 5-layer model";
+  }
+  // Different tensors draw from different streams.
+  const auto& store = deep.store();
+  const float* h0 = store.params().data() + store.find("h.0.mlp.c_fc.weight")->offset;
+  const float* h1 = store.params().data() + store.find("h.1.mlp.c_fc.weight")->offset;
+  EXPECT_NE(0, std::memcmp(h0, h1, 16 * sizeof(float)));
 }
 
 TEST(Gpt, SameSeedSameModel) {

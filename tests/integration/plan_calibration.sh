@@ -2,7 +2,9 @@
 # and step time on this machine; the job then runs and its measured peak
 # (the lead's tracked total) must be within 10% and its median step time
 # within 25% of the prediction, for one process, plain data parallelism and
-# every ZeRO stage on 2 workers. Runs alone (RUN_SERIAL): a second test on
+# every ZeRO stage on 2 workers, and with gradient accumulation (one process
+# in 4 micro-batches; ZeRO-2 on 2 workers in 2, which keeps a second
+# gradient shard). Runs alone (RUN_SERIAL): a second test on
 # the same 2 cores would be timed too. This VM now and then runs a second
 # or so at half speed, which a single timing can land in: a configuration
 # gets a second attempt (plan and run again) before it fails.
@@ -21,7 +23,8 @@ check() {
 
 check_once() {
   local name=$1 workers=$2 stage=$3
-  local args=("${job[@]}" --parallel.data=allreduce --parallel.workers="$workers" --parallel.zero_stage="$stage")
+  shift 3
+  local args=("${job[@]}" --parallel.data=allreduce --parallel.workers="$workers" --parallel.zero_stage="$stage" "$@")
   "$MESHTRAIN" plan --config job.toml --json "${args[@]}" > "$name.plan.json" 2> "$name.plan.log" ||
     { cat "$name.plan.log"; fail "plan --config for $name"; }
   local cmd=("$MESHTRAIN" train job.toml "${args[@]}" --training.out_dir="$WORK/$name")
@@ -51,6 +54,8 @@ PY
 
 check one 1 0
 for stage in 0 1 2 3; do check "zero$stage" 2 "$stage"; done
+check one-m4 1 0 --parallel.micro_batches=4
+check zero2-m2 2 2 --parallel.micro_batches=2
 
 # Bad input: a parameter-server job is refused with a reason.
 expect_failure "parameter-server jobs are not forecast" \

@@ -21,7 +21,10 @@ struct EvalResult {
 // Evaluates up to max_batches validation batches (0: all): this rank's part
 // of each, when the loader is one of several ranks. A forward pass only;
 // gradients are untouched. Throws DataError if there is no batch.
-EvalResult evaluate(Model& model, DataLoader& loader, int64_t max_batches, Batch& scratch);
+// micro_batches > 1: each validation batch runs as that many micro-batches
+// (a job with gradient accumulation never holds a whole batch's activations).
+EvalResult evaluate(Model& model, DataLoader& loader, int64_t max_batches, Batch& scratch,
+                    int64_t micro_batches = 1);
 
 // Several ranks' evaluations as one: takes the sums over ranks of their
 // loss_sum, correct and predictions.

@@ -44,15 +44,22 @@ StepTimes time_steps(const JobConfig& config, Model& model, int workers, int ran
   DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config),
                                               config.training.batch_size, rank, workers);
   omp_set_num_threads(threads);
-  Batch batch;
+  // Micro-batches (gradient accumulation) run one after another, so the
+  // activations are one micro-batch's (train_step.hpp).
+  const int64_t micro_batches = config.parallel.micro_batches;
+  Batch batch, micro_batch;
   std::vector<double> fwd_bwd, update;
   constexpr int kWarmup = 2;
   for (int i = 0; i < kWarmup + steps; ++i) {
     loader.next_batch(batch);
     const auto t0 = Clock::now();
     model.store().zero_grads();
-    model.forward(batch);
-    model.backward();
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      const int64_t size = batch.batch_size / micro_batches;
+      if (micro_batches > 1) copy_samples(batch, m * size, size, micro_batch);
+      model.forward(micro_batches > 1 ? micro_batch : batch);
+      model.backward();
+    }
     const double t_fb = since(t0);
     const auto t1 = Clock::now();
     gradient_norm(model.store(), config.optimizer.grad_clip);
@@ -136,7 +143,7 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
   f.model_kind = model->kind();
   f.parameters = store.parameter_count();
   const int k = optimizer_state_floats(config);
-  f.model_state = predict_memory(store, f.workers, f.zero_stage, k);
+  f.model_state = predict_memory(store, f.workers, f.zero_stage, k, config.parallel.micro_batches);
   // Checkpoint copies (checkpoint_saver.hpp): the worker's part of the
   // parameters and of each optimizer state buffer, when a checkpoint is
   // written asynchronously before the last step.

@@ -26,7 +26,8 @@ int optimizer_state_floats(const JobConfig& config) {
   return o.momentum != 0 ? 1 : 0;  // sgd, lars
 }
 
-MemoryPrediction predict_memory(const ParamStore& store, int world, int stage, int state_floats) {
+MemoryPrediction predict_memory(const ParamStore& store, int world, int stage, int state_floats,
+                                int64_t micro_batches) {
   const size_t flat = store.flat_size() * sizeof(float);
   MemoryPrediction p{.parameters = flat, .gradients = flat, .optimizer_state = flat * size_t(state_floats)};
   if (stage == 0 || world <= 1) return p;
@@ -36,7 +37,7 @@ MemoryPrediction predict_memory(const ParamStore& store, int world, int stage, i
   const size_t whole_step = layout.whole_step_gathered_size() * sizeof(float);
   const size_t any_unit = std::max(block, layout.max_gathered_size(true) * sizeof(float));
   p.optimizer_state = shard * size_t(state_floats);
-  if (stage >= 2) p.gradients = shard;
+  if (stage >= 2) p.gradients = micro_batches > 1 ? 2 * shard : shard;
   if (stage >= 3) p.parameters = shard;
   // param_gatherer.hpp and grad_reducer.hpp: two gather (staging) buffers
   // of the largest block, plus every whole-step unit's.
@@ -51,16 +52,17 @@ void check_memory_budget(const JobConfig& config, const ParamStore& store, int w
   if (limit <= 0) return;
   const int stage = world > 1 ? int(config.parallel.zero_stage) : 0;
   const int k = optimizer_state_floats(config);
-  const MemoryPrediction p = predict_memory(store, world, stage, k);
+  const int64_t m = config.parallel.micro_batches;
+  const MemoryPrediction p = predict_memory(store, world, stage, k, m);
   if (double(p.total()) <= limit) return;
   std::string advice;
   for (int s = stage + 1; s <= 3 && world > 1 && advice.empty(); ++s)
-    if (double(predict_memory(store, world, s, k).total()) <= limit)
+    if (double(predict_memory(store, world, s, k, m).total()) <= limit)
       advice = "; it fits at parallel.zero_stage = " + std::to_string(s) + " (" +
-               mib(double(predict_memory(store, world, s, k).total())) + ")";
+               mib(double(predict_memory(store, world, s, k, m).total())) + ")";
   if (advice.empty())
     advice = world > 1 ? "; it does not fit at any ZeRO stage on " + std::to_string(world) +
-                             " workers (stage 3 needs " + mib(double(predict_memory(store, world, 3, k).total())) +
+                             " workers (stage 3 needs " + mib(double(predict_memory(store, world, 3, k, m).total())) +
                              "): add workers or raise the limit"
                        : "; with one worker nothing can be sharded: add workers (parallel.workers) and set "
                          "parallel.zero_stage";

@@ -34,7 +34,10 @@ struct MemoryPrediction {
 int optimizer_state_floats(const JobConfig& config);
 
 // Rank 0's prediction (the largest shard) at `stage` over `world` workers.
-MemoryPrediction predict_memory(const ParamStore& store, int world, int stage, int state_floats);
+// micro_batches > 1 (gradient accumulation): stages 2 and 3 keep a second
+// gradient shard for the later micro-batches' reduce-scatters (grad_reducer.hpp).
+MemoryPrediction predict_memory(const ParamStore& store, int world, int stage, int state_floats,
+                                int64_t micro_batches = 1);
 
 // Throws ConfigError before training when training.max_memory_mb is set and
 // the prediction at parallel.zero_stage exceeds it, naming the smallest

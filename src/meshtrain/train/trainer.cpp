@@ -155,7 +155,8 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   // peaks are the training's.
   MemoryTracker::global().reset_peaks();
   const MemoryPrediction predicted_memory =
-      predict_memory(model->store(), world_size, zero_stage, optimizer_state_floats(config));
+      predict_memory(model->store(), world_size, zero_stage, optimizer_state_floats(config),
+                     config.parallel.micro_batches);
 
   std::optional<MetricsLog> metrics;
   if (lead) metrics.emplace(config.metrics_path(), step);
@@ -163,7 +164,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   Batch batch, eval_batch, micro_batch;
   auto run_eval = [&](int64_t at_step) {
     if (zero) zero->begin_evaluation();
-    EvalResult r = evaluate(*model, loader, tc.eval_batches, eval_batch);
+    EvalResult r = evaluate(*model, loader, tc.eval_batches, eval_batch, config.parallel.micro_batches);
     if (zero) zero->end_evaluation();
     if (world_size > 1) {
       double sums[3] = {r.loss_sum, double(r.correct), double(r.predictions)};

@@ -59,12 +59,6 @@ std::string TorchStoreClient::get(std::string_view key) {
   return read_exactly(static_cast<size_t>(n), deadline, wait);
 }
 
-int64_t TorchStoreClient::add(std::string_view key, int64_t delta) {
-  const auto deadline = tcp::Clock::now() + options_.timeout;
-  tcp::write_all(fd_.get(), torch_store::encode_add(generation_, full_key(key), delta), deadline, where());
-  return torch_store::decode_int64(read_exactly(8, deadline, "ADD '" + full_key(key) + "'"));
-}
-
 std::string TorchStoreClient::read_exactly(size_t n, tcp::Clock::time_point deadline, std::string_view what) {
   const auto start = tcp::Clock::now();
   while (in_.size() < n) {

@@ -27,7 +27,6 @@ class TorchStoreClient final : public KeyValueStore {
 
   void set(std::string_view key, std::string_view value) override;
   std::string get(std::string_view key) override;
-  int64_t add(std::string_view key, int64_t delta);
   tcp::Endpoint local_endpoint() const override { return tcp::local_endpoint(fd_.get()); }
 
   torch_store::Generation generation() const { return generation_; }

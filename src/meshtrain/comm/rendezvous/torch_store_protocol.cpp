@@ -28,7 +28,6 @@ uint8_t query_byte(Generation g, Query q) {
   switch (q) {
     case Query::Set: legacy = 0; break;
     case Query::Get: legacy = 2; break;
-    case Query::Add: legacy = 3; break;
     case Query::Wait: legacy = 5; break;
   }
   return g == Generation::Legacy ? legacy : static_cast<uint8_t>(legacy + 1);
@@ -51,13 +50,6 @@ std::string encode_set(Generation g, std::string_view key, std::string_view valu
 std::string encode_get(Generation g, std::string_view key) {
   std::string out = start(g, Query::Get);
   put_string(out, key);
-  return out;
-}
-
-std::string encode_add(Generation g, std::string_view key, int64_t delta) {
-  std::string out = start(g, Query::Add);
-  put_string(out, key);
-  put_u64(out, static_cast<uint64_t>(delta));
   return out;
 }
 

@@ -8,7 +8,6 @@
 // little-endian int64:
 //   SET   key value           no reply
 //   GET   key                 reply: string (the key must exist: WAIT first)
-//   ADD   key int64           reply: int64, the new value
 //   WAIT  uint64 n, n keys    reply: one byte, 0 (stop waiting) once all are set
 // Two generations number the queries differently. PyTorch 2.2 put VALIDATE in
 // front (every later query moved up by one) and requires it, with a magic
@@ -22,7 +21,7 @@
 namespace meshtrain::comm::rendezvous::torch_store {
 
 enum class Generation { Legacy, Current };  // before PyTorch 2.2 / since
-enum class Query : uint8_t { Set, Get, Add, Wait };
+enum class Query : uint8_t { Set, Get, Wait };
 
 const char* generation_name(Generation g);
 uint8_t query_byte(Generation g, Query q);
@@ -31,7 +30,6 @@ uint8_t query_byte(Generation g, Query q);
 std::string encode_validate(Generation g);
 std::string encode_set(Generation g, std::string_view key, std::string_view value);
 std::string encode_get(Generation g, std::string_view key);
-std::string encode_add(Generation g, std::string_view key, int64_t delta);
 std::string encode_wait(Generation g, std::span<const std::string> keys);
 
 inline constexpr uint8_t kStopWaiting = 0;

@@ -24,11 +24,9 @@ std::string u64(uint64_t v) {
 TEST(TorchStoreProtocol, QueryNumbersOfBothGenerations) {
   EXPECT_EQ(query_byte(Generation::Legacy, Query::Set), 0);
   EXPECT_EQ(query_byte(Generation::Legacy, Query::Get), 2);
-  EXPECT_EQ(query_byte(Generation::Legacy, Query::Add), 3);
   EXPECT_EQ(query_byte(Generation::Legacy, Query::Wait), 5);
   EXPECT_EQ(query_byte(Generation::Current, Query::Set), 1);  // VALIDATE took 0
   EXPECT_EQ(query_byte(Generation::Current, Query::Get), 3);
-  EXPECT_EQ(query_byte(Generation::Current, Query::Add), 4);
   EXPECT_EQ(query_byte(Generation::Current, Query::Wait), 6);
 }
 
@@ -41,7 +39,6 @@ TEST(TorchStoreProtocol, RequestsAreLengthPrefixed) {
   EXPECT_EQ(encode_set(Generation::Current, "k", "vv"), bytes({1}) + u64(1) + "k" + u64(2) + "vv");
   EXPECT_EQ(encode_set(Generation::Legacy, "", ""), bytes({0}) + u64(0) + u64(0));
   EXPECT_EQ(encode_get(Generation::Legacy, "key"), bytes({2}) + u64(3) + "key");
-  EXPECT_EQ(encode_add(Generation::Current, "n", -2), bytes({4}) + u64(1) + "n" + u64(static_cast<uint64_t>(-2)));
   const std::vector<std::string> keys{"a", "bc"};
   EXPECT_EQ(encode_wait(Generation::Current, keys), bytes({6}) + u64(2) + u64(1) + "a" + u64(2) + "bc");
 }

@@ -40,6 +40,19 @@ expect_failure "does not match the model" "$MESHTRAIN" train job.toml --model.n_
 mkdir empty
 expect_failure "no complete checkpoint" "$MESHTRAIN" eval "$WORK/empty"
 expect_failure "no complete checkpoint" "$MESHTRAIN" generate "$WORK/empty" --prompt hi
+# Workers started with different settings stop at once, every one naming them
+# (instead of waiting on each other's collectives until the timeout).
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  timeout 60 "$MESHTRAIN" train job.toml --parallel.data=allreduce --parallel.micro_batches=2 \
+  --training.out_dir="$WORK/disagree" > disagree1.log 2>&1 &
+rank1=$!
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  expect_failure "parallel.micro_batches = 1 here, another value on rank 1" \
+  timeout 60 "$MESHTRAIN" train job.toml --parallel.data=allreduce --training.out_dir="$WORK/disagree"
+if wait "$rank1"; then fail "rank 1 trained with a different config"; fi
+grep -q "parallel.micro_batches = 2 here, another value on rank 0" disagree1.log || { cat disagree1.log; fail "rank 1's message"; }
+
 # Every subcommand has --help.
 for sub in train eval generate; do
   help="$("$MESHTRAIN" "$sub" --help)" || fail "$sub --help exits non-zero"

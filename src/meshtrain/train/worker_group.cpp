@@ -4,6 +4,7 @@
 
 #include "meshtrain/comm/bootstrap/connect.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/train/rank_agreement.hpp"
 
 namespace meshtrain {
 
@@ -40,6 +41,7 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
   std::vector<int> workers(static_cast<size_t>(size_));
   std::iota(workers.begin(), workers.end(), 0);
   group_ = std::make_unique<comm::ProcessGroup>(communicator_, workers);
+  check_ranks_agree(config, *group_);  // before anything waits on a collective the others may never make
   if (reduction_server) {
     std::vector<int> reducers(static_cast<size_t>(env.num_servers));
     std::iota(reducers.begin(), reducers.end(), size_);

@@ -139,7 +139,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
     nlohmann::json j = {{"key", e.key}, {"name", e.name}, {"applicable", e.applicable}, {"note", e.note}};
     if (e.applicable) {
       j["layout"] = {{"dp", e.layout.dp}, {"tp", e.layout.tp}, {"pp", e.layout.pp}, {"ep", e.layout.ep}};
-      j["devices"] = e.layout.devices();
+      j["devices"] = e.layout.workers();
       j["memory_bytes"] = {{"parameters", e.memory.parameters}, {"gradients", e.memory.gradients},
                            {"optimizer_state", e.memory.optimizer_state}, {"activations", e.memory.activations},
                            {"total", e.memory.total()}};

@@ -223,7 +223,7 @@ class Estimator {
     e.fits = e.memory.total() <= in_.usable_bytes();
 
     const double flops = double(in_.global_batch) * in_.model.train_flops_per_sample(recompute);
-    e.compute_s = flops / (double(layout_.devices()) * in_.peak_flops() * amount_.mfu);
+    e.compute_s = flops / (double(layout_.workers()) * in_.peak_flops() * amount_.mfu);
     if (layout_.pp > 1) {
       const double p = layout_.pp, m = double(e.accumulation);
       e.compute_s /= 1 - (p - 1) / (m + p - 1);

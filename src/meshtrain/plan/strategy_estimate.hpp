@@ -1,5 +1,6 @@
 #pragma once
 // What the planner estimates for one strategy on the given cluster.
+#include "meshtrain/comm/mesh/device_mesh.hpp"
 #include <cstdint>
 #include <string>
 
@@ -20,12 +21,11 @@ enum class StrategyKind {
   ExpertData,
 };
 
-// Ways along each mesh axis (their product is the devices used; expert
-// parallelism cuts the experts across `ep` of the data-parallel devices).
-struct Layout {
-  int dp = 1, tp = 1, pp = 1, ep = 1;
-  int devices() const { return dp * tp * pp; }
-};
+// Ways along each mesh axis: the runtime's own definition (comm/mesh/
+// device_mesh.hpp), so planner and runtime read a layout alike. workers() is
+// the devices used; expert parallelism cuts the experts across `ep` of the
+// data-parallel devices.
+using Layout = comm::MeshShape;
 
 struct DeviceMemory {  // bytes per device
   double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;

@@ -113,7 +113,7 @@ TEST(Scenario, VeryLargeTransformerUsesTensorPipelineAndData) {
   const StrategyEstimate& chosen = strategy(plan, "tp-pp-dp");
   EXPECT_EQ(chosen.layout.tp, 8);
   EXPECT_GE(chosen.layout.pp, 2);
-  EXPECT_EQ(chosen.layout.devices(), 512);
+  EXPECT_EQ(chosen.layout.workers(), 512);
 }
 
 TEST(Scenario, PreemptibleCpuWorkersWithASparseModelUseParameterServers) {

@@ -6,8 +6,8 @@ namespace meshtrain::comm {
 namespace {
 
 std::string factors(const MeshShape& s) {
-  return "dp=" + std::to_string(s.dp) + " x tp=" + std::to_string(s.tp) + " x pp=" + std::to_string(s.pp) +
-         " x ep=" + std::to_string(s.ep);
+  return "pp=" + std::to_string(s.pp) + " x dp=" + std::to_string(s.dp) + " (ep=" + std::to_string(s.ep) +
+         ") x tp=" + std::to_string(s.tp);
 }
 
 int& axis_ref(MeshShape& s, MeshAxis axis) {
@@ -19,6 +19,8 @@ int& axis_ref(MeshShape& s, MeshAxis axis) {
   }
   return s.dp;
 }
+
+constexpr std::array<MeshAxis, 3> kProductAxes{MeshAxis::Pipeline, MeshAxis::Data, MeshAxis::Tensor};
 
 }  // namespace
 
@@ -44,41 +46,46 @@ int& MeshCoord::operator[](MeshAxis axis) {
   return dp;
 }
 
-DeviceMesh::DeviceMesh(MeshShape shape, int world_size) : shape_(shape), world_size_(world_size) {
-  if (world_size < 1) throw ConfigError("device mesh: world size must be at least 1, got " + std::to_string(world_size));
+DeviceMesh::DeviceMesh(MeshShape shape, int workers) : shape_(shape), workers_(workers) {
+  const std::string what = "device mesh " + factors(shape) + " over " + std::to_string(workers) + " workers";
+  if (workers < 1) throw ConfigError(what + ": there must be at least 1 worker");
+  if (shape.ep < 1)
+    throw ConfigError(what + ": ep=" + std::to_string(shape.ep) + " must be at least 1 (it is carved out of dp)");
   int rest_axes = 0;
   long long known = 1;
-  for (MeshAxis axis : kMeshAxes) {
+  for (MeshAxis axis : kProductAxes) {
     const int size = axis_ref(shape_, axis);
     if (size == -1) {
       ++rest_axes;
     } else if (size < 1) {
-      throw ConfigError("device mesh " + factors(shape) + ": " + mesh_axis_name(axis) + "=" + std::to_string(size) +
-                        " must be at least 1 (or -1 for the rest of the world)");
+      throw ConfigError(what + ": " + mesh_axis_name(axis) + "=" + std::to_string(size) +
+                        " must be at least 1 (or -1 for the rest of the workers)");
     } else {
       known *= size;
     }
   }
-  if (rest_axes > 1)
-    throw ConfigError("device mesh " + factors(shape) + ": only one axis may be -1 (the rest of the world)");
+  if (rest_axes > 1) throw ConfigError(what + ": only one of pp, dp, tp may be -1 (the rest of the workers)");
   if (rest_axes == 1) {
-    if (world_size % known != 0)
-      throw ConfigError("device mesh " + factors(shape) + ": world size " + std::to_string(world_size) +
-                        " is not divisible by the other axes' product " + std::to_string(known));
-    for (MeshAxis axis : kMeshAxes)
-      if (axis_ref(shape_, axis) == -1) axis_ref(shape_, axis) = int(world_size / known);
-    known = world_size;
+    if (workers % known != 0)
+      throw ConfigError(what + ": " + std::to_string(workers) + " workers are not divisible by the other axes' " +
+                        "product " + std::to_string(known));
+    for (MeshAxis axis : kProductAxes)
+      if (axis_ref(shape_, axis) == -1) axis_ref(shape_, axis) = int(workers / known);
+    known = workers;
   }
-  if (known != world_size)
-    throw ConfigError("device mesh " + factors(shape_) + " = " + std::to_string(known) +
-                      " ranks does not equal the world size " + std::to_string(world_size));
+  if (known != workers)
+    throw ConfigError("device mesh " + factors(shape_) + ": pp x dp x tp = " + std::to_string(known) +
+                      " does not equal the " + std::to_string(workers) + " workers");
+  if (shape_.dp % shape_.ep != 0)
+    throw ConfigError("device mesh " + factors(shape_) + ": ep=" + std::to_string(shape_.ep) + " does not divide dp=" +
+                      std::to_string(shape_.dp) + " (expert parallelism is carved out of the data-parallel ways)");
 }
 
 int DeviceMesh::size(MeshAxis axis) const { return axis_ref(const_cast<MeshShape&>(shape_), axis); }
 
 void DeviceMesh::check_rank(int rank) const {
-  if (rank < 0 || rank >= world_size_)
-    throw ConfigError("device mesh " + describe() + ": rank " + std::to_string(rank) + " is outside the world");
+  if (rank < 0 || rank >= workers_)
+    throw ConfigError("device mesh " + describe() + ": rank " + std::to_string(rank) + " is not a worker");
 }
 
 MeshCoord DeviceMesh::coord(int rank) const {
@@ -86,10 +93,9 @@ MeshCoord DeviceMesh::coord(int rank) const {
   MeshCoord c;
   c.tp = rank % shape_.tp;
   rank /= shape_.tp;
-  c.ep = rank % shape_.ep;
-  rank /= shape_.ep;
   c.dp = rank % shape_.dp;
   c.pp = rank / shape_.dp;
+  c.ep = c.dp % shape_.ep;
   return c;
 }
 
@@ -98,19 +104,35 @@ int DeviceMesh::rank_of(MeshCoord c) const {
     if (c[axis] < 0 || c[axis] >= size(axis))
       throw ConfigError("device mesh " + describe() + ": coordinate " + mesh_axis_name(axis) + "=" +
                         std::to_string(c[axis]) + " is outside the axis");
-  return ((c.pp * shape_.dp + c.dp) * shape_.ep + c.ep) * shape_.tp + c.tp;
+  if (c.ep != c.dp % shape_.ep)
+    throw ConfigError("device mesh " + describe() + ": expert coordinate " + std::to_string(c.ep) +
+                      " does not belong to data coordinate " + std::to_string(c.dp));
+  return (c.pp * shape_.dp + c.dp) * shape_.tp + c.tp;
 }
 
 std::vector<int> DeviceMesh::group_ranks(MeshAxis axis, int rank) const {
   MeshCoord c = coord(rank);
   std::vector<int> ranks;
+  if (axis == MeshAxis::Expert) {  // the ep consecutive data ranks around this one
+    const int first = c.dp - c.ep;
+    for (int i = 0; i < shape_.ep; ++i) ranks.push_back(rank_of({.dp = first + i, .tp = c.tp, .pp = c.pp, .ep = i}));
+    return ranks;
+  }
   for (int i = 0; i < size(axis); ++i) {
     c[axis] = i;
+    c.ep = c.dp % shape_.ep;
     ranks.push_back(rank_of(c));
   }
   return ranks;
 }
 
-std::string DeviceMesh::describe() const { return factors(shape_) + " (" + std::to_string(world_size_) + " ranks)"; }
+std::vector<int> DeviceMesh::expert_data_ranks(int rank) const {
+  const MeshCoord c = coord(rank);
+  std::vector<int> ranks;
+  for (int d = c.ep; d < shape_.dp; d += shape_.ep) ranks.push_back(rank_of({.dp = d, .tp = c.tp, .pp = c.pp, .ep = c.ep}));
+  return ranks;
+}
+
+std::string DeviceMesh::describe() const { return factors(shape_) + " (" + std::to_string(workers_) + " workers)"; }
 
 }  // namespace meshtrain::comm

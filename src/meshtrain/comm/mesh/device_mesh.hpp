@@ -1,17 +1,23 @@
 #pragma once
-// The device mesh: the world's ranks arranged as a grid dp x tp x pp x ep.
-// Every process group of a job is cut from it (mesh_groups.hpp), so data,
-// tensor, pipeline and expert parallelism agree on who is whose neighbour.
-// Data parallelism alone is the mesh dp = world, the other sizes 1.
+// The device mesh: a job's worker ranks arranged as pp x dp x tp, with
+// expert parallelism carved out of the data-parallel ways (ep divides dp), as
+// DeepSpeed, Megatron and torchtitan read it. Every process group of a job is
+// cut from it (mesh_groups.hpp), so data, tensor, pipeline and expert
+// parallelism agree on who is whose neighbour; the planner reads the same
+// shape (plan/strategy_estimate.hpp's Layout). Data parallelism alone is the
+// mesh dp = workers, the other sizes 1. Reducers and parameter servers are
+// not worker ranks: they stay outside the mesh.
 //
 // Axis order (slowest to fastest varying in the rank number):
-//   pp, dp, ep, tp
-//   rank = ((pp_i * dp + dp_i) * ep + ep_i) * tp + tp_i
+//   pp, dp, tp          rank = (pp_i * dp + dp_i) * tp + tp_i
 // tp varies fastest, as in Megatron, so a tensor-parallel group is a run of
-// consecutive ranks, which the launcher places on one host (tp exchanges
-// activations every layer). ep comes next (all-to-all every MoE layer), then
-// dp (one gradient all-reduce per step); pp varies slowest, since stages
-// only pass activations point to point and tolerate crossing hosts.
+// consecutive ranks, which a launcher places on one host (tp exchanges
+// activations every layer); dp next (one gradient reduction per step); pp
+// slowest, since stages pass activations point to point and tolerate
+// crossing hosts. Within dp, runs of ep consecutive data ranks form an
+// expert group (each holds experts / ep of the experts; tokens travel
+// between them by all-to-all); the data ranks with the same expert
+// coordinate (stride ep) hold the same experts and reduce their gradients.
 //
 // "axis" names a mesh direction; "dim" is kept for tensor dimensions.
 #include <array>
@@ -27,12 +33,15 @@ inline constexpr std::array<MeshAxis, 4> kMeshAxes{MeshAxis::Data, MeshAxis::Ten
 // "dp", "tp", "pp", "ep"
 const char* mesh_axis_name(MeshAxis axis);
 
-// Requested sizes; one of them may be -1, meaning "the rest of the world".
+// Ways along each axis. One of dp, tp, pp may be -1, meaning "the rest of the
+// workers"; ep (at least 1) divides dp.
 struct MeshShape {
   int dp = 1, tp = 1, pp = 1, ep = 1;
+  int workers() const { return dp * tp * pp; }  // ep is inside dp
 };
 
-// A rank's position along each axis.
+// A rank's position along each axis; ep = dp % ep_size (its place in its
+// expert group).
 struct MeshCoord {
   int dp = 0, tp = 0, pp = 0, ep = 0;
   int operator[](MeshAxis axis) const;
@@ -42,27 +51,31 @@ struct MeshCoord {
 
 class DeviceMesh {
  public:
-  // Throws ConfigError when a size is 0 or below -1, more than one is -1,
-  // or the product differs from world_size (naming every factor).
-  DeviceMesh(MeshShape shape, int world_size);
+  // Throws ConfigError when a size is 0 or below -1, more than one is -1, ep
+  // is -1 or does not divide dp, or dp x tp x pp differs from `workers`; the
+  // message names every factor.
+  DeviceMesh(MeshShape shape, int workers);
 
-  int world_size() const { return world_size_; }
+  int workers() const { return workers_; }
   int size(MeshAxis axis) const;
   const MeshShape& shape() const { return shape_; }
 
   MeshCoord coord(int rank) const;
-  int rank_of(MeshCoord coord) const;
-  // The global ranks of the group along `axis` that contains `rank`, in
-  // order of their coordinate on that axis (so the group rank is the coordinate).
+  int rank_of(MeshCoord coord) const;  // coord.ep must be coord.dp % ep
+  // The ranks of the group along `axis` that contains `rank`, in order of
+  // their coordinate on that axis (so the group rank is the coordinate).
   std::vector<int> group_ranks(MeshAxis axis, int rank) const;
-  // e.g. "dp=2 x tp=4 x pp=1 x ep=1 (8 ranks)"
+  // The data ranks holding the same experts as `rank` (same pp, tp and expert
+  // coordinate): where expert gradients are reduced. All of dp when ep = 1.
+  std::vector<int> expert_data_ranks(int rank) const;
+  // e.g. "pp=2 x dp=4 (ep=2) x tp=2 (16 workers)"
   std::string describe() const;
 
  private:
   void check_rank(int rank) const;
 
   MeshShape shape_;
-  int world_size_;
+  int workers_;
 };
 
 }  // namespace meshtrain::comm

@@ -16,9 +16,9 @@ ProcessGroup& MeshGroups::operator[](MeshAxis axis) {
 
 ProcessGroup axis_group(const DeviceMesh& mesh, MeshAxis axis, std::shared_ptr<Communicator> comm) {
   if (!comm) throw CommError("axis_group: no communicator given");
-  if (comm->size() != mesh.world_size())
-    throw CommError("axis_group: the communicator's world of " + std::to_string(comm->size()) +
-                    " ranks does not match the mesh " + mesh.describe());
+  if (comm->rank() >= mesh.workers())
+    throw CommError("axis_group: rank " + std::to_string(comm->rank()) + " is not a worker of the mesh " +
+                    mesh.describe());
   return ProcessGroup(comm, mesh.group_ranks(axis, comm->rank()));
 }
 

@@ -1,7 +1,9 @@
 #pragma once
-// Process groups cut from a device mesh: one call gives a rank its dp, tp,
-// pp and ep groups. Every rank must create them (each is only a view; no
-// messages are exchanged), and group rank == the rank's coordinate on the axis.
+// Process groups cut from a device mesh: one call gives a worker its dp, tp,
+// pp and ep groups. Every worker must create them (each is only a view; no
+// messages are exchanged), and group rank == the rank's coordinate on the
+// axis. The workers are the communicator's first mesh.workers() ranks;
+// reducers and servers after them are outside the mesh.
 #include <memory>
 
 #include "meshtrain/comm/group/process_group.hpp"

@@ -4,12 +4,46 @@
 
 namespace meshtrain {
 
+size_t global_index(const Shape& global, const Placement& p, size_t local) {
+  if (p.replicated()) return local;
+  const auto d = static_cast<size_t>(p.dim);
+  // Strides of the local view: only dimension d is smaller than the global.
+  const int64_t block = global[d] / p.blocks, part = block / p.parts;
+  int64_t inner = 1;
+  for (size_t k = d + 1; k < global.size(); ++k) inner *= global[k];
+  const int64_t local_d = part * p.blocks;
+  const auto l = static_cast<int64_t>(local);
+  const int64_t outer_i = l / (local_d * inner), rest = l % (local_d * inner);
+  const int64_t di = rest / inner, inner_i = rest % inner;
+  const int64_t global_d = (di / part) * block + p.index * part + di % part;
+  return static_cast<size_t>((outer_i * global[d] + global_d) * inner + inner_i);
+}
+
+size_t ParamStore::declare(std::string name, Shape global_shape, bool weight_decay, Placement placement) {
+  Shape shape = global_shape;
+  if (!placement.replicated()) {
+    const bool fits = placement.dim < static_cast<int>(shape.size()) && placement.parts >= 1 && placement.blocks >= 1 &&
+                      placement.index >= 0 && placement.index < placement.parts &&
+                      shape[static_cast<size_t>(placement.dim)] % (placement.blocks * placement.parts) == 0;
+    if (!fits)
+      throw Error("ParamStore: tensor '" + name + "' " + shape_string(global_shape) + " cannot be cut along dim " +
+                  std::to_string(placement.dim) + " into " + std::to_string(placement.blocks) + " block(s) of " +
+                  std::to_string(placement.parts) + " parts");
+    shape[static_cast<size_t>(placement.dim)] /= placement.parts;
+  }
+  const size_t index = declare(std::move(name), std::move(shape), weight_decay);
+  views_[index].global_shape = std::move(global_shape);
+  views_[index].placement = placement;
+  return index;
+}
+
 size_t ParamStore::declare(std::string name, Shape shape, bool weight_decay) {
   if (allocated_) throw Error("ParamStore: declare('" + name + "') after allocate()");
   if (by_name_.count(name)) throw Error("ParamStore: tensor '" + name + "' declared twice");
   ParamView view;
   view.numel = static_cast<size_t>(numel(shape));
   view.name = std::move(name);
+  view.global_shape = shape;
   view.shape = std::move(shape);
   view.offset = flat_size_;
   view.weight_decay = weight_decay;

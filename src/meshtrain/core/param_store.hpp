@@ -50,9 +50,31 @@ class UnitObserver {
   virtual void after_unit(size_t unit, UnitPass pass) = 0;
 };
 
+// Where a view's elements sit in the global tensor of the one-process model
+// (what checkpoints name and consolidate reassembles). Replicated: the view is
+// the whole tensor. Sharded: the tensor's dimension `dim` is cut into `parts`
+// equal shards and the view holds shard `index`. A fused tensor (GPT-2's
+// c_attn holds q, k and v side by side) has `blocks` > 1: `dim` is first cut
+// into that many equal blocks, and the shard takes part `index` of every
+// block, so each tensor-parallel rank holds its heads' q, k and v.
+struct Placement {
+  int dim = -1;  // -1: replicated
+  int parts = 1;
+  int index = 0;
+  int blocks = 1;
+  bool replicated() const { return dim < 0; }
+  static Placement sharded(int dim, int parts, int index, int blocks = 1) { return {dim, parts, index, blocks}; }
+};
+
+// The global index (row-major, in `global` shape) of element `local` of a
+// view placed as `p`.
+size_t global_index(const Shape& global, const Placement& p, size_t local);
+
 struct ParamView {
   std::string name;    // e.g. "h.0.attn.c_attn.weight" (Hugging Face GPT-2 names for GPT)
-  Shape shape;
+  Shape shape;         // this rank's part
+  Shape global_shape;  // the whole tensor's; equal to shape when replicated
+  Placement placement;
   size_t offset = 0;   // in elements, into the flat buffers
   size_t numel = 0;
   bool weight_decay = true;  // false for biases, norms (AdamW's usual exclusion)
@@ -65,6 +87,10 @@ class ParamStore {
 
   // Declares a tensor; returns its index. Only before allocate().
   size_t declare(std::string name, Shape shape, bool weight_decay);
+  // Declares this rank's part of the tensor of `global_shape` placed as
+  // `placement`. Throws Error naming the tensor when its dimension does not
+  // split into blocks x parts.
+  size_t declare(std::string name, Shape global_shape, bool weight_decay, Placement placement);
   // Views declared from here to end_unit() form one unit; returns its index
   // among the declared units. Units do not nest.
   size_t begin_unit(std::string name);

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
@@ -27,11 +28,20 @@ inline Rng tensor_stream(const Rng& model, std::string_view name) {
   return Rng::derive(model.state()[0], hash);
 }
 
-// View `view` of `store` from N(0, stddev^2), in its own stream.
+// View `view` of `store` from N(0, stddev^2), in its own stream. A sharded
+// view draws the whole tensor's values and keeps its own: any shard equals
+// the slice of the one-process model's tensor.
 inline void fill_normal(ParamStore& store, size_t view, const Rng& model, float stddev) {
-  Rng rng = tensor_stream(model, store.view(view).name);
+  const ParamView& v = store.view(view);
+  Rng rng = tensor_stream(model, v.name);
   float* p = store.param(view);
-  for (size_t i = 0, n = store.view(view).numel; i < n; ++i) p[i] = rng.normal() * stddev;
+  if (v.placement.replicated()) {
+    for (size_t i = 0; i < v.numel; ++i) p[i] = rng.normal() * stddev;
+    return;
+  }
+  std::vector<float> whole(static_cast<size_t>(numel(v.global_shape)));
+  for (float& x : whole) x = rng.normal() * stddev;
+  for (size_t i = 0; i < v.numel; ++i) p[i] = whole[global_index(v.global_shape, v.placement, i)];
 }
 
 inline void fill_constant(float* p, size_t n, float value) {

@@ -16,6 +16,16 @@ constexpr float kGeluCube = 0.044715f;
 constexpr int64_t kSerialBelow = 1 << 14;
 }  // namespace
 
+void add_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) {
+  if (!bias && !residual) return;
+#pragma omp parallel for schedule(static) if (M * N >= kSerialBelow)
+  for (int64_t m = 0; m < M; ++m) {
+    float* o = out + m * N;
+    const float* r = residual ? residual + m * N : nullptr;
+    for (int64_t j = 0; j < N; ++j) o[j] += (bias ? bias[j] : 0.0f) + (r ? r[j] : 0.0f);
+  }
+}
+
 void fill_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) {
 #pragma omp parallel for schedule(static) if (M * N >= kSerialBelow)
   for (int64_t m = 0; m < M; ++m) {

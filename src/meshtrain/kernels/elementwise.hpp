@@ -9,6 +9,9 @@ namespace meshtrain::kernels {
 // (then it counts as zero). Linear layers call this, then gemm with beta = 1,
 // so bias and residual cost no pass of their own after the matmul.
 void fill_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N);
+// out (M, N) += bias (N) + residual (M, N), each optional (a row-parallel
+// layer's sum, made on every rank, gets its bias and residual once).
+void add_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N);
 
 // dbias (N) += sum over the M rows of dout (M, N).
 void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N);

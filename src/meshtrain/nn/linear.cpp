@@ -11,12 +11,30 @@ namespace meshtrain::nn {
 
 using kernels::Trans;
 
-Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias)
-    : store_(store), in_(in), out_(out), has_bias_(bias) {
+namespace {
+
+Placement weight_placement(const LinearShard& s) {
+  if (s.kind == LinearShard::Kind::Column) return Placement::sharded(1, s.tp->size(), s.tp->rank(), s.blocks);
+  if (s.kind == LinearShard::Kind::Row) return Placement::sharded(0, s.tp->size(), s.tp->rank());
+  return {};
+}
+
+}  // namespace
+
+Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias, LinearShard shard)
+    : store_(store), in_(in), out_(out), has_bias_(bias), shard_(shard) {
   if (in <= 0 || out <= 0)
     throw Error("Linear '" + prefix + "': sizes must be positive, got " + shape_string({in, out}));
-  weight_ = store.declare(prefix + ".weight", {in, out}, true);
-  if (bias) bias_ = store.declare(prefix + ".bias", {out}, false);
+  if (shard.kind != LinearShard::Kind::None && !shard.tp)
+    throw Error("Linear '" + prefix + "': a tensor-parallel shard needs its group");
+  const Placement placement = weight_placement(shard);
+  weight_ = store.declare(prefix + ".weight", {in, out}, true, placement);
+  in_ = store.view(weight_).shape[0];
+  out_ = store.view(weight_).shape[1];
+  const Placement bias_placement =
+      shard.kind == LinearShard::Kind::Column ? Placement::sharded(0, shard.tp->size(), shard.tp->rank(), shard.blocks)
+                                              : Placement{};
+  if (bias) bias_ = store.declare(prefix + ".bias", {out}, false, bias_placement);
 }
 
 void Linear::init(Rng& rng, float stddev) {
@@ -29,9 +47,19 @@ float* Linear::forward(const float* inp, int64_t M, const float* residual) {
   inp_ = inp;
   M_ = M;
   float* out = out_buf_.data();
+  const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
+  if (shard_.kind == LinearShard::Kind::Row) {
+    // The partial products sum over the group first; bias and residual are
+    // then added once, not once per rank.
+    kernels::gemm(Trans::No, Trans::No, static_cast<int>(M), static_cast<int>(out_), static_cast<int>(in_), 1.0f,
+                  inp, static_cast<int>(in_), store_.param(weight_), static_cast<int>(out_), 0.0f, out,
+                  static_cast<int>(out_));
+    shard_.tp->all_reduce_sum(out, static_cast<size_t>(M * out_));
+    kernels::add_rows(out, bias, residual, M, out_);
+    return out;
+  }
   // Bias and residual go in first and gemm adds onto them (beta = 1): one
   // write pass instead of a read-modify-write pass after the matmul.
-  const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
   const bool prefill = bias || residual;
   if (prefill) kernels::fill_rows(out, bias, residual, M, out_);
   kernels::gemm(Trans::No, Trans::No, static_cast<int>(M), static_cast<int>(out_), static_cast<int>(in_), 1.0f,
@@ -69,11 +97,13 @@ void Linear::backward(float* dinp, const float* dout) {
         input_grad();
     }
     announce();
-    return;
+  } else {
+    weight_grad();
+    announce();
+    if (dinp) input_grad();
   }
-  weight_grad();
-  announce();
-  if (dinp) input_grad();
+  // Column: each rank's input gradient covers its output columns only.
+  if (dinp && shard_.kind == LinearShard::Kind::Column) shard_.tp->all_reduce_sum(dinp, static_cast<size_t>(M_ * in_));
 }
 
 }  // namespace meshtrain::nn

@@ -14,13 +14,32 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
+#include "meshtrain/nn/tensor_parallel.hpp"
 
 namespace meshtrain::nn {
 
+// How a Linear is split over the ranks of a tensor-parallel group (Megatron):
+//   Column  each rank holds out/T of the output columns (and of the bias):
+//           forward needs no communication, backward sums the input gradient
+//           over the group. `blocks` > 1 splits a fused weight block by block
+//           (c_attn's q, k, v: each rank gets its heads of all three).
+//   Row     each rank holds in/T of the input rows and takes its part of the
+//           input: forward sums the partial outputs over the group, then adds
+//           the (replicated) bias and the residual once; backward needs none.
+struct LinearShard {
+  enum class Kind { None, Column, Row };
+  Kind kind = Kind::None;
+  TensorParallelComm* tp = nullptr;  // required for Column and Row
+  int blocks = 1;                    // Column only
+};
+
 class Linear {
  public:
-  // Declares "<prefix>.weight" (in, out), weight-decayed, and if bias "<prefix>.bias" (out).
-  Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias = true);
+  // Declares "<prefix>.weight" (in, out), weight-decayed, and if bias
+  // "<prefix>.bias" (out): global shapes, of which this rank holds its shard.
+  // Throws Error when a shard's dimension does not divide by the group size.
+  Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias = true,
+         LinearShard shard = {});
 
   // weight ~ N(0, stddev), bias = 0.
   void init(Rng& rng, float stddev);
@@ -33,8 +52,8 @@ class Linear {
   // skipped when dinp is null (a first layer whose input needs no gradient).
   void backward(float* dinp, const float* dout);
 
-  int64_t in_features() const { return in_; }
-  int64_t out_features() const { return out_; }
+  int64_t in_features() const { return in_; }    // this rank's (Row: in/T)
+  int64_t out_features() const { return out_; }  // this rank's (Column: out/T)
   size_t weight_index() const { return weight_; }
   float* output() { return out_buf_.data(); }  // (M, out) of the last forward
 
@@ -43,6 +62,7 @@ class Linear {
   int64_t in_, out_;
   size_t weight_, bias_ = 0;
   bool has_bias_;
+  LinearShard shard_;
   const float* inp_ = nullptr;  // (M, in), borrowed from the caller
   int64_t M_ = 0;
   AlignedBuffer<float> out_buf_{MemoryKind::Activations};  // (M, out)

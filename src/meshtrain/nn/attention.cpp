@@ -5,16 +5,29 @@
 
 namespace meshtrain::nn {
 
-SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal)
-    : C_(C),
-      NH_(n_head),
-      causal_(causal),
-      c_attn_(store, prefix + ".c_attn", C, 3 * C),
-      c_proj_(store, prefix + ".c_proj", C, C) {
+namespace {
+
+// Checked before any tensor is declared, so the message names heads, not shapes.
+int64_t heads_per_rank(const std::string& prefix, int64_t C, int64_t n_head, TensorParallelComm* tp) {
   if (n_head <= 0 || C % n_head != 0)
     throw Error("SelfAttention '" + prefix + "': n_embd " + std::to_string(C) + " is not divisible by n_head " +
                 std::to_string(n_head));
+  const int T = tp ? tp->size() : 1;
+  if (n_head % T != 0)
+    throw Error("SelfAttention '" + prefix + "': n_head " + std::to_string(n_head) + " is not divisible by the " +
+                std::to_string(T) + " tensor-parallel ways");
+  return n_head / T;
 }
+
+}  // namespace
+
+SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
+                             TensorParallelComm* tp)
+    : C_(C / (tp ? tp->size() : 1)),
+      NH_(heads_per_rank(prefix, C, n_head, tp)),
+      causal_(causal),
+      c_attn_(store, prefix + ".c_attn", C, 3 * C, true, LinearShard::column(tp, 3)),
+      c_proj_(store, prefix + ".c_proj", C, C, true, LinearShard::row(tp)) {}
 
 void SelfAttention::init(Rng& rng, float stddev, float proj_stddev) {
   c_attn_.init(rng, stddev);

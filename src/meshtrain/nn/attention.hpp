@@ -16,7 +16,11 @@ namespace meshtrain::nn {
 class SelfAttention {
  public:
   // Declares "<prefix>.c_attn.*" (C, 3C) and "<prefix>.c_proj.*" (C, C).
-  SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal);
+  // With a tensor-parallel group of T ranks, each rank holds n_head/T heads:
+  // c_attn is a column shard blocked by q, k, v and c_proj a row shard.
+  // Throws Error when n_head does not divide C, or T does not divide n_head.
+  SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
+                TensorParallelComm* tp = nullptr);
 
   // c_attn ~ N(0, stddev), c_proj ~ N(0, proj_stddev), biases 0.
   void init(Rng& rng, float stddev, float proj_stddev);
@@ -29,7 +33,7 @@ class SelfAttention {
   void backward(float* dinp, const float* dout, Workspace& ws);
 
  private:
-  int64_t C_, NH_;
+  int64_t C_, NH_;  // this rank's: C/T channels of NH/T heads
   bool causal_;
   Linear c_attn_, c_proj_;
   int64_t B_ = 0, T_ = 0;

@@ -4,13 +4,14 @@
 
 namespace meshtrain::nn {
 
-Block::Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal)
+Block::Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
+             TensorParallelComm* tp)
     : store_(store),
       unit_(store.begin_unit(prefix)),
       ln_1_(store, prefix + ".ln_1", C),
-      attn_(store, prefix + ".attn", C, n_head, causal),
+      attn_(store, prefix + ".attn", C, n_head, causal, tp),
       ln_2_(store, prefix + ".ln_2", C),
-      mlp_(store, prefix + ".mlp", C),
+      mlp_(store, prefix + ".mlp", C, tp),
       C_(C) {
   store.end_unit();
 }

@@ -21,7 +21,11 @@ namespace meshtrain::nn {
 class Block {
  public:
   // Declares unit <prefix> holding "<prefix>.ln_1.*", "<prefix>.attn.*", "<prefix>.ln_2.*", "<prefix>.mlp.*".
-  Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal);
+  // With a tensor-parallel group, attention and MLP are split over its ranks
+  // (attention.hpp, mlp.hpp); the layernorms and the residual stream stay
+  // whole on every rank.
+  Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
+        TensorParallelComm* tp = nullptr);
 
   // Linear weights ~ N(0, stddev), the two c_proj weights ~ N(0, proj_stddev), norms 1/0, biases 0.
   void init(Rng& rng, float stddev, float proj_stddev);

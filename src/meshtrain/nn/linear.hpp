@@ -31,6 +31,12 @@ struct LinearShard {
   Kind kind = Kind::None;
   TensorParallelComm* tp = nullptr;  // required for Column and Row
   int blocks = 1;                    // Column only
+
+  // A column or row shard over `tp`, or the serial layer when tp is null.
+  static LinearShard column(TensorParallelComm* tp, int blocks = 1) {
+    return tp ? LinearShard{Kind::Column, tp, blocks} : LinearShard{};
+  }
+  static LinearShard row(TensorParallelComm* tp) { return tp ? LinearShard{Kind::Row, tp, 1} : LinearShard{}; }
 };
 
 class Linear {

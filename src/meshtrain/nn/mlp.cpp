@@ -5,8 +5,10 @@
 
 namespace meshtrain::nn {
 
-Mlp::Mlp(ParamStore& store, const std::string& prefix, int64_t C)
-    : C_(C), c_fc_(store, prefix + ".c_fc", C, 4 * C), c_proj_(store, prefix + ".c_proj", 4 * C, C) {}
+Mlp::Mlp(ParamStore& store, const std::string& prefix, int64_t C, TensorParallelComm* tp)
+    : C_(C),
+      c_fc_(store, prefix + ".c_fc", C, 4 * C, true, LinearShard::column(tp)),
+      c_proj_(store, prefix + ".c_proj", 4 * C, C, true, LinearShard::row(tp)) {}
 
 void Mlp::init(Rng& rng, float stddev, float proj_stddev) {
   c_fc_.init(rng, stddev);
@@ -15,17 +17,19 @@ void Mlp::init(Rng& rng, float stddev, float proj_stddev) {
 
 float* Mlp::forward(const float* inp, int64_t N, const float* residual) {
   N_ = N;
-  h_ = c_fc_.forward(inp, N);  // (N, 4C)
-  gelu_.ensure(N * 4 * C_);
-  kernels::gelu_forward(gelu_.data(), h_, N * 4 * C_);
+  const int64_t H = c_fc_.out_features();  // 4C, or this rank's 4C/T
+  h_ = c_fc_.forward(inp, N);             // (N, H)
+  gelu_.ensure(N * H);
+  kernels::gelu_forward(gelu_.data(), h_, N * H);
   return c_proj_.forward(gelu_.data(), N, residual);
 }
 
 void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
   if (!h_) throw Error("Mlp::backward called before forward");
-  float* dh = Workspace::get(ws.dh, N_ * 4 * C_);  // (N, 4C): d gelu output, then d pre-activation in place
+  const int64_t H = c_fc_.out_features();
+  float* dh = Workspace::get(ws.dh, N_ * H);  // (N, H): d gelu output, then d pre-activation in place
   c_proj_.backward(dh, dout);
-  kernels::gelu_backward(dh, h_, dh, N_ * 4 * C_);
+  kernels::gelu_backward(dh, h_, dh, N_ * H);
   c_fc_.backward(dinp, dh);
 }
 

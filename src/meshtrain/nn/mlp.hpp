@@ -14,8 +14,10 @@ namespace meshtrain::nn {
 
 class Mlp {
  public:
-  // Declares "<prefix>.c_fc.*" (C, 4C) and "<prefix>.c_proj.*" (4C, C).
-  Mlp(ParamStore& store, const std::string& prefix, int64_t C);
+  // Declares "<prefix>.c_fc.*" (C, 4C) and "<prefix>.c_proj.*" (4C, C). With
+  // a tensor-parallel group, c_fc is a column shard and c_proj a row shard:
+  // each rank computes 4C/T of the hidden units.
+  Mlp(ParamStore& store, const std::string& prefix, int64_t C, TensorParallelComm* tp = nullptr);
 
   void init(Rng& rng, float stddev, float proj_stddev);
 

@@ -21,18 +21,19 @@ const GptConfig& checked(const GptConfig& c) {
 }
 
 // Declared in order h.0 ... h.{L-1}, between wpe and ln_f, as GPT2Model lists them.
-std::vector<std::unique_ptr<nn::Block>> make_blocks(ParamStore& store, const GptConfig& c) {
+std::vector<std::unique_ptr<nn::Block>> make_blocks(ParamStore& store, const GptConfig& c,
+                                                    nn::TensorParallelComm* tp) {
   std::vector<std::unique_ptr<nn::Block>> blocks;
   for (int64_t i = 0; i < c.n_layer; ++i)
-    blocks.push_back(std::make_unique<nn::Block>(store, "h." + std::to_string(i), c.n_embd, c.n_head, true));
+    blocks.push_back(std::make_unique<nn::Block>(store, "h." + std::to_string(i), c.n_embd, c.n_head, true, tp));
   return blocks;
 }
 }  // namespace
 
-Gpt::Gpt(const GptConfig& config)
+Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp)
     : config_(checked(config)),
       embed_(store_, "wte.weight", "wpe.weight", config.vocab_size, config.block_size, config.n_embd),
-      blocks_(make_blocks(store_, config_)),
+      blocks_(make_blocks(store_, config_, tp)),
       ln_f_(store_, "ln_f", config.n_embd) {
   store_.allocate();
 }

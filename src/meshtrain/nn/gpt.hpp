@@ -35,7 +35,11 @@ class Gpt final : public Model {
  public:
   // Declares and allocates every parameter (zeroed); call init_parameters() next.
   // Throws on non-positive sizes or n_embd not divisible by n_head.
-  explicit Gpt(const GptConfig& config);
+  // With a tensor-parallel group, every block is split over its ranks
+  // (block.hpp); the embeddings, ln_f and the tied output layer stay whole
+  // on every rank (a vocabulary-parallel embedding and loss are not built
+  // yet), so the loss is the same on every rank of the group.
+  explicit Gpt(const GptConfig& config, nn::TensorParallelComm* tp = nullptr);
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 

@@ -3,13 +3,8 @@
 // gradient slice agree, T = 2 and 4.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <thread>
-
-#include "meshtrain/comm/group/process_group.hpp"
-#include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
 #include "meshtrain/nn/gpt.hpp"
-#include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
+#include "tp_test_util.hpp"
 
 namespace meshtrain::parallel {
 namespace {
@@ -39,31 +34,17 @@ TEST(ParallelGpt, LossAndGradientsEqualTheSerialModel) {
 
   for (int ways : {2, 4}) {
     SCOPED_TRACE("T = " + std::to_string(ways));
-    auto transports = comm::make_inproc_transports(ways);
     std::vector<float> losses(static_cast<size_t>(ways));
     std::vector<size_t> bad_grads(static_cast<size_t>(ways));
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < ways; ++r) {
-      ranks.emplace_back([&, r] {
-        auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
-        comm::ProcessGroup group(communicator);
-        TensorParallelGroup tp(group);
-        Gpt gpt(kConfig, &tp);
-        Rng init(11);
-        gpt.init_parameters(init);
-        losses[size_t(r)] = gpt.forward(batch).loss;
-        gpt.backward();
-        const ParamStore& store = gpt.store();
-        for (const ParamView& v : store.views()) {
-          const ParamView& w = *serial.store().find(v.name);
-          for (size_t i = 0; i < v.numel; ++i) {
-            const float want = serial.store().grads()[w.offset + global_index(v.global_shape, v.placement, i)];
-            bad_grads[size_t(r)] += std::abs(store.grads()[v.offset + i] - want) > 1e-5f * (1.0f + std::abs(want));
-          }
-        }
-      });
-    }
-    for (auto& t : ranks) t.join();
+    tp_test::run_tensor_ranks(ways, [&](int r, TensorParallelGroup& tp) {
+      Gpt gpt(kConfig, &tp);
+      Rng init(11);
+      gpt.init_parameters(init);
+      losses[size_t(r)] = gpt.forward(batch).loss;
+      gpt.backward();
+      for (const ParamView& v : gpt.store().views())
+        bad_grads[size_t(r)] += tp_test::grad_slice_mismatches(gpt.store(), v, serial.store());
+    });
     for (int r = 0; r < ways; ++r) {
       EXPECT_NEAR(losses[size_t(r)], serial_loss, 1e-5f * serial_loss) << "rank " << r;
       EXPECT_EQ(losses[size_t(r)], losses[0]) << "every rank of the group has the same loss";

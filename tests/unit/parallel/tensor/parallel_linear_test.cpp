@@ -4,13 +4,8 @@
 // blocked column shard is c_attn's fused q, k, v.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <thread>
-
-#include "meshtrain/comm/group/process_group.hpp"
-#include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
 #include "meshtrain/nn/linear.hpp"
-#include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
+#include "tp_test_util.hpp"
 
 namespace meshtrain::parallel {
 namespace {
@@ -26,25 +21,13 @@ std::vector<float> values(size_t n, uint64_t seed) {
 }
 
 void expect_close(const float* got, const float* want, size_t n, const std::string& what) {
-  size_t bad = 0;
-  for (size_t i = 0; i < n; ++i) bad += std::abs(got[i] - want[i]) > 1e-5f * (1.0f + std::abs(want[i]));
-  EXPECT_EQ(bad, 0u) << what;
-}
-
-// A view's gradient against the serial store's gradient of the same name, at
-// the view's global indices.
-void expect_grad_slice(const ParamStore& shard, const ParamStore& serial, const std::string& name) {
-  const ParamView& v = *shard.find(name);
-  const ParamView& w = *serial.find(name);
-  std::vector<float> want(v.numel);
-  for (size_t i = 0; i < v.numel; ++i) want[i] = serial.grads()[w.offset + global_index(v.global_shape, v.placement, i)];
-  expect_close(shard.grads().data() + v.offset, want.data(), v.numel, name + " gradient");
+  EXPECT_EQ(tp_test::mismatches(got, want, n), 0u) << what;
 }
 
 struct Mlp {
   Mlp(ParamStore& store, nn::TensorParallelComm* tp)
-      : fc(store, "mlp.c_fc", C, 4 * C, true, {tp ? nn::LinearShard::Kind::Column : nn::LinearShard::Kind::None, tp}),
-        proj(store, "mlp.c_proj", 4 * C, C, true, {tp ? nn::LinearShard::Kind::Row : nn::LinearShard::Kind::None, tp}) {
+      : fc(store, "mlp.c_fc", C, 4 * C, true, nn::LinearShard::column(tp)),
+        proj(store, "mlp.c_proj", 4 * C, C, true, nn::LinearShard::row(tp)) {
     store.allocate();
     Rng rng(7);
     fc.init(rng, kStd);
@@ -70,25 +53,17 @@ TEST(ParallelLinear, ColumnThenRowEqualsTheSerialPair) {
 
   for (int T : {1, 2, 4}) {
     SCOPED_TRACE("T = " + std::to_string(T));
-    auto transports = comm::make_inproc_transports(T);
     std::vector<ParamStore> stores(static_cast<size_t>(T));
     std::vector<std::vector<float>> y(static_cast<size_t>(T)), dx(static_cast<size_t>(T));
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < T; ++r) {
-      ranks.emplace_back([&, r] {
-        auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
-        comm::ProcessGroup group(communicator);
-        TensorParallelGroup tp(group);
-        Mlp mlp(stores[size_t(r)], &tp);
-        const float* out = mlp.proj.forward(mlp.fc.forward(x.data(), M), M, x.data());
-        y[size_t(r)].assign(out, out + M * C);
-        std::vector<float> dh(M * 4 * C / T);
-        dx[size_t(r)].resize(M * C);
-        mlp.proj.backward(dh.data(), dy.data());
-        mlp.fc.backward(dx[size_t(r)].data(), dh.data());
-      });
-    }
-    for (auto& t : ranks) t.join();
+    tp_test::run_tensor_ranks(T, [&](int r, TensorParallelGroup& tp) {
+      Mlp mlp(stores[size_t(r)], &tp);
+      const float* out = mlp.proj.forward(mlp.fc.forward(x.data(), M), M, x.data());
+      y[size_t(r)].assign(out, out + M * C);
+      std::vector<float> dh(M * 4 * C / T);
+      dx[size_t(r)].resize(M * C);
+      mlp.proj.backward(dh.data(), dy.data());
+      mlp.fc.backward(dx[size_t(r)].data(), dh.data());
+    });
     for (int r = 0; r < T; ++r) {
       SCOPED_TRACE("rank " + std::to_string(r));
       expect_close(y[size_t(r)].data(), y_serial, M * C, "output");
@@ -96,7 +71,8 @@ TEST(ParallelLinear, ColumnThenRowEqualsTheSerialPair) {
       EXPECT_EQ(stores[size_t(r)].find("mlp.c_fc.weight")->shape, (Shape{C, 4 * C / T}));
       EXPECT_EQ(stores[size_t(r)].find("mlp.c_proj.weight")->shape, (Shape{4 * C / T, C}));
       for (const char* name : {"mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"})
-        expect_grad_slice(stores[size_t(r)], serial_store, name);
+        EXPECT_EQ(tp_test::grad_slice_mismatches(stores[size_t(r)], *stores[size_t(r)].find(name), serial_store), 0u)
+            << name << " gradient";
     }
   }
 }
@@ -111,26 +87,18 @@ TEST(ParallelLinear, BlockedColumnShardOutputsItsPartOfEachBlock) {
   serial.init(rng, kStd);
   const float* want = serial.forward(x.data(), M);
   constexpr int T = 2;
-  auto transports = comm::make_inproc_transports(T);
-  std::vector<std::thread> ranks;
   std::vector<std::vector<float>> got(T);
   std::vector<Placement> placements(T);
-  for (int r = 0; r < T; ++r) {
-    ranks.emplace_back([&, r] {
-      auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
-      comm::ProcessGroup group(communicator);
-      TensorParallelGroup tp(group);
-      ParamStore store;
-      nn::Linear attn(store, "attn.c_attn", C, 3 * C, true, {nn::LinearShard::Kind::Column, &tp, 3});
-      store.allocate();
-      Rng init(9);
-      attn.init(init, kStd);
-      const float* out = attn.forward(x.data(), M);
-      got[size_t(r)].assign(out, out + M * 3 * C / T);
-      placements[size_t(r)] = store.find("attn.c_attn.weight")->placement;
-    });
-  }
-  for (auto& t : ranks) t.join();
+  tp_test::run_tensor_ranks(T, [&](int r, TensorParallelGroup& tp) {
+    ParamStore store;
+    nn::Linear attn(store, "attn.c_attn", C, 3 * C, true, nn::LinearShard::column(&tp, 3));
+    store.allocate();
+    Rng init(9);
+    attn.init(init, kStd);
+    const float* out = attn.forward(x.data(), M);
+    got[size_t(r)].assign(out, out + M * 3 * C / T);
+    placements[size_t(r)] = store.find("attn.c_attn.weight")->placement;
+  });
   for (int r = 0; r < T; ++r) {
     // Output (M, 3C/T) is placed like the weight's columns.
     std::vector<float> expected(M * 3 * C / T);

@@ -1,0 +1,48 @@
+#pragma once
+// Shared by the tensor-parallel layer tests: ranks as threads, and the
+// comparison of a rank's slices with the serial model's tensors.
+#include <cmath>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "meshtrain/comm/group/process_group.hpp"
+#include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
+
+namespace meshtrain::parallel::tp_test {
+
+// Runs body(rank, group) on `ways` threads, each rank with its tensor-parallel
+// group over in-process transports; returns when all are done.
+inline void run_tensor_ranks(int ways, const std::function<void(int, TensorParallelGroup&)>& body) {
+  auto transports = comm::make_inproc_transports(ways);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < ways; ++r) {
+    ranks.emplace_back([&, r] {
+      auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
+      comm::ProcessGroup group(communicator);
+      TensorParallelGroup tp(group);
+      body(r, tp);
+    });
+  }
+  for (auto& t : ranks) t.join();
+}
+
+// Elements farther apart than 1e-5 relative (sums run in another order).
+inline size_t mismatches(const float* got, const float* want, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += std::abs(got[i] - want[i]) > 1e-5f * (1.0f + std::abs(want[i]));
+  return bad;
+}
+
+// Gradient elements of view `v` of `shard` that differ from the serial
+// store's gradient of the same tensor at their global indices.
+inline size_t grad_slice_mismatches(const ParamStore& shard, const ParamView& v, const ParamStore& serial) {
+  const ParamView& w = *serial.find(v.name);
+  std::vector<float> want(v.numel);
+  for (size_t i = 0; i < v.numel; ++i) want[i] = serial.grads()[w.offset + global_index(v.global_shape, v.placement, i)];
+  return mismatches(shard.grads().data() + v.offset, want.data(), v.numel);
+}
+
+}  // namespace meshtrain::parallel::tp_test

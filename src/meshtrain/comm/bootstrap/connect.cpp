@@ -35,8 +35,9 @@ std::unique_ptr<Transport> connect_shm_transport(const LaunchEnv& env, const Tra
   return connect_shm(o);
 }
 
+// listen_addr: MESHTRAIN_SOCKET_IFNAME's address, or "" when it is unset.
 std::unique_ptr<Transport> connect_tcp_transport(const LaunchEnv& env, const TransportOptions& options,
-                                                 rendezvous::KeyValueStore& store) {
+                                                 rendezvous::KeyValueStore& store, const std::string& listen_addr) {
   TcpOptions o;
   o.rank = env.rank;
   o.world_size = env.world_size;
@@ -45,9 +46,9 @@ std::unique_ptr<Transport> connect_tcp_transport(const LaunchEnv& env, const Tra
   o.token = env.token;
   o.job_id = env.job_id;
   o.store = &store;
-  if (!env.socket_ifname.empty()) {
+  if (!listen_addr.empty()) {
     // Listen on, and advertise, the chosen interface's address only.
-    o.bind_addr = o.advertise_addr = interface_address(env.socket_ifname);
+    o.bind_addr = o.advertise_addr = listen_addr;
     log_line("rank " + std::to_string(env.rank) + " listens on " + o.bind_addr + " (MESHTRAIN_SOCKET_IFNAME=" +
              env.socket_ifname + ")");
   } else if (env.master_addr != "127.0.0.1" && env.master_addr != "localhost") {
@@ -79,7 +80,8 @@ std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& 
     throw ConfigError("transport mpi: this build has no MPI transport (CMake did not find MPI)");
 #endif
   }
-  if (!env.socket_ifname.empty()) interface_address(env.socket_ifname);  // a bad name fails before anything waits
+  // Looked up first, so a bad interface name fails before anything waits.
+  const std::string listen_addr = env.socket_ifname.empty() ? "" : interface_address(env.socket_ifname);
 
   const auto choose = [&] { return env.local_world_size == env.world_size ? "shm" : "tcp"; };
   if (chosen == "auto" && env.local_known) chosen = choose();
@@ -101,7 +103,7 @@ std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& 
   if (chosen == "auto") chosen = choose();
   // `rdzv` stays open until the transport is connected (job_rendezvous.hpp).
   if (chosen == "shm") return connect_shm_transport(env, options);
-  return connect_tcp_transport(env, options, rdzv->store());
+  return connect_tcp_transport(env, options, rdzv->store(), listen_addr);
 }
 
 }  // namespace meshtrain::comm

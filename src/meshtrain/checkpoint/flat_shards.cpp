@@ -149,10 +149,17 @@ class ViewTensorReader final : public FlatRangeReader {
 
 }  // namespace
 
-std::string shard_file_name(int rank, int world) {
+std::string shard_file_prefix(int tensor_rank, int tensor_ways) {
+  if (tensor_ways <= 1) return "shard-";
+  char prefix[64];
+  std::snprintf(prefix, sizeof prefix, "tp-%05d-of-%05d.shard-", tensor_rank, tensor_ways);
+  return prefix;
+}
+
+std::string shard_file_name(int rank, int world, int tensor_rank, int tensor_ways) {
   char name[64];
-  std::snprintf(name, sizeof name, "shard-%05d-of-%05d.safetensors", rank, world);
-  return name;
+  std::snprintf(name, sizeof name, "%05d-of-%05d.safetensors", rank, world);
+  return shard_file_prefix(tensor_rank, tensor_ways) + name;
 }
 
 void write_flat_shard(const fs::path& path, const ParamStore& store, const FlatSegments& segments,

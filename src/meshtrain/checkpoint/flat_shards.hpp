@@ -34,8 +34,14 @@ struct ShardBuffer {
   bool in_shard = false;
 };
 
-// "shard-00001-of-00004.safetensors"
-std::string shard_file_name(int rank, int world);
+// "shard-00001-of-00004.safetensors"; under tensor parallelism (tensor_ways
+// > 1) each tensor rank's data-parallel shards are
+// "tp-00000-of-00002.shard-00001-of-00004.safetensors" (a checkpoint is one
+// flat directory: checkpoint/manifest.hpp).
+std::string shard_file_name(int rank, int world, int tensor_rank = 0, int tensor_ways = 1);
+// The prefix every shard file of one tensor rank starts with ("shard-" when
+// tensor_ways is 1).
+std::string shard_file_prefix(int tensor_rank, int tensor_ways);
 
 // Writes `segments` of every buffer to `path` (atomically, as
 // write_safetensors does), with `metadata` plus the layout keys above.

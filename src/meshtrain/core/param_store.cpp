@@ -122,4 +122,10 @@ size_t ParamStore::parameter_count() const {
   return n;
 }
 
+size_t ParamStore::global_parameter_count() const {
+  size_t n = 0;
+  for (const auto& v : views_) n += static_cast<size_t>(numel(v.global_shape));
+  return n;
+}
+
 }  // namespace meshtrain

@@ -144,8 +144,11 @@ class ParamStore {
   const ParamView& view(size_t index) const { return views_[index]; }
   // The view with this name, or nullptr.
   const ParamView* find(std::string_view name) const;
-  // Sum of numel over views (excludes alignment padding).
+  // Sum of numel over views (excludes alignment padding): this rank's part.
   size_t parameter_count() const;
+  // The whole model's: each view's global shape (equal to parameter_count()
+  // when every view is replicated).
+  size_t global_parameter_count() const;
   // Size of each flat buffer in elements, padding included.
   size_t flat_size() const { return flat_size_; }
 

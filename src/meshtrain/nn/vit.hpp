@@ -37,7 +37,10 @@ struct VitConfig {
 class Vit final : public Model {
  public:
   // Declares and allocates every parameter (zeroed); call init_parameters() next.
-  explicit Vit(const VitConfig& config);
+  // With a tensor-parallel group the blocks are split over its ranks
+  // (block.hpp); the patch embedding, ln_f and the head stay whole on every
+  // rank, so the loss is the same on each.
+  explicit Vit(const VitConfig& config, nn::TensorParallelComm* tp = nullptr);
   Vit(const Vit&) = delete;
   Vit& operator=(const Vit&) = delete;
 

@@ -70,12 +70,15 @@ std::string CheckpointSaver::wait() {
 
 void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
                             std::optional<checkpoint::CheckpointWriter> writer) {
-  const int world = workers_.size();
-  if (world == 1) {
+  const int world = workers_.size(), tensor_ways = workers_.tensor_size();
+  if (workers_.workers() == 1) {
     write_whole_checkpoint(dir, state, config_, model_, share);
   } else {
     try {
-      write_checkpoint_shard(dir, workers_.rank(), world, zero_stage_, state, config_, model_.store(), share);
+      write_checkpoint_shard(dir,
+                             {.rank = workers_.rank(), .world = world, .tensor_rank = workers_.tensor_rank(),
+                              .tensor_ways = tensor_ways, .zero_stage = zero_stage_},
+                             state, config_, model_.store(), share);
     } catch (...) {
       // The others may still be writing their shards into this directory:
       // removing it would turn their errors into "no such file".
@@ -88,19 +91,20 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
   // atomic rename, so appearing means complete).
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(config_.parallel.timeout_s);
-  for (int r = 0; r < world && world > 1; ++r) {
-    const fs::path shard = dir / checkpoint::shard_file_name(r, world);
-    while (!fs::exists(shard)) {
-      if (abandon_) return;
-      if (std::chrono::steady_clock::now() > deadline)
-        throw CheckpointError("checkpoint step " + std::to_string(state.step) + ": worker " + std::to_string(r) +
-                              "'s shard did not arrive in " + dir.string() + " within parallel.timeout_s (" +
-                              std::to_string(config_.parallel.timeout_s) + " s)");
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int t = 0; t < tensor_ways && workers_.workers() > 1; ++t)
+    for (int r = 0; r < world; ++r) {
+      const fs::path shard = dir / checkpoint::shard_file_name(r, world, t, tensor_ways);
+      while (!fs::exists(shard)) {
+        if (abandon_) return;
+        if (std::chrono::steady_clock::now() > deadline)
+          throw CheckpointError("checkpoint step " + std::to_string(state.step) + ": " + shard.filename().string() +
+                                " did not arrive in " + dir.string() + " within parallel.timeout_s (" +
+                                std::to_string(config_.parallel.timeout_s) + " s)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
     }
-  }
-  auto info = writer->commit({.workers = world, .zero_stage = zero_stage_, .dp = world,
-                              .config = job_config_to_toml(config_)});
+  auto info = writer->commit({.workers = workers_.workers(), .zero_stage = zero_stage_, .dp = world,
+                              .tp = tensor_ways, .config = job_config_to_toml(config_)});
   checkpoint::prune(config_.checkpoint_dir(), static_cast<size_t>(config_.checkpoint.keep));
   committed_ = info.path.string();
 }

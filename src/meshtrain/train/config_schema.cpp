@@ -104,6 +104,9 @@ const std::vector<Field>& fields() {
       MT_FIELD(parallel, micro_batches, Int, closed(1, 1 << 20), {},
                "gradient accumulation: each worker's training.batch_size runs as this many micro-batches, their "
                "gradients summed before one synchronisation and one optimizer step"),
+      MT_FIELD(parallel, tensor, Int, closed(1, 4096), {},
+               "tensor-parallel ways (Megatron): each transformer block's attention heads, MLP units and the "
+               "vocabulary split over this many consecutive workers; data-parallel ways = workers / tensor"),
       MT_FIELD(parallel, transport, String, {}, (V{"auto", "shm", "tcp", "mpi"}),
                "auto: shared memory on one host, TCP across hosts"),
       MT_FIELD(parallel, timeout_s, Float, left_open(0, 86400 * 7), {}, "longest wait for a peer, in seconds"),
@@ -308,6 +311,43 @@ void apply_overrides(JobConfig& config, const std::vector<std::string>& args) {
   validate_job_config(config);
 }
 
+namespace {
+
+// What tensor parallelism splits must split evenly: heads (and so the MLP's
+// 4 n_embd units) and the vocabulary (no padding: a padded vocabulary would
+// change the model's shapes and its Hugging Face checkpoint).
+void validate_tensor_parallel(const JobConfig& c, const std::string& origin) {
+  const int64_t t = c.parallel.tensor;
+  if (t == 1) return;
+  const std::string ways = " over parallel.tensor = " + std::to_string(t) + " ways";
+  if (c.model.kind != "gpt" && c.model.kind != "vit")
+    fail(origin, "parallel.tensor", "tensor parallelism splits transformer blocks: model.kind 'gpt' or 'vit', not '" +
+                                        c.model.kind + "'");
+  if (c.parallel.data == "parameter_server")
+    fail(origin, "parallel.tensor", "parameter-server workers train alone; tensor parallelism needs parallel.data = "
+                                    "\"allreduce\" (or \"none\" with parallel.workers = parallel.tensor)");
+  // parallel.workers is what `meshtrain run` starts (1 by default, when
+  // another launcher decides); the mesh checks the launched world again.
+  if (c.parallel.workers > 1 && c.parallel.workers % t != 0)
+    fail(origin, "parallel.tensor", "parallel.workers = " + std::to_string(c.parallel.workers) +
+                                        " is not a multiple of parallel.tensor = " + std::to_string(t) +
+                                        " (workers = data ways x tensor ways)");
+  if (c.parallel.data == "none" && c.parallel.workers > 1 && c.parallel.workers != t)
+    fail(origin, "parallel.tensor", "parallel.data = \"none\" allows one data-parallel way, but parallel.workers = " +
+                                        std::to_string(c.parallel.workers) + " / tensor " + std::to_string(t) +
+                                        " = " + std::to_string(c.parallel.workers / t));
+  if (c.model.n_head % t != 0)
+    fail(origin, "parallel.tensor", "model.n_head = " + std::to_string(c.model.n_head) + " heads do not split" + ways);
+  if (c.model.kind == "gpt" && c.model.vocab_size % t != 0)
+    fail(origin, "parallel.tensor", "model.vocab_size = " + std::to_string(c.model.vocab_size) +
+                                        " does not split" + ways + " (the embedding is vocabulary-parallel)");
+  if (c.parallel.all_reduce == "reduction_server")
+    fail(origin, "parallel.tensor", "the Reduction Server serves one data-parallel group; with tensor > 1 there are " +
+                                        std::to_string(t) + " (use another parallel.all_reduce)");
+}
+
+}  // namespace
+
 void validate_job_config(const JobConfig& c) {
   const std::string origin = "config";
   const auto& m = c.model;
@@ -344,6 +384,7 @@ void validate_job_config(const JobConfig& c) {
   if (c.parallel.micro_batches > 1 && c.parallel.data == "parameter_server")
     fail(origin, "parallel.micro_batches", "parameter-server workers push every batch's gradient as it is; "
                                            "micro-batches are for data = \"none\" or \"allreduce\"");
+  validate_tensor_parallel(c, origin);
   if (c.parallel.all_reduce == "reduction_server" && c.parallel.data != "allreduce")
     fail(origin, "parallel.all_reduce", "reduction_server needs parallel.data = \"allreduce\", not '" +
                                             c.parallel.data + "'");

@@ -86,6 +86,7 @@ struct ParallelSection {
   int64_t zero_stage = 0;            // ZeRO: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters
   double bucket_mb = 25;             // gradient bucket size for the overlapped all-reduce
   int64_t micro_batches = 1;         // gradient accumulation: training.batch_size in this many micro-batches
+  int64_t tensor = 1;                // tensor-parallel ways; data ways = workers / tensor (comm/mesh/device_mesh.hpp)
   std::string transport = "auto";    // auto | shm | tcp | mpi
   double timeout_s = 300;            // longest wait for a peer before the job fails
   int64_t workers = 1;               // worker processes `meshtrain run` starts

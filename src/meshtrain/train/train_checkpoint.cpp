@@ -5,7 +5,9 @@
 
 #include "meshtrain/checkpoint/checkpoint_dir.hpp"
 #include "meshtrain/checkpoint/flat_shards.hpp"
+#include "meshtrain/checkpoint/manifest.hpp"
 #include "meshtrain/checkpoint/param_io.hpp"
+#include "meshtrain/checkpoint/placement_reader.hpp"
 #include "meshtrain/checkpoint/safetensors_reader.hpp"
 #include "meshtrain/checkpoint/safetensors_writer.hpp"
 #include "meshtrain/core/error.hpp"
@@ -47,22 +49,88 @@ checkpoint::Metadata state_metadata(const TrainState& state, const JobConfig& co
           {"config", job_config_to_toml(config)}};
 }
 
-// A sharded checkpoint's shard files, in name order; empty for a whole one.
-std::vector<fs::path> shard_files(const fs::path& dir) {
+// Files of `dir` whose names start with one of `prefixes`, in name order.
+std::vector<fs::path> files_named(const fs::path& dir, std::initializer_list<std::string> prefixes) {
   std::vector<fs::path> files;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with("shard-") && name.ends_with(".safetensors")) files.push_back(entry.path());
+    for (const std::string& prefix : prefixes)
+      if (name.starts_with(prefix) && name.ends_with(".safetensors")) files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
   return files;
 }
 
-// The file whose metadata holds the training state.
+// One tensor rank's shard files of a sharded checkpoint; empty for a whole one.
+std::vector<fs::path> shard_files(const fs::path& dir, int tensor_rank, int tensor_ways) {
+  return files_named(dir, {checkpoint::shard_file_prefix(tensor_rank, tensor_ways)});
+}
+
+// The file whose metadata holds the training state: the first worker's
+// shard (tensor rank 0, data rank 0), or the whole checkpoint's state file.
 fs::path state_file(const fs::path& dir) {
-  auto shards = shard_files(dir);
+  auto shards = files_named(dir, {checkpoint::shard_file_prefix(0, 1), "tp-"});
   return shards.empty() ? dir / kStateFile : shards.front();
+}
+
+// Where a store sits in its tensor-parallel group, read off its placements.
+struct TensorCoordinate {
+  int index = 0, ways = 1;
+};
+TensorCoordinate tensor_coordinate(const ParamStore& store) {
+  for (const ParamView& v : store.views())
+    if (!v.placement.replicated()) return {v.placement.index, v.placement.parts};
+  return {};
+}
+
+// Stands in for a tensor-parallel group when a model is built only for its
+// layout (the saved ranks' views); it never communicates.
+class LayoutOnlyTensorGroup final : public nn::TensorParallelComm {
+ public:
+  explicit LayoutOnlyTensorGroup(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  void all_reduce_sum(float*, size_t) override { refuse(); }
+  void all_reduce_max(float*, size_t) override { refuse(); }
+  void all_reduce_min(int32_t*, size_t) override { refuse(); }
+
+ private:
+  [[noreturn]] static void refuse() { throw Error("a model built for its checkpoint layout cannot run"); }
+  int size_;
+};
+
+// A reader of one saved tensor rank's buffers in `layout` (whole checkpoints
+// have one rank).
+std::unique_ptr<checkpoint::FlatRangeReader> open_saved_rank(
+    const fs::path& dir, int tensor_rank, int tensor_ways, const ParamStore& layout,
+    const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
+  if (auto shards = shard_files(dir, tensor_rank, tensor_ways); !shards.empty())
+    return checkpoint::open_flat_shards(shards, layout);
+  if (tensor_ways > 1)
+    throw CheckpointError(dir.string() + ": holds no shard of tensor-parallel rank " + std::to_string(tensor_rank) +
+                          " of " + std::to_string(tensor_ways));
+  std::vector<checkpoint::ViewTensorSource> sources{{"params", dir / kModelFile, ""}};
+  for (auto& [name, buffer] : states) sources.push_back({name, dir / kStateFile, name + "."});
+  return checkpoint::open_view_tensors(sources, layout);
+}
+
+// A checkpoint saved at another tensor-parallel width, read by placement
+// (checkpoint/placement_reader.hpp): the saved ranks' layouts come from the
+// model the checkpoint's own config describes.
+std::unique_ptr<checkpoint::FlatRangeReader> open_resharded_checkpoint(
+    const fs::path& dir, int saved_ways, const ParamStore& store,
+    const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
+  const JobConfig saved = checkpoint_config(dir.string());
+  LayoutOnlyTensorGroup group(saved_ways);
+  const std::unique_ptr<Model> model = make_model(saved.model, saved_ways > 1 ? &group : nullptr);
+  std::vector<checkpoint::SavedTensorRank> ranks;
+  for (int t = 0; t < saved_ways; ++t) {
+    checkpoint::SavedTensorRank rank{.layout = checkpoint::layout_copy(model->store(), saved_ways > 1 ? t : -1)};
+    rank.reader = open_saved_rank(dir, t, saved_ways, *rank.layout, states);
+    ranks.push_back(std::move(rank));
+  }
+  return checkpoint::open_resharded(std::move(ranks), store);
 }
 
 }  // namespace
@@ -101,13 +169,15 @@ void write_whole_checkpoint(const fs::path& dir, const TrainState& state, const 
   checkpoint::write_safetensors(dir / kStateFile, entries, state_metadata(state, config, share));
 }
 
-void write_checkpoint_shard(const fs::path& dir, int rank, int world, int zero_stage, const TrainState& state,
+void write_checkpoint_shard(const fs::path& dir, const ShardCoordinate& at, const TrainState& state,
                             const JobConfig& config, const ParamStore& store, const SavedShare& share) {
-  checkpoint::Metadata meta = rank == 0 ? state_metadata(state, config, share) : checkpoint::Metadata{};
-  meta["zero_stage"] = std::to_string(zero_stage);
-  meta["workers"] = std::to_string(world);
-  checkpoint::write_flat_shard(dir / checkpoint::shard_file_name(rank, world), store, share.segments, share.buffers,
-                               meta);
+  const bool first = at.rank == 0 && at.tensor_rank == 0;
+  checkpoint::Metadata meta = first ? state_metadata(state, config, share) : checkpoint::Metadata{};
+  meta["zero_stage"] = std::to_string(at.zero_stage);
+  meta["workers"] = std::to_string(at.world);
+  meta["tensor_parallel"] = std::to_string(at.tensor_ways);
+  checkpoint::write_flat_shard(dir / checkpoint::shard_file_name(at.rank, at.world, at.tensor_rank, at.tensor_ways),
+                               store, share.segments, share.buffers, meta);
 }
 
 std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::string& root, std::FILE* log) {
@@ -140,14 +210,13 @@ TrainState load_train_checkpoint(const std::string& path, const JobConfig& confi
                             config.optimizer.name + "'");
     states = optimizer->state_buffers();
   }
-  std::unique_ptr<checkpoint::FlatRangeReader> reader;
-  if (auto shards = shard_files(dir); !shards.empty()) {
-    reader = checkpoint::open_flat_shards(shards, store);
-  } else {
-    std::vector<checkpoint::ViewTensorSource> sources{{"params", dir / kModelFile, ""}};
-    for (auto& [name, buffer] : states) sources.push_back({name, dir / kStateFile, name + "."});
-    reader = checkpoint::open_view_tensors(sources, store);
-  }
+  // The same tensor-parallel width reads this rank's own files by flat
+  // range; another width (one process included) reshards by placement.
+  const int saved_ways = checkpoint::read_manifest(dir).job.tp;
+  const TensorCoordinate here = tensor_coordinate(store);
+  std::unique_ptr<checkpoint::FlatRangeReader> reader =
+      saved_ways == here.ways ? open_saved_rank(dir, here.index, here.ways, store, states)
+                              : open_resharded_checkpoint(dir, saved_ways, store, states);
   for (auto& [name, buffer] : states)
     if (!reader->has(name)) throw CheckpointError(path + ": holds no optimizer state '" + name + "'");
 

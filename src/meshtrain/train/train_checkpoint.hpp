@@ -10,9 +10,13 @@
 //    worker r, written in parallel, holding its segments of the parameters
 //    and of each optimizer state buffer (checkpoint/flat_shards.hpp: its ZeRO
 //    shard, or the same split of the whole model when every worker holds
-//    all of it); shard 0's metadata carries the training state.
+//    all of it); shard 0's metadata carries the training state. Under
+//    tensor parallelism each tensor rank t of T saves its own store so:
+//    tp-<t>-of-<T>.shard-<r>-of-<N>.safetensors.
 // Either layout loads into any worker count and ZeRO stage, or into one
-// process (meshtrain consolidate writes a whole model file from shards).
+// process (meshtrain consolidate writes a whole model file from shards); a
+// checkpoint of another tensor-parallel width is resharded by placement
+// (checkpoint/placement_reader.hpp), optimizer state included.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -60,11 +64,17 @@ std::string save_train_checkpoint(const std::string& root, const TrainState& sta
 // must be the whole store.
 void write_whole_checkpoint(const std::filesystem::path& dir, const TrainState& state, const JobConfig& config,
                             const Model& model, const SavedShare& share);
-// Worker `rank` of `world` writes its shard into `dir`; shard 0 carries the
-// training state.
-void write_checkpoint_shard(const std::filesystem::path& dir, int rank, int world, int zero_stage,
-                            const TrainState& state, const JobConfig& config, const ParamStore& store,
-                            const SavedShare& share);
+// Which shard a worker writes: its data-parallel rank of `world` (the shard
+// of its tensor rank's store), its tensor rank of `tensor_ways`.
+struct ShardCoordinate {
+  int rank = 0, world = 1;
+  int tensor_rank = 0, tensor_ways = 1;
+  int zero_stage = 0;
+};
+// Writes a worker's shard into `dir`; the first worker's (rank 0, tensor
+// rank 0) carries the training state.
+void write_checkpoint_shard(const std::filesystem::path& dir, const ShardCoordinate& at, const TrainState& state,
+                            const JobConfig& config, const ParamStore& store, const SavedShare& share);
 
 // The newest checkpoint under root that passes its checksums; corrupt newer
 // ones are reported on `log` (when given) and skipped. nullopt when there is none.

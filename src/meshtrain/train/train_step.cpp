@@ -1,10 +1,12 @@
 #include "meshtrain/train/train_step.hpp"
 
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/optim/clip.hpp"
+#include "meshtrain/parallel/tensor/gradient_squares.hpp"
 
 namespace meshtrain {
 
@@ -15,16 +17,40 @@ float gradient_norm(ParamStore& store, double max_norm) {
 
 namespace {
 
+void clip_to(double norm, double max_norm, const std::function<void(float)>& scale) {
+  if (max_norm <= 0) return;
+  const float coef = clip_coefficient(norm, static_cast<float>(max_norm));
+  if (coef < 1.0f) scale(coef);
+}
+
 // The global gradient norm before clipping, when each worker holds a shard
 // of the averaged gradients; clips the shards.
 float sharded_gradient_norm(parallel::ZeroEngine& zero, WorkerGroup& workers, double max_norm) {
   double squares = zero.grad_squared_norm_local();
   workers.sum({&squares, 1});
   const double norm = std::sqrt(squares);
-  if (max_norm > 0) {
-    const float coef = clip_coefficient(norm, static_cast<float>(max_norm));
-    if (coef < 1.0f) zero.scale_grads(coef);
-  }
+  clip_to(norm, max_norm, [&](float coef) { zero.scale_grads(coef); });
+  return static_cast<float>(norm);
+}
+
+// The same under tensor parallelism: replicated tensors count once, sharded
+// ones add their squares over the tensor ranks (gradient_squares.hpp).
+float tensor_parallel_gradient_norm(ParamStore& store, parallel::ZeroEngine* sharded, WorkerGroup& workers,
+                                    double max_norm) {
+  const FlatSegments whole{{.begin = 0, .end = store.flat_size(), .local = 0}};
+  const parallel::GradSquares squares =
+      sharded ? parallel::grad_squares_by_placement(store, sharded->grad_shard(), sharded->layout().segments())
+              : parallel::grad_squares_by_placement(store, store.grads(), whole);
+  double sums[2] = {squares.replicated, squares.sharded};
+  if (sharded) workers.sum(sums);
+  workers.tensor_sum({&sums[1], 1});
+  const double norm = std::sqrt(sums[0] + sums[1]);
+  clip_to(norm, max_norm, [&](float coef) {
+    if (sharded)
+      sharded->scale_grads(coef);
+    else
+      scale_range(store.grads(), 0, store.flat_size(), coef);
+  });
   return static_cast<float>(norm);
 }
 
@@ -59,15 +85,20 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   }
   r.loss = static_cast<float>(loss_sum / static_cast<double>(micro_batches));
   if (ctx.workers.size() > 1) {
-    double global_sum = r.loss;  // the global batch's mean: every worker's share is the same size
+    // The global batch's mean: every data rank's share is the same size.
+    // Tensor ranks share their batch and hold the same loss: not summed.
+    double global_sum = r.loss;
     ctx.workers.sum({&global_sum, 1});
     r.loss = static_cast<float>(global_sum / ctx.workers.size());
   }
   // After an all-reduce the gradients are the same bits on every worker, so
   // the norm, the clipping and the update are too; sharded gradients add
   // their squares over the workers.
-  r.grad_norm = sharded_grads ? sharded_gradient_norm(*zero, ctx.workers, ctx.grad_clip)
-                               : gradient_norm(store, ctx.grad_clip);
+  if (ctx.workers.tensor_size() > 1)
+    r.grad_norm = tensor_parallel_gradient_norm(store, sharded_grads ? zero : nullptr, ctx.workers, ctx.grad_clip);
+  else
+    r.grad_norm = sharded_grads ? sharded_gradient_norm(*zero, ctx.workers, ctx.grad_clip)
+                                : gradient_norm(store, ctx.grad_clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
     throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
                 std::to_string(r.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");

@@ -81,10 +81,10 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
 
   // Everything that can fail on bad input fails here, before the first step.
   const bool is_text = config.data.kind == "text";
-  std::unique_ptr<Model> model = make_model(config.model);
   const std::string ckpt_root = config.checkpoint_dir();
   check_writable_dir(ckpt_root, "checkpoint.dir");
   WorkerGroup workers(config);
+  std::unique_ptr<Model> model = make_model(config.model, workers.tensor_group());
   const bool lead = workers.is_lead();
   // threads = 0: this process's share of the cores. Several workers with all
   // cores each would oversubscribe them, which slows OpenMP down many times.
@@ -136,7 +136,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                  "model %s: %zu parameters | per-device batch %lld, global batch %lld (%d worker%s) | "
                  "base lr %.4g, scale rule %s (reference batch %lld) -> effective lr %.4g | %s %s | "
                  "%d threads, GEMM %s\n",
-                 model->kind().c_str(), model->store().parameter_count(), (long long)tc.batch_size,
+                 model->kind().c_str(), model->store().global_parameter_count(), (long long)tc.batch_size,
                  (long long)global_batch, world_size, world_size == 1 ? "" : "s", config.optimizer.lr,
                  config.schedule.scale_rule.c_str(), (long long)reference_batch(config), base_lr, optimizer->name().c_str(),
                  config.schedule.decay.c_str(), omp_get_max_threads(), kernels::gemm_backend_name());
@@ -146,6 +146,10 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                    "first and the last, up to 1 MiB)\n",
                    world_size, config.parallel.all_reduce.c_str(), workers.transport_name(), sync->buckets().size(),
                    config.parallel.bucket_mb);
+    if (workers.tensor_size() > 1)
+      std::fprintf(out, "tensor parallel: %d ways (%s over %s); %zu of the model's parameters on this worker\n",
+                   workers.tensor_size(), workers.mesh().describe().c_str(), workers.transport_name(),
+                   model->store().parameter_count());
     if (zero)
       std::fprintf(out, "ZeRO stage %d: %zu units sharded over %d workers (%zu of %zu elements on this one)\n",
                    zero_stage, zero->layout().units().size(), world_size, zero->layout().local_size(),
@@ -207,10 +211,10 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   while (step < last_step) {
     const auto t0 = Clock::now();
     loader.next_batch(batch);
-    const uint64_t sent_before = workers.group() ? workers.group()->bytes_sent() : 0;
+    const uint64_t sent_before = workers.bytes_sent();
     const StepResult r = run_train_step(step_ctx, batch, step);
     ++step;
-    const uint64_t comm_bytes = workers.group() ? workers.group()->bytes_sent() - sent_before : 0;
+    const uint64_t comm_bytes = workers.bytes_sent() - sent_before;
     check_memory_peak(config, step);
     const double step_s = seconds_since(t0);
     const double per_s = static_cast<double>(batch.batch_size * preds_per_sample * world_size) / step_s;
@@ -226,8 +230,10 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
       rec[is_text ? "tokens_per_s" : "samples_per_s"] = per_s;
       rec["gflop_per_s"] = per_s * model->flops_per_sample() / 1e9;  // per prediction (token or image)
       rec["effective_lr"] = base_lr;  // peak lr after the scaling rule
-      if (world_size > 1) {
-        rec["workers"] = world_size;
+      if (workers.workers() > 1) {
+        rec["workers"] = workers.workers();
+        rec["data_parallel"] = world_size;
+        rec["tensor_parallel"] = workers.tensor_size();
         rec["zero_stage"] = zero_stage;
         rec["comm_bytes"] = comm_bytes;  // sent by this worker in the step (loss and norm sums included)
         rec["comm_exposed_ms"] = r.comm.exposed_s * 1e3;

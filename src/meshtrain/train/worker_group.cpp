@@ -4,13 +4,15 @@
 
 #include "meshtrain/comm/bootstrap/connect.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
 #include "meshtrain/train/rank_agreement.hpp"
 
 namespace meshtrain {
 
 WorkerGroup::WorkerGroup(const JobConfig& config) {
   const auto& p = config.parallel;
-  if (p.data != "allreduce") {
+  const int tensor = static_cast<int>(p.tensor);
+  if (p.data != "allreduce" && tensor == 1) {
     // Several ranks without data parallelism would each train the whole job
     // alone and overwrite one another's checkpoints.
     const comm::LaunchEnv env = comm::read_launch_env();
@@ -29,8 +31,13 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
   if (env.role == "server")
     throw ConfigError("rank " + std::to_string(env.rank) + " is a pool-2 server rank (the last " +
                       std::to_string(env.num_servers) + " ranks); run `meshtrain reducer` there, not `train`");
-  rank_ = env.rank;
-  size_ = env.num_workers();
+  // Throws, naming every factor, when the workers do not split into tensor groups.
+  mesh_ = comm::DeviceMesh(comm::MeshShape{.dp = -1, .tp = tensor}, env.num_workers());
+  if (p.data != "allreduce" && size() > 1)
+    throw ConfigError(std::to_string(env.num_workers()) + " workers at parallel.tensor = " + std::to_string(tensor) +
+                      " make " + std::to_string(size()) + " data-parallel ways, but parallel.data = \"" + p.data +
+                      "\": set parallel.data = \"allreduce\", or start " + std::to_string(tensor) + " processes");
+  worker_rank_ = env.rank;
   local_size_ = env.local_world_size;
   if (env.world_size == 1) return;
 
@@ -38,21 +45,28 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
   communicator_ = std::make_shared<comm::Communicator>(comm::connect_transport(env, p.transport, options));
   local_size_ = env.local_world_size;  // learned at rendezvous where the launcher did not say
-  std::vector<int> workers(static_cast<size_t>(size_));
+  std::vector<int> workers(static_cast<size_t>(mesh_.workers()));
   std::iota(workers.begin(), workers.end(), 0);
-  group_ = std::make_unique<comm::ProcessGroup>(communicator_, workers);
-  check_ranks_agree(config, *group_);  // before anything waits on a collective the others may never make
+  all_workers_ = std::make_unique<comm::ProcessGroup>(communicator_, workers);
+  check_ranks_agree(config, *all_workers_);  // before anything waits on a collective the others may never make
+  data_group_ = std::make_unique<comm::ProcessGroup>(communicator_,
+                                                     mesh_.group_ranks(comm::MeshAxis::Data, worker_rank_));
+  if (tensor > 1) {
+    tensor_group_ = std::make_unique<comm::ProcessGroup>(communicator_,
+                                                         mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_));
+    tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_);
+  }
   if (reduction_server) {
     std::vector<int> reducers(static_cast<size_t>(env.num_servers));
-    std::iota(reducers.begin(), reducers.end(), size_);
-    group_->use_reducers(reducers);
+    std::iota(reducers.begin(), reducers.end(), mesh_.workers());
+    data_group_->use_reducers(reducers);
   }
 }
 
 WorkerGroup::~WorkerGroup() {
-  if (!group_ || !group_->has_reducers()) return;
+  if (!data_group_ || !data_group_->has_reducers()) return;
   try {
-    group_->shutdown_reducers_async()->wait();
+    data_group_->shutdown_reducers_async()->wait();
   } catch (const std::exception&) {
     // The job is ending anyway; a reducer that already went away changes nothing.
   }
@@ -62,12 +76,23 @@ const char* WorkerGroup::transport_name() const {
   return communicator_ ? communicator_->transport_name().c_str() : "none";
 }
 
+uint64_t WorkerGroup::bytes_sent() const {
+  uint64_t sent = 0;
+  for (const auto* g : {all_workers_.get(), data_group_.get(), tensor_group_.get()})
+    if (g) sent += g->bytes_sent();
+  return sent;
+}
+
 void WorkerGroup::sum(std::span<double> values) {
-  if (group_) group_->all_reduce(values, comm::ReduceKind::Sum);
+  if (group()) group()->all_reduce(values, comm::ReduceKind::Sum);
+}
+
+void WorkerGroup::tensor_sum(std::span<double> values) {
+  if (tensor_group_) tensor_group_->all_reduce(values, comm::ReduceKind::Sum);
 }
 
 int64_t WorkerGroup::broadcast_from_lead(int64_t value) {
-  if (group_) group_->broadcast(std::span<int64_t>(&value, 1), 0);
+  if (all_workers_) all_workers_->broadcast(std::span<int64_t>(&value, 1), 0);
   return value;
 }
 

@@ -1,0 +1,23 @@
+#include "meshtrain/parallel/tensor/gradient_squares.hpp"
+
+#include <algorithm>
+
+#include "meshtrain/optim/clip.hpp"
+
+namespace meshtrain::parallel {
+
+GradSquares grad_squares_by_placement(const ParamStore& store, std::span<const float> grads,
+                                      const FlatSegments& segments) {
+  GradSquares squares;
+  for (const ParamView& view : store.views()) {
+    const size_t begin = view.offset, end = view.offset + view.numel;
+    double& sum = view.placement.replicated() ? squares.replicated : squares.sharded;
+    for (const FlatSegment& s : segments) {
+      const size_t lo = std::max(begin, s.begin), hi = std::min(end, s.end);
+      if (lo < hi) sum += squared_norm_range(grads, s.local + (lo - s.begin), s.local + (hi - s.begin));
+    }
+  }
+  return squares;
+}
+
+}  // namespace meshtrain::parallel

@@ -1,0 +1,78 @@
+# Tensor parallelism trains the same numbers as one process on the same
+# global batch: dp x tp = 1x2, 1x4, 2x2 (and 2x2 under ZeRO-3, over TCP, and
+# with LAMB, whose trust ratios need whole-tensor norms) against one process,
+# loss and gradient norm at every step and parameters after 20 steps within
+# 1e-5 (relative); the tensor ranks' shards consolidate under the Hugging
+# Face names. A checkpoint written at 2 tensor ways resumes at 2 ways with
+# another data-parallel size and ZeRO stage, and at 4 ways (resharded by
+# placement), continuing as the uninterrupted run does.
+source "$(dirname "$0")/lib.sh"
+make_text text.txt 200000
+tiny_config job.toml "$WORK/text.txt"
+# n_head 4 and vocab 256 split over 4 ways; clipping on, so the global
+# gradient norm (replicated tensors once, shards summed) decides the step.
+sed -i 's/^n_head = 2/n_head = 4/' job.toml
+common=(--training.log_every=1 --checkpoint.every=10 --parallel.timeout_s=60 --optimizer.grad_clip=0.5)
+
+single() {  # NAME global-batch [overrides...]
+  local name=$1 batch=$2
+  shift 2
+  "$MESHTRAIN" train job.toml "${common[@]}" --training.batch_size="$batch" --training.out_dir="$WORK/$name" "$@" \
+    > "$name.log" 2>&1 || { cat "$name.log"; fail "single process $name"; }
+}
+
+# mesh NAME DP TP [overrides...]: dp x tp workers, per-worker batch 8 / dp.
+mesh() {
+  local name=$1 dp=$2 tp=$3
+  shift 3
+  "$MESHTRAIN" launch --nproc $((dp * tp)) -- "$MESHTRAIN" train job.toml "${common[@]}" --parallel.data=allreduce \
+    --parallel.tensor="$tp" --training.batch_size=$((8 / dp)) --training.out_dir="$WORK/$name" "$@" \
+    > "$name.log" 2>&1 || { cat "$name.log"; fail "$name"; }
+  grep -q "tensor parallel: $tp ways (pp=1 x dp=$dp (ep=1) x tp=$tp" "$name.log" || { cat "$name.log"; fail "$name: no mesh line"; }
+}
+
+# same REFERENCE NAME: losses, gradient norms and final parameters agree.
+same() {
+  echo "== $2 against $1"
+  compare_losses "$WORK/$1/metrics.jsonl" "$WORK/$2/metrics.jsonl" 1e-5 || fail "$2: losses differ"
+  compare_losses "$WORK/$1/metrics.jsonl" "$WORK/$2/metrics.jsonl" 1e-5 grad_norm || fail "$2: gradient norms differ"
+  compare_params "$(params_file "$WORK/$1/checkpoints/step_00000020")" \
+                 "$(params_file "$WORK/$2/checkpoints/step_00000020")" 1e-5 || fail "$2: parameters differ"
+}
+
+single one 8
+mesh tp2 1 2
+same one tp2
+ls "$WORK/tp2/checkpoints/step_00000020" | grep -q '^tp-00001-of-00002.shard-00000-of-00001.safetensors$' ||
+  { ls "$WORK/tp2/checkpoints/step_00000020"; fail "no shard of tensor rank 1"; }
+mesh tp4 1 4
+same one tp4
+mesh dp2-tp2 2 2
+same one dp2-tp2
+mesh dp2-tp2-zero3 2 2 --parallel.zero_stage=3
+same one dp2-tp2-zero3
+mesh dp2-tp2-tcp 2 2 --parallel.transport=tcp --parallel.zero_stage=1
+same one dp2-tp2-tcp
+single one-lamb 8 --optimizer.name=lamb
+mesh dp2-tp2-lamb 2 2 --optimizer.name=lamb --parallel.zero_stage=2
+same one-lamb dp2-tp2-lamb
+
+# Resume: tp2's step-10 checkpoint continues at another data-parallel size
+# and ZeRO stage (same tensor ways: each rank reads its own tensor rank's
+# files), and at 4 tensor ways (resharded by placement, AdamW's moments too).
+resume() {  # NAME DP TP [overrides...]
+  local name=$1 dp=$2 tp=$3
+  shift 3
+  mkdir -p "$WORK/$name/checkpoints"
+  cp -r "$WORK/tp2/checkpoints/step_00000010" "$WORK/$name/checkpoints/"
+  "$MESHTRAIN" launch --nproc $((dp * tp)) -- "$MESHTRAIN" train job.toml "${common[@]}" --resume \
+    --parallel.data=allreduce --parallel.tensor="$tp" --training.batch_size=$((8 / dp)) \
+    --training.out_dir="$WORK/$name" "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "$name"; }
+  grep -q "resuming from step 10" "$name.log" || { cat "$name.log"; fail "$name did not resume"; }
+  compare_params "$(params_file "$WORK/one/checkpoints/step_00000020")" \
+                 "$(params_file "$WORK/$name/checkpoints/step_00000020")" 1e-5 || fail "$name: parameters differ"
+}
+resume resume-dp2-tp2-zero2 2 2 --parallel.zero_stage=2
+resume resume-tp4 1 4
+resume resume-tp1 1 1 --parallel.data=none
+echo "tensor-parallel equivalence holds"

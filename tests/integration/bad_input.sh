@@ -53,6 +53,18 @@ RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER
 if wait "$rank1"; then fail "rank 1 trained with a different config"; fi
 grep -q "parallel.micro_batches = 2 here, another value on rank 0" disagree1.log || { cat disagree1.log; fail "rank 1's message"; }
 
+# Tensor parallelism that does not divide the model or the workers: refused
+# before any rank waits for another.
+expect_failure "model.n_head = 2 heads do not split over parallel.tensor = 4 ways" \
+  "$MESHTRAIN" train job.toml --parallel.data=allreduce --parallel.tensor=4
+expect_failure "parallel.workers = 6 is not a multiple of parallel.tensor = 4" \
+  "$MESHTRAIN" train job.toml --parallel.data=allreduce --parallel.tensor=4 --model.n_head=4 --parallel.workers=6
+expect_failure "model.vocab_size = 257 does not split over parallel.tensor = 3 ways" \
+  "$MESHTRAIN" train job.toml --parallel.data=allreduce --parallel.tensor=3 --model.n_head=3 --model.n_embd=48 --model.vocab_size=257
+if timeout 60 "$MESHTRAIN" launch --nproc 3 -- "$MESHTRAIN" train job.toml --parallel.data=allreduce \
+  --parallel.tensor=2 --training.out_dir="$WORK/tp3" > tp3.log 2>&1; then fail "3 workers ran at tensor = 2"; fi
+grep -q "3 workers do not split into tensor groups of parallel.tensor = 2" tp3.log || { cat tp3.log; fail "tp3's message"; }
+
 # Every subcommand has --help.
 for sub in train eval generate; do
   help="$("$MESHTRAIN" "$sub" --help)" || fail "$sub --help exits non-zero"

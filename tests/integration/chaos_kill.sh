@@ -5,7 +5,8 @@
 #   - a random worker of a data-parallel job,
 #   - the primary (rank 0),
 #   - a random worker of a ZeRO stage 3 job (sharded checkpoints),
-#   - the reducer of a Reduction Server job.
+#   - the reducer of a Reduction Server job,
+#   - a tensor rank of a tensor-parallel job (one shard file per tensor rank).
 # The random choices print their seed; CHAOS_SEED=N replays one.
 source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/integration/chaos_lib.sh"
@@ -43,4 +44,5 @@ chaos primary 0
 chaos zero3 $((RANDOM % 2)) --parallel.zero_stage=3
 # Workers are ranks 0-1, the reducer rank 2.
 chaos reducer 2 --parallel.all_reduce=reduction_server --parallel.reducers=1
+chaos tensor $((RANDOM % 2)) --parallel.tensor=2
 echo "chaos: every kill recovered bitwise"

@@ -31,8 +31,12 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
   if (env.role == "server")
     throw ConfigError("rank " + std::to_string(env.rank) + " is a pool-2 server rank (the last " +
                       std::to_string(env.num_servers) + " ranks); run `meshtrain reducer` there, not `train`");
-  // Throws, naming every factor, when the workers do not split into tensor groups.
-  mesh_ = comm::DeviceMesh(comm::MeshShape{.dp = -1, .tp = tensor}, env.num_workers());
+  try {
+    mesh_ = comm::DeviceMesh(comm::MeshShape{.dp = -1, .tp = tensor}, env.num_workers());
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::to_string(env.num_workers()) + " workers do not split into tensor groups of " +
+                      "parallel.tensor = " + std::to_string(tensor) + " (" + e.what() + ")");
+  }
   if (p.data != "allreduce" && size() > 1)
     throw ConfigError(std::to_string(env.num_workers()) + " workers at parallel.tensor = " + std::to_string(tensor) +
                       " make " + std::to_string(size()) + " data-parallel ways, but parallel.data = \"" + p.data +

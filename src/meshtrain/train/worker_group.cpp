@@ -47,7 +47,14 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
 
   comm::TransportOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
-  communicator_ = std::make_shared<comm::Communicator>(comm::connect_transport(env, p.transport, options));
+  // The tensor axis gets a channel of its own (its own transport and
+  // communication thread), so its all-reduces inside every layer never
+  // queue behind a data-parallel gradient bucket (connect.hpp).
+  auto transports = comm::connect_transports(env, p.transport, options,
+                                             tensor > 1 ? std::vector<std::string>{"", "tp"} : std::vector<std::string>{""});
+  communicator_ = std::make_shared<comm::Communicator>(std::move(transports[0]));
+  tensor_communicator_ =
+      transports.size() > 1 ? std::make_shared<comm::Communicator>(std::move(transports[1])) : communicator_;
   local_size_ = env.local_world_size;  // learned at rendezvous where the launcher did not say
   std::vector<int> workers(static_cast<size_t>(mesh_.workers()));
   std::iota(workers.begin(), workers.end(), 0);
@@ -56,7 +63,7 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
   data_group_ = std::make_unique<comm::ProcessGroup>(communicator_,
                                                      mesh_.group_ranks(comm::MeshAxis::Data, worker_rank_));
   if (tensor > 1) {
-    tensor_group_ = std::make_unique<comm::ProcessGroup>(communicator_,
+    tensor_group_ = std::make_unique<comm::ProcessGroup>(tensor_communicator_,
                                                          mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_));
     tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_);
   }

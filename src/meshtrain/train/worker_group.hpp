@@ -47,6 +47,7 @@ class WorkerGroup {
   // The data-parallel group; null when there is one data-parallel way.
   comm::ProcessGroup* group() { return size() > 1 ? data_group_.get() : nullptr; }
   // The tensor-parallel group as nn/'s layers take it; null for tensor = 1.
+  // It has a communication channel of its own (comm/bootstrap/connect.hpp).
   nn::TensorParallelComm* tensor_group() { return tensor_comm_.get(); }
   comm::AllReduceAlgorithm algorithm() const { return algorithm_; }
   const char* transport_name() const;
@@ -64,7 +65,8 @@ class WorkerGroup {
   int worker_rank_ = 0, local_size_ = 1;
   comm::DeviceMesh mesh_{comm::MeshShape{}, 1};
   comm::AllReduceAlgorithm algorithm_ = comm::AllReduceAlgorithm::Auto;
-  std::shared_ptr<comm::Communicator> communicator_;
+  std::shared_ptr<comm::Communicator> communicator_;         // all workers, the data axis
+  std::shared_ptr<comm::Communicator> tensor_communicator_;  // the tensor axis's channel (MPI: communicator_)
   std::unique_ptr<comm::ProcessGroup> all_workers_, data_group_, tensor_group_;
   std::unique_ptr<nn::TensorParallelComm> tensor_comm_;
 };

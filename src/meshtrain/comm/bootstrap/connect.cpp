@@ -21,12 +21,15 @@ void log_line(const std::string& message) {  // one write, so ranks' lines do no
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
-std::unique_ptr<Transport> connect_shm_transport(const LaunchEnv& env, const TransportOptions& options) {
+// A channel's shared-memory segment and the TCP store keys are the job's,
+// suffixed by the channel's name.
+std::unique_ptr<Transport> connect_shm_transport(const LaunchEnv& env, const TransportOptions& options,
+                                                 const std::string& channel) {
   if (env.local_world_size != env.world_size)
     throw ConfigError("transport shm: only " + std::to_string(env.local_world_size) + " of " +
                       std::to_string(env.world_size) + " ranks are on this host; use tcp");
   ShmOptions o;
-  o.job_id = env.job_id;
+  o.job_id = channel.empty() ? env.job_id : env.job_id + "." + channel;
   o.token = env.token;
   o.rank = env.rank;
   o.world_size = env.world_size;
@@ -37,8 +40,10 @@ std::unique_ptr<Transport> connect_shm_transport(const LaunchEnv& env, const Tra
 
 // listen_addr: MESHTRAIN_SOCKET_IFNAME's address, or "" when it is unset.
 std::unique_ptr<Transport> connect_tcp_transport(const LaunchEnv& env, const TransportOptions& options,
-                                                 rendezvous::KeyValueStore& store, const std::string& listen_addr) {
+                                                 rendezvous::KeyValueStore& store, const std::string& listen_addr,
+                                                 const std::string& channel) {
   TcpOptions o;
+  o.channel = channel;
   o.rank = env.rank;
   o.world_size = env.world_size;
   o.master_addr = env.master_addr;
@@ -49,8 +54,9 @@ std::unique_ptr<Transport> connect_tcp_transport(const LaunchEnv& env, const Tra
   if (!listen_addr.empty()) {
     // Listen on, and advertise, the chosen interface's address only.
     o.bind_addr = o.advertise_addr = listen_addr;
-    log_line("rank " + std::to_string(env.rank) + " listens on " + o.bind_addr + " (MESHTRAIN_SOCKET_IFNAME=" +
-             env.socket_ifname + ")");
+    if (channel.empty())
+      log_line("rank " + std::to_string(env.rank) + " listens on " + o.bind_addr + " (MESHTRAIN_SOCKET_IFNAME=" +
+               env.socket_ifname + ")");
   } else if (env.master_addr != "127.0.0.1" && env.master_addr != "localhost") {
     // Peers on other hosts need an address they can reach: listen on every
     // interface and advertise the one that reaches the rendezvous.
@@ -66,6 +72,13 @@ std::unique_ptr<Transport> connect_tcp_transport(const LaunchEnv& env, const Tra
 
 std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& kind,
                                              const TransportOptions& options) {
+  return std::move(connect_transports(env, kind, options, {""}).front());
+}
+
+std::vector<std::unique_ptr<Transport>> connect_transports(LaunchEnv& env, const std::string& kind,
+                                                           const TransportOptions& options,
+                                                           const std::vector<std::string>& channels) {
+  std::vector<std::unique_ptr<Transport>> transports;
   std::string chosen = kind == "auto" ? env.transport : kind;
   if (chosen != "auto" && chosen != "shm" && chosen != "tcp" && chosen != "mpi")
     throw ConfigError("transport: unknown kind '" + kind + "' (expected auto, shm, tcp, mpi)");
@@ -75,7 +88,8 @@ std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& 
     o.expected_rank = env.rank;
     o.expected_world_size = env.world_size;
     o.transport = options;
-    return connect_mpi(o);
+    transports.push_back(connect_mpi(o));
+    return transports;
 #else
     throw ConfigError("transport mpi: this build has no MPI transport (CMake did not find MPI)");
 #endif
@@ -102,8 +116,10 @@ std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& 
   if (env.rank == 0 && !note.empty()) log_line(note);
   if (chosen == "auto") chosen = choose();
   // `rdzv` stays open until the transport is connected (job_rendezvous.hpp).
-  if (chosen == "shm") return connect_shm_transport(env, options);
-  return connect_tcp_transport(env, options, rdzv->store(), listen_addr);
+  for (const std::string& channel : channels)
+    transports.push_back(chosen == "shm" ? connect_shm_transport(env, options, channel)
+                                         : connect_tcp_transport(env, options, rdzv->store(), listen_addr, channel));
+  return transports;
 }
 
 }  // namespace meshtrain::comm

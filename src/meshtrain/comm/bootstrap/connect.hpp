@@ -2,6 +2,7 @@
 // Builds this rank's Transport from its launch environment.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "meshtrain/comm/bootstrap/launch_env.hpp"
 #include "meshtrain/comm/transport/transport.hpp"
@@ -21,5 +22,16 @@ namespace meshtrain::comm {
 // CommError when peers do not show up within options.timeout.
 std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& kind,
                                              const TransportOptions& options);
+
+// Several transports over the same ranks from one rendezvous, one per
+// channel ("" first: the main one). Each is an ordered stream of its own
+// (its own shared-memory segment, or its own sockets), so an operation on
+// one never waits behind another's: a channel per mesh axis keeps a
+// tensor-parallel all-reduce on the critical path from queueing behind a
+// data-parallel gradient bucket. MPI gives one transport whatever is asked
+// (its ranks are one communicator); the caller then shares it.
+std::vector<std::unique_ptr<Transport>> connect_transports(LaunchEnv& env, const std::string& kind,
+                                                           const TransportOptions& options,
+                                                           const std::vector<std::string>& channels);
 
 }  // namespace meshtrain::comm

@@ -49,7 +49,7 @@ std::unique_ptr<Transport> connect_tcp(const TcpOptions& o) {
   if (advertise.host.empty())
     advertise.host = is_wildcard(o.bind_addr) ? client.local_endpoint().host : o.bind_addr;
 
-  tcp::MeshOptions mesh{o.rank, o.world_size, o.token, o.job_id, deadline, congestion};
+  tcp::MeshOptions mesh{o.rank, o.world_size, o.token, o.job_id, deadline, congestion, o.channel};
   std::vector<tcp::Fd> peers = tcp::build_mesh(mesh, listener, advertise, client);
   // No rank needs the store or the listener any more (mesh.hpp); `store` and
   // `listener` close as this function returns.

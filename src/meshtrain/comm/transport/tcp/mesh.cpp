@@ -146,18 +146,20 @@ void read_answer(const MeshOptions& o, const Fd& fd, int peer) {
 
 }  // namespace
 
-std::string addr_key(int rank) { return "tcp/addr/" + std::to_string(rank); }
+std::string addr_key(int rank, const std::string& channel) {
+  return (channel.empty() ? "tcp/addr/" : "tcp/" + channel + "/addr/") + std::to_string(rank);
+}
 
 std::vector<Fd> build_mesh(const MeshOptions& o, const Fd& listener, const Endpoint& advertise,
                            rendezvous::KeyValueStore& store) {
   const std::string me = "rank " + std::to_string(o.rank);
   std::vector<Fd> peers(static_cast<size_t>(o.world_size));
-  store.set(addr_key(o.rank), advertise.str());
+  store.set(addr_key(o.rank, o.channel), advertise.str());
 
   for (int j = o.rank + 1; j < o.world_size; ++j) {  // step 1
     std::string addr;
     try {
-      addr = store.get(addr_key(j));
+      addr = store.get(addr_key(j, o.channel));
     } catch (const CommError& e) {
       throw CommError(me + ": rank " + std::to_string(j) + " did not publish its data address (" + e.what() + ")");
     }

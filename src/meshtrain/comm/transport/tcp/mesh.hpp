@@ -32,6 +32,7 @@ struct MeshOptions {
   std::string job_id;
   Clock::time_point deadline;
   std::string congestion;  // for every data socket ("" = the kernel's default; congestion.hpp)
+  std::string channel;     // TcpOptions::channel
 };
 
 // Returns one connected, non-blocking, tuned socket per rank (index = rank;
@@ -39,6 +40,6 @@ struct MeshOptions {
 std::vector<Fd> build_mesh(const MeshOptions& options, const Fd& listener, const Endpoint& advertise,
                            rendezvous::KeyValueStore& store);
 
-std::string addr_key(int rank);  // "tcp/addr/<rank>"
+std::string addr_key(int rank, const std::string& channel = "");  // "tcp/addr/<rank>", "tcp/<channel>/addr/<rank>"
 
 }  // namespace meshtrain::comm::tcp

@@ -51,6 +51,10 @@ struct TcpOptions {
   // Per-job secret every store and mesh connection must present; required.
   std::string token;
   std::string job_id = "meshtrain";
+  // One job may connect several meshes over one store (a channel per mesh
+  // axis, bootstrap/connect.hpp): each publishes its addresses under its own
+  // keys. "" is the job's main channel.
+  std::string channel;
   // This rank's data listener; loopback unless configured. Port 0 = ephemeral.
   std::string bind_addr = "127.0.0.1";
   uint16_t bind_port = 0;

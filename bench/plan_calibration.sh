@@ -7,8 +7,9 @@
 # and prints predicted and measured peak memory per rank (the lead's tracked
 # total) and step time (median of the steps after $SKIP), with the errors.
 #
-# Settings are "WORKERS:STAGE:THREADS". Knobs (defaults in brackets):
-#   CONFIGS ["a b"]  SETTINGS ["1:0:1 1:0:2 2:0:1 2:1:1 2:2:1 2:3:1"]  STEPS [16]  SKIP [5]
+# Settings are "WORKERS:STAGE:THREADS[:TENSOR]" (TENSOR: parallel.tensor,
+# default 1). Knobs (defaults in brackets):
+#   CONFIGS ["a b"]  SETTINGS ["1:0:1 1:0:2 2:0:1 2:1:1 2:2:1 2:3:1 2:0:1:2"]  STEPS [16]  SKIP [5]
 #   MESHTRAIN [build/src/meshtrain/meshtrain]  OUT [bench/out/plan_calibration]
 #   IDLE_WAIT [120] IDLE_PCT [10] (bench/idle.sh)
 set -uo pipefail
@@ -17,7 +18,7 @@ cd "$root"
 MESHTRAIN=${MESHTRAIN:-build/src/meshtrain/meshtrain}
 OUT=${OUT:-bench/out/plan_calibration}
 CONFIGS=${CONFIGS:-"a b"}
-SETTINGS=${SETTINGS:-"1:0:1 1:0:2 2:0:1 2:1:1 2:2:1 2:3:1"}
+SETTINGS=${SETTINGS:-"1:0:1 1:0:2 2:0:1 2:1:1 2:2:1 2:3:1 2:0:1:2"}
 STEPS=${STEPS:-16}
 SKIP=${SKIP:-5}
 IDLE_WAIT=${IDLE_WAIT:-120}
@@ -28,12 +29,14 @@ mkdir -p "$OUT"
 
 for c in $CONFIGS; do
   for setting in $SETTINGS; do
-    IFS=: read -r workers stage threads <<< "$setting"
+    IFS=: read -r workers stage threads tensor <<< "$setting"
+    tensor=${tensor:-1}
     name="$c-w$workers-s$stage-t$threads"
+    [ "$tensor" -gt 1 ] && name+="-tp$tensor"
     args=(--training.steps="$STEPS" --training.log_every=1 --training.eval_every=0 --training.eval_batches=1
           --checkpoint.every=0 --training.threads="$threads" --parallel.workers="$workers"
-          --parallel.zero_stage="$stage" --training.out_dir="$OUT/$name")
-    [ "$workers" -gt 1 ] && args+=(--parallel.data=allreduce) || args+=(--parallel.data=none)
+          --parallel.zero_stage="$stage" --parallel.tensor="$tensor" --training.out_dir="$OUT/$name")
+    [ "$workers" -gt "$tensor" ] && args+=(--parallel.data=allreduce) || args+=(--parallel.data=none)
     wait_idle
     "$MESHTRAIN" plan --config "examples/gpt-bench-$c.toml" --json "${args[@]}" > "$OUT/$name.plan.json" \
       2> "$OUT/$name.plan.log" || { cat "$OUT/$name.plan.log"; continue; }

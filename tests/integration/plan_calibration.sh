@@ -2,9 +2,9 @@
 # and step time on this machine; the job then runs and its measured peak
 # (the lead's tracked total) must be within 10% and its median step time
 # within 25% of the prediction, for one process, plain data parallelism and
-# every ZeRO stage on 2 workers, and with gradient accumulation (one process
+# every ZeRO stage on 2 workers, with gradient accumulation (one process
 # in 4 micro-batches; ZeRO-2 on 2 workers in 2, which keeps a second
-# gradient shard). Runs alone (RUN_SERIAL): a second test on
+# gradient shard), and with tensor parallelism (2 ways; 2 x 2 with ZeRO-1). Runs alone (RUN_SERIAL): a second test on
 # the same 2 cores would be timed too. This VM now and then runs a second
 # or so at half speed, which a single timing can land in: a configuration
 # gets a second attempt (plan and run again) before it fails.
@@ -56,6 +56,9 @@ check one 1 0
 for stage in 0 1 2 3; do check "zero$stage" 2 "$stage"; done
 check one-m4 1 0 --parallel.micro_batches=4
 check zero2-m2 2 2 --parallel.micro_batches=2
+# Tensor parallelism: 2 tensor ways alone, and 2 x 2 with ZeRO-1 on the data axis.
+check tp2 2 0 --parallel.tensor=2
+check dp2-tp2 4 1 --parallel.tensor=2
 
 # Bad input: a parameter-server job is refused with a reason.
 expect_failure "parameter-server jobs are not forecast" \

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "meshtrain/core/statistics.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/optim/factory.hpp"
+#include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 #include "meshtrain/train/model_factory.hpp"
 #include "meshtrain/train/section_configs.hpp"
@@ -30,8 +32,14 @@ struct StepTimes {
   double forward_backward_s = 0, update_s = 0;
 };
 
-std::unique_ptr<Model> make_initialized_model(const JobConfig& config) {
-  std::unique_ptr<Model> model = make_model(config.model);
+// Worker `worker`'s model: with tensor parallelism its tensor rank's shards,
+// whose collectives have no peers here (the probe times compute; the
+// all-reduces are costed by the link model).
+std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worker,
+                                              std::unique_ptr<parallel::SoloTensorGroup>& tp) {
+  const int tensor = int(config.parallel.tensor);
+  if (tensor > 1) tp = std::make_unique<parallel::SoloTensorGroup>(worker % tensor, tensor);
+  std::unique_ptr<Model> model = make_model(config.model, tp.get());
   Rng rng(static_cast<uint64_t>(config.training.seed));
   model->init_parameters(rng);
   return model;
@@ -81,9 +89,10 @@ struct Probe {
 // step waits for the slowest.
 Probe run_probe(const JobConfig& config, Model& model, int workers, int threads, int steps) {
   const int saved_threads = omp_get_max_threads();
+  const int tensor = int(config.parallel.tensor), data_ways = workers / tensor;
   Probe probe;
   MemoryTracker::global().reset_peaks();
-  probe.alone = time_steps(config, model, workers, 0, threads, steps);
+  probe.alone = time_steps(config, model, data_ways, 0, threads, steps);
   const auto& tracker = MemoryTracker::global();
   probe.activations = tracker.peak(MemoryKind::Activations);
   probe.data = tracker.peak(MemoryKind::Data);
@@ -95,7 +104,8 @@ Probe run_probe(const JobConfig& config, Model& model, int workers, int threads,
     for (int r = 0; r < workers; ++r)
       running.emplace_back([&, r] {
         try {
-          times[r] = time_steps(config, *make_initialized_model(config), workers, r, threads, steps);
+          std::unique_ptr<parallel::SoloTensorGroup> tp;
+          times[r] = time_steps(config, *make_initialized_model(config, r, tp), data_ways, r / tensor, threads, steps);
         } catch (...) {
           errors[r] = std::current_exception();
         }
@@ -113,6 +123,28 @@ Probe run_probe(const JobConfig& config, Model& model, int workers, int threads,
   return probe;
 }
 
+// The tensor axis's all-reduces, all on the critical path (a layer waits for
+// its sum): per micro-batch of N = rows x positions, each block's row-parallel
+// outputs (attention and MLP, forward) and column-parallel input gradients
+// (backward), 4 of N x C floats; for GPT the vocabulary-parallel embedding
+// (forward) and the head's input gradient (backward), 2 more, and the
+// loss's row max, sum of exponentials and target logit, 3 of N floats.
+void add_tensor_parallel_comm(const JobConfig& config, const comm::CostTable& links, JobForecast& f) {
+  const auto& m = config.model;
+  const bool gpt = m.kind == "gpt";
+  const int64_t positions = gpt ? m.block_size : (m.image_size / m.patch_size) * (m.image_size / m.patch_size);
+  const int64_t rows = config.training.batch_size / config.parallel.micro_batches * positions;
+  const size_t wide = size_t(rows * m.n_embd) * sizeof(float), narrow = size_t(rows) * sizeof(float);
+  const int wide_count = int(4 * m.n_layer + (gpt ? 2 : 0)), narrow_count = gpt ? 3 : 0;
+  const auto seconds = [&](size_t bytes) {
+    return comm::all_reduce_seconds(links, comm::choose_all_reduce(links, bytes, f.tensor), bytes, f.tensor);
+  };
+  const double per_micro_batch = wide_count * seconds(wide) + narrow_count * seconds(narrow);
+  f.tensor_comm_s = per_micro_batch * double(config.parallel.micro_batches);
+  f.tensor_comm_bytes = 2.0 * (f.tensor - 1) / f.tensor * double(wide_count * wide + narrow_count * narrow) *
+                        double(config.parallel.micro_batches);
+}
+
 }  // namespace
 
 JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
@@ -122,8 +154,11 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
                       "it covers parallel.data = \"allreduce\" at every ZeRO stage and one process");
   JobForecast f;
   const auto& tc = config.training;
-  f.workers = config.parallel.data == "allreduce" ? int(std::max<int64_t>(1, config.parallel.workers)) : 1;
-  f.zero_stage = f.workers > 1 ? int(config.parallel.zero_stage) : 0;
+  f.tensor = int(config.parallel.tensor);
+  f.workers = config.parallel.data == "allreduce" || f.tensor > 1
+                  ? int(std::max<int64_t>(f.tensor, config.parallel.workers)) : 1;
+  const int data_ways = f.workers / f.tensor;
+  f.zero_stage = data_ways > 1 ? int(config.parallel.zero_stage) : 0;
   // As the trainer does: training.threads, else this host's cores shared by its workers.
   f.threads = tc.threads > 0 ? int(tc.threads) : std::max(1, omp_get_num_procs() / f.workers);
   f.batch_per_worker = tc.batch_size;
@@ -133,7 +168,8 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
     std::fprintf(log, "probing: %d steps of one worker's model and batch on %d thread%s, alone%s...\n", kProbeSteps,
                  f.threads, f.threads == 1 ? "" : "s",
                  f.workers > 1 ? (" and " + std::to_string(f.workers) + " at once").c_str() : "");
-  std::unique_ptr<Model> model = make_initialized_model(config);
+  std::unique_ptr<parallel::SoloTensorGroup> tp;
+  std::unique_ptr<Model> model = make_initialized_model(config, 0, tp);
   const Probe probe = run_probe(config, *model, f.workers, f.threads, kProbeSteps);
   f.probe_steps = kProbeSteps;
   f.activations = probe.activations;
@@ -141,22 +177,28 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
 
   const ParamStore& store = model->store();
   f.model_kind = model->kind();
-  f.parameters = store.parameter_count();
+  f.parameters = store.global_parameter_count();
   const int k = optimizer_state_floats(config);
-  f.model_state = predict_memory(store, f.workers, f.zero_stage, k, config.parallel.micro_batches);
+  f.model_state = predict_memory(store, data_ways, f.zero_stage, k, config.parallel.micro_batches);
   // Checkpoint copies (checkpoint_saver.hpp): the worker's part of the
   // parameters and of each optimizer state buffer, when a checkpoint is
   // written asynchronously before the last step.
-  const size_t part = f.workers > 1 ? parallel::ShardLayout(store, 0, f.workers).local_size() : store.flat_size();
+  const size_t part = data_ways > 1 ? parallel::ShardLayout(store, 0, data_ways).local_size() : store.flat_size();
   if (config.checkpoint.async && config.checkpoint.every > 0 && config.checkpoint.every < tc.steps)
     f.checkpoint_copies = part * sizeof(float) * size_t(1 + k);
 
   f.alone_forward_backward_s = probe.alone.forward_backward_s;
   f.forward_backward_s = probe.contended.forward_backward_s;
-  f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / f.workers : probe.contended.update_s;
-  const int n = f.workers;
+  f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / data_ways : probe.contended.update_s;
+  const int n = data_ways;
+  std::optional<comm::CostTable> measured;
+  const auto links_once = [&]() -> const comm::CostTable& {
+    if (!measured) measured = measure_links();
+    return *measured;
+  };
+  if (f.tensor > 1) add_tensor_parallel_comm(config, links_once(), f);
   if (n > 1) {
-    const comm::CostTable links = measure_links();
+    const comm::CostTable& links = links_once();
     comm::AllReduceAlgorithm algorithm = comm::parse_all_reduce_algorithm(config.parallel.all_reduce);
     const size_t grad_bytes = store.flat_size() * sizeof(float);
     if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
@@ -212,6 +254,11 @@ std::string format_job_forecast(const JobForecast& f) {
                 f.model_kind.c_str(), f.parameters, f.workers, f.workers == 1 ? "" : "s", f.threads,
                 f.threads == 1 ? "" : "s", (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str());
   out += line;
+  if (f.tensor > 1) {
+    std::snprintf(line, sizeof line, "mesh: %d data-parallel x %d tensor-parallel ways (a tensor group shares a batch)\n",
+                  f.workers / f.tensor, f.tensor);
+    out += line;
+  }
   out += "predicted peak memory per rank:\n";
   out += "  parameters        " + mib_column(double(f.model_state.parameters)) + "\n";
   out += "  gradients         " + mib_column(double(f.model_state.gradients)) + "\n";
@@ -230,6 +277,10 @@ std::string format_job_forecast(const JobForecast& f) {
   out += "  clip+update       " + ms(f.update_s) + (f.zero_stage >= 1 ? "   (the worker's shard)\n" : "\n");
   std::snprintf(line, sizeof line, "   (%.2f MB sent per worker)\n", f.comm_bytes / 1e6);
   out += "  communication     " + ms(f.comm_s) + line;
+  if (f.tensor > 1) {
+    std::snprintf(line, sizeof line, "   (%.2f MB sent per worker, inside the layers)\n", f.tensor_comm_bytes / 1e6);
+    out += "  tensor all-reduce " + ms(f.tensor_comm_s) + line;
+  }
   out += "  step              " + ms(f.step_s()) + "\n";
   return out;
 }
@@ -238,6 +289,7 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
   return {{"model", f.model_kind},
           {"parameters", f.parameters},
           {"workers", f.workers},
+          {"tensor_parallel", f.tensor},
           {"threads", f.threads},
           {"zero_stage", f.zero_stage},
           {"all_reduce", f.algorithm},
@@ -256,6 +308,7 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
             {"forward_backward_alone", f.alone_forward_backward_s},
             {"update", f.update_s},
             {"communication", f.comm_s},
+            {"tensor_communication", f.tensor_comm_s},
             {"total", f.step_s()}}},
           {"comm_bytes_per_step", f.comm_bytes},
           {"probe_steps", f.probe_steps}};

@@ -24,6 +24,12 @@
 //             plus the loss and norm sums. None of it counts as hidden: every
 //             core computes, so the communicator thread's copying and adding
 //             takes core time from compute.
+//   tensor    with parallel.tensor = T, the compute is one tensor rank's
+//             shards (the probe runs a rank's layout with its collectives
+//             left out), the data-parallel terms above run over workers / T
+//             ranks on the rank's part of the gradients, and the tensor
+//             all-reduces inside the layers are added at the same link cost
+//             (add_tensor_parallel_comm in job_forecast.cpp lists them).
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -39,6 +45,7 @@ struct JobForecast {
   std::string model_kind;
   size_t parameters = 0;
   int workers = 1, zero_stage = 0, threads = 1;
+  int tensor = 1;  // tensor-parallel ways; data ways = workers / tensor
   int64_t batch_per_worker = 0;
   std::string algorithm;  // the all-reduce the job will use
   MemoryPrediction model_state;
@@ -47,9 +54,10 @@ struct JobForecast {
   double forward_backward_s = 0, update_s = 0, comm_s = 0;
   double alone_forward_backward_s = 0;  // the probe with one worker running, for comparison
   double comm_bytes = 0;  // sent per worker per step
+  double tensor_comm_s = 0, tensor_comm_bytes = 0;  // the tensor axis's all-reduces inside the layers
 
   size_t memory_total() const { return model_state.total() + activations + data + checkpoint_copies; }
-  double step_s() const { return forward_backward_s + update_s + comm_s; }
+  double step_s() const { return forward_backward_s + update_s + comm_s + tensor_comm_s; }
 };
 
 // `measure_links` gives this machine's link (called only when there are

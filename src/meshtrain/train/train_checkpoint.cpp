@@ -11,6 +11,7 @@
 #include "meshtrain/checkpoint/safetensors_reader.hpp"
 #include "meshtrain/checkpoint/safetensors_writer.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
 #include "meshtrain/train/config_schema.hpp"
 #include "meshtrain/train/model_factory.hpp"
 
@@ -84,22 +85,6 @@ TensorCoordinate tensor_coordinate(const ParamStore& store) {
   return {};
 }
 
-// Stands in for a tensor-parallel group when a model is built only for its
-// layout (the saved ranks' views); it never communicates.
-class LayoutOnlyTensorGroup final : public nn::TensorParallelComm {
- public:
-  explicit LayoutOnlyTensorGroup(int size) : size_(size) {}
-  int rank() const override { return 0; }
-  int size() const override { return size_; }
-  void all_reduce_sum(float*, size_t) override { refuse(); }
-  void all_reduce_max(float*, size_t) override { refuse(); }
-  void all_reduce_min(int32_t*, size_t) override { refuse(); }
-
- private:
-  [[noreturn]] static void refuse() { throw Error("a model built for its checkpoint layout cannot run"); }
-  int size_;
-};
-
 // A reader of one saved tensor rank's buffers in `layout` (whole checkpoints
 // have one rank).
 std::unique_ptr<checkpoint::FlatRangeReader> open_saved_rank(
@@ -122,7 +107,7 @@ std::unique_ptr<checkpoint::FlatRangeReader> open_resharded_checkpoint(
     const fs::path& dir, int saved_ways, const ParamStore& store,
     const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
   const JobConfig saved = checkpoint_config(dir.string());
-  LayoutOnlyTensorGroup group(saved_ways);
+  parallel::SoloTensorGroup group(0, saved_ways);  // for the layout only
   const std::unique_ptr<Model> model = make_model(saved.model, saved_ways > 1 ? &group : nullptr);
   std::vector<checkpoint::SavedTensorRank> ranks;
   for (int t = 0; t < saved_ways; ++t) {

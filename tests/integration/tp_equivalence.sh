@@ -45,6 +45,10 @@ mesh tp2 1 2
 same one tp2
 ls "$WORK/tp2/checkpoints/step_00000020" | grep -q '^tp-00001-of-00002.shard-00000-of-00001.safetensors$' ||
   { ls "$WORK/tp2/checkpoints/step_00000020"; fail "no shard of tensor rank 1"; }
+# consolidate writes what one process writes for the same parameters.
+"$MESHTRAIN" consolidate "$WORK/one/checkpoints/step_00000020" one-consolidated.safetensors > /dev/null
+cmp one-consolidated.safetensors "$WORK/one/checkpoints/step_00000020/model.safetensors" ||
+  fail "consolidate is not byte-equal to one process's model file"
 mesh tp4 1 4
 same one tp4
 mesh dp2-tp2 2 2

@@ -36,6 +36,36 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
   }
 }
 
+void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0, int64_t V_rows,
+                            int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t row = static_cast<int64_t>(tokens[n]) - v0;
+    float* o = out + n * C;
+    if (row < 0 || row >= V_rows) {
+      for (int64_t c = 0; c < C; ++c) o[c] = 0;
+      continue;
+    }
+    const float* e = wte_rows + row * C;
+    for (int64_t c = 0; c < C; ++c) o[c] = e[c];
+  }
+}
+
+void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t* tokens, int64_t v0, int64_t V_rows,
+                             int64_t N, int64_t C) {
+#pragma omp parallel
+  {
+    const auto [c0, c1] = column_range(C, omp_get_thread_num(), omp_get_num_threads());
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t row = static_cast<int64_t>(tokens[n]) - v0;
+      if (row < 0 || row >= V_rows) continue;
+      const float* dy = dout + n * C;
+      float* de = dwte_rows + row * C;
+      for (int64_t c = c0; c < c1; ++c) de[c] += dy[c];
+    }
+  }
+}
+
 void position_add_forward(float* x, const float* pos, int64_t B, int64_t T, int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {

@@ -17,6 +17,17 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
                       int64_t T, int64_t C);
 
+// A vocabulary shard of the token embedding: wte_rows (V_rows, C) holds rows
+// [v0, v0 + V_rows) of wte. out (N, C) = wte_rows[tokens[n] - v0] for tokens
+// in the shard and 0 for the others, written (the shards' outputs sum to the
+// whole lookup).
+void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0, int64_t V_rows,
+                            int64_t N, int64_t C);
+// dwte_rows (V_rows, C) += dout (N, C) at the rows of the shard's tokens;
+// other tokens are skipped. Columns are split between threads, as above.
+void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t* tokens, int64_t v0, int64_t V_rows,
+                             int64_t N, int64_t C);
+
 // x (B, T, C) += pos (T, C), in place.
 void position_add_forward(float* x, const float* pos, int64_t B, int64_t T, int64_t C);
 // dpos (T, C) += sum over b of dout (B, T, C).

@@ -7,13 +7,16 @@
 namespace meshtrain::nn {
 
 Embedding::Embedding(ParamStore& store, const std::string& wte_name, const std::string& wpe_name, int64_t V,
-                     int64_t max_T, int64_t C)
-    : store_(store), V_(V), max_T_(max_T), C_(C) {
+                     int64_t max_T, int64_t C, TensorParallelComm* tp)
+    : store_(store), V_(V), max_T_(max_T), C_(C), tp_(tp) {
   if (V <= 0 || max_T <= 0 || C <= 0)
     throw Error("Embedding: sizes must be positive, got V=" + std::to_string(V) +
                 " max_T=" + std::to_string(max_T) + " C=" + std::to_string(C));
-  wte_ = store.declare(wte_name, {V, C}, true);
+  wte_ = tp ? store.declare(wte_name, {V, C}, true, Placement::sharded(0, tp->size(), tp->rank()))
+            : store.declare(wte_name, {V, C}, true);
   wpe_ = store.declare(wpe_name, {max_T, C}, true);
+  V_rows_ = store.view(wte_).shape[0];
+  v0_ = tp ? tp->rank() * V_rows_ : 0;
 }
 
 void Embedding::init(Rng& rng, float stddev) {
@@ -33,13 +36,25 @@ float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
   tokens_ = tokens;
   B_ = B;
   T_ = T;
-  kernels::encoder_forward(out_.data(), tokens, store_.param(wte_), store_.param(wpe_), B, T, C_);
-  return out_.data();
+  float* out = out_.data();
+  if (!tp_) {
+    kernels::encoder_forward(out, tokens, store_.param(wte_), store_.param(wpe_), B, T, C_);
+    return out;
+  }
+  kernels::embedding_rows_forward(out, tokens, store_.param(wte_), v0_, V_rows_, B * T, C_);
+  tp_->all_reduce_sum(out, static_cast<size_t>(B * T * C_));
+  kernels::position_add_forward(out, store_.param(wpe_), B, T, C_);  // after the sum: once
+  return out;
 }
 
 void Embedding::backward(const float* dout) {
   if (!tokens_) throw Error("Embedding::backward called before forward");
-  kernels::encoder_backward(store_.grad(wte_), store_.grad(wpe_), dout, tokens_, B_, T_, C_);
+  if (!tp_) {
+    kernels::encoder_backward(store_.grad(wte_), store_.grad(wpe_), dout, tokens_, B_, T_, C_);
+  } else {
+    kernels::embedding_rows_backward(store_.grad(wte_), dout, tokens_, v0_, V_rows_, B_ * T_, C_);
+    kernels::position_add_backward(store_.grad(wpe_), dout, B_, T_, C_);
+  }
   // Last: with tied weights the output layer wrote dwte earlier in backward.
   store_.grad_ready(wpe_);
   store_.grad_ready(wte_);

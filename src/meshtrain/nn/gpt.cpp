@@ -11,12 +11,22 @@ namespace meshtrain {
 using kernels::Trans;
 
 namespace {
-const GptConfig& checked(const GptConfig& c) {
+const GptConfig& checked(const GptConfig& c, const nn::TensorParallelComm* tp) {
   if (c.n_layer <= 0 || c.n_embd <= 0 || c.n_head <= 0 || c.block_size <= 0 || c.vocab_size <= 0)
     throw ConfigError("gpt: n_layer, n_embd, n_head, block_size and vocab_size must be positive");
   if (c.n_embd % c.n_head != 0)
     throw ConfigError("gpt: n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
                       std::to_string(c.n_head));
+  // Before any layer declares its shard, as a configuration error: the layers'
+  // own checks would name a tensor, not the setting to change.
+  const int ways = tp ? tp->size() : 1;
+  if (c.n_head % ways != 0)
+    throw ConfigError("gpt: n_head " + std::to_string(c.n_head) + " is not divisible by the " +
+                      std::to_string(ways) + " tensor-parallel ways");
+  if (c.vocab_size % ways != 0)
+    throw ConfigError("gpt: vocab_size " + std::to_string(c.vocab_size) + " is not divisible by the " +
+                      std::to_string(ways) + " tensor-parallel ways (wte is split by vocabulary rows, " +
+                      "without padding: choose a vocab_size that is a multiple of " + std::to_string(ways) + ")");
   return c;
 }
 
@@ -31,10 +41,12 @@ std::vector<std::unique_ptr<nn::Block>> make_blocks(ParamStore& store, const Gpt
 }  // namespace
 
 Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp)
-    : config_(checked(config)),
-      embed_(store_, "wte.weight", "wpe.weight", config.vocab_size, config.block_size, config.n_embd),
+    : config_(checked(config, tp)),
+      tp_(tp),
+      embed_(store_, "wte.weight", "wpe.weight", config.vocab_size, config.block_size, config.n_embd, tp),
       blocks_(make_blocks(store_, config_, tp)),
-      ln_f_(store_, "ln_f", config.n_embd) {
+      ln_f_(store_, "ln_f", config.n_embd),
+      xent_(tp, config.vocab_size) {
   store_.allocate();
 }
 
@@ -53,7 +65,7 @@ const float* Gpt::trunk_forward(const int32_t* tokens, int64_t B, int64_t T) {
 }
 
 ForwardResult Gpt::forward(const Batch& batch) {
-  const int64_t B = batch.batch_size, T = batch.seq_len, C = config_.n_embd, V = config_.vocab_size;
+  const int64_t B = batch.batch_size, T = batch.seq_len, C = config_.n_embd, V = embed_.vocab_rows();
   if (B <= 0 || T <= 0 || T > config_.block_size)
     throw Error("gpt: batch (" + std::to_string(B) + ", " + std::to_string(T) + ") needs B > 0 and 0 < T <= " +
                 std::to_string(config_.block_size));
@@ -63,16 +75,16 @@ ForwardResult Gpt::forward(const Batch& batch) {
   T_ = T;
   lnf_ = trunk_forward(batch.tokens.data(), B, T);
   logits_.ensure(B * T * V);
-  // logits (B*T, V) = ln_f (B*T, C) wte^T (C, V)
+  // logits (B*T, V) = ln_f (B*T, C) wte^T (C, V), V: this rank's vocabulary rows
   kernels::gemm(Trans::No, Trans::Yes, static_cast<int>(B * T), static_cast<int>(V), static_cast<int>(C), 1.0f,
                 lnf_, static_cast<int>(C), store_.param(embed_.wte_index()), static_cast<int>(C), 0.0f,
                 logits_.data(), static_cast<int>(V));
-  return xent_.forward(logits_.data(), batch.targets.data(), B * T, V);
+  return xent_.forward(logits_.data(), batch.targets.data(), B * T);
 }
 
 void Gpt::backward() {
   if (!lnf_) throw Error("gpt: backward() called before forward()");
-  const int64_t N = B_ * T_, C = config_.n_embd, V = config_.vocab_size;
+  const int64_t N = B_ * T_, C = config_.n_embd, V = embed_.vocab_rows();
   const int n = static_cast<int>(N), c = static_cast<int>(C), v = static_cast<int>(V);
   float* dlogits = logits_.data();  // in place
   xent_.backward(dlogits);
@@ -81,6 +93,8 @@ void Gpt::backward() {
   // Tied output layer: dwte (V, C) += dlogits^T (V, N) lnf (N, C); dlnf = dlogits wte.
   kernels::gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, dlogits, v, lnf_, c, 1.0f, store_.grad(embed_.wte_index()), c);
   kernels::gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(embed_.wte_index()), c, 0.0f, dlnf, c);
+  // Each rank's dlnf covers its vocabulary columns only.
+  if (tp_) tp_->all_reduce_sum(dlnf, static_cast<size_t>(N * C));
   ln_f_.backward(dres, dlnf);
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(dres, ws_);
   embed_.backward(dres);
@@ -89,6 +103,10 @@ void Gpt::backward() {
 
 std::span<const float> Gpt::last_logits(std::span<const int32_t> tokens) {
   const int64_t T = static_cast<int64_t>(tokens.size()), C = config_.n_embd, V = config_.vocab_size;
+  if (tp_ && tp_->size() > 1)
+    throw Error("gpt: generation runs in one process, but this model is split over " +
+                std::to_string(tp_->size()) + " tensor-parallel ranks; consolidate the checkpoint " +
+                "(meshtrain consolidate) and generate from one process");
   if (T <= 0 || T > config_.block_size)
     throw Error("gpt: last_logits needs 1 to " + std::to_string(config_.block_size) + " tokens, got " +
                 std::to_string(T));

@@ -2,12 +2,22 @@
 // GPT-2: token + position embedding, n_layer pre-LN blocks, final layernorm,
 // and an output layer tied to the token embedding (logits = ln_f(x) wte^T).
 //
-// Dims: B batch, T sequence (<= block_size), C n_embd, NH n_head, V vocab, L n_layer.
+// Dims: B batch, T sequence (<= block_size), C n_embd, NH n_head, V vocab, L n_layer,
+// TP ranks of the tensor-parallel group.
 // Parameter names are Hugging Face GPT2Model's ("wte.weight", "h.0.attn.c_attn.weight", ...)
 // with weights stored (in, out) like its Conv1D, so a GPT-2 checkpoint maps 1:1.
 //
 // Weight decay: on for every 2-D tensor (Linear weights, wte, wpe: nanoGPT's
 // rule), off for biases and layernorm parameters.
+//
+// Tensor parallelism over a group of TP ranks (Megatron's layout): every
+// block is split (block.hpp); wte is split by vocabulary rows (embedding.hpp),
+// so the tied output layer makes each rank's columns of the logits
+// (B*T, V/TP) and the loss combines them without gathering the whole logits
+// (vocab_parallel_cross_entropy.hpp); wpe, ln_f and the residual stream stay
+// whole on every rank. Every rank of the group holds the same loss. The
+// output layer's input gradient (B*T, C) is summed over the group, as a
+// column-parallel layer's is.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -15,10 +25,10 @@
 
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/nn/block.hpp"
-#include "meshtrain/nn/cross_entropy.hpp"
 #include "meshtrain/nn/embedding.hpp"
 #include "meshtrain/nn/layernorm.hpp"
 #include "meshtrain/nn/model.hpp"
+#include "meshtrain/nn/vocab_parallel_cross_entropy.hpp"
 #include "meshtrain/nn/workspace.hpp"
 
 namespace meshtrain {
@@ -34,11 +44,9 @@ struct GptConfig {
 class Gpt final : public Model {
  public:
   // Declares and allocates every parameter (zeroed); call init_parameters() next.
-  // Throws on non-positive sizes or n_embd not divisible by n_head.
-  // With a tensor-parallel group, every block is split over its ranks
-  // (block.hpp); the embeddings, ln_f and the tied output layer stay whole
-  // on every rank (a vocabulary-parallel embedding and loss are not built
-  // yet), so the loss is the same on every rank of the group.
+  // Throws ConfigError on non-positive sizes, n_embd not divisible by n_head,
+  // or, with a tensor-parallel group, n_head or vocab_size not divisible by
+  // TP (the vocabulary is not padded: pick a multiple of TP).
   explicit Gpt(const GptConfig& config, nn::TensorParallelComm* tp = nullptr);
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -57,7 +65,9 @@ class Gpt final : public Model {
 
   // Logits (V) of the last position of one sequence tokens (1, T), T in
   // [1, block_size], for generation (no KV cache). Clobbers what forward()
-  // saved for backward(); the span lives until the next call.
+  // saved for backward(); the span lives until the next call. Generation is
+  // one process: throws Error under a tensor-parallel group of more than one
+  // rank (each holds V/TP of the logits; consolidate the checkpoint first).
   std::span<const float> last_logits(std::span<const int32_t> tokens);
 
   const GptConfig& config() const { return config_; }
@@ -67,14 +77,15 @@ class Gpt final : public Model {
   const float* trunk_forward(const int32_t* tokens, int64_t B, int64_t T);
 
   GptConfig config_;
+  nn::TensorParallelComm* tp_;
   nn::Embedding embed_;
   std::vector<std::unique_ptr<nn::Block>> blocks_;
   nn::LayerNorm ln_f_;
-  nn::SoftmaxCrossEntropy xent_;
+  nn::VocabParallelCrossEntropy xent_;
   nn::Workspace ws_;
   int64_t B_ = 0, T_ = 0;
   const float* lnf_ = nullptr;                            // (B, T, C), owned by ln_f_
-  AlignedBuffer<float> logits_{MemoryKind::Activations};  // (B, T, V); dlogits in place in backward
+  AlignedBuffer<float> logits_{MemoryKind::Activations};  // (B, T, V/TP); dlogits in place in backward
   AlignedBuffer<float> dres_{MemoryKind::Activations};    // (B, T, C) residual-stream gradient
 };
 

@@ -16,6 +16,12 @@ class TensorParallelGroup final : public nn::TensorParallelComm {
   void all_reduce_sum(float* data, size_t count) override {
     group_.all_reduce(std::span<float>(data, count), comm::ReduceKind::Sum);
   }
+  void all_reduce_max(float* data, size_t count) override {
+    group_.all_reduce(std::span<float>(data, count), comm::ReduceKind::Max);
+  }
+  void all_reduce_min(int32_t* data, size_t count) override {
+    group_.all_reduce(std::span<int32_t>(data, count), comm::ReduceKind::Min);
+  }
 
  private:
   comm::ProcessGroup& group_;

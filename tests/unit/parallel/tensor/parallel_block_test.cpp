@@ -67,14 +67,9 @@ TEST(ParallelBlock, EqualsTheSerialBlock) {
 }
 
 TEST(ParallelBlock, HeadsThatDoNotSplitAreAClearError) {
-  std::vector<std::string> errors(3);
-  run_tensor_ranks(3, [&](int r, TensorParallelGroup& tp) {
+  const auto errors = tp_test::rank_errors(3, [&](int, TensorParallelGroup& tp) {
     ParamStore store;
-    try {
-      nn::Block block(store, "h.0", C, NH, true, &tp);
-    } catch (const Error& e) {
-      errors[size_t(r)] = e.what();
-    }
+    nn::Block block(store, "h.0", C, NH, true, &tp);
   });
   for (const auto& e : errors) EXPECT_NE(e.find("n_head 4 is not divisible by the 3 tensor-parallel ways"), std::string::npos) << e;
 }

@@ -1,0 +1,60 @@
+#pragma once
+// Softmax cross-entropy over logits split by vocabulary columns, for a
+// tensor-parallel group of TP ranks (Megatron's vocab-parallel loss): each
+// rank holds logits (N, V/TP), columns [rank V/TP, (rank + 1) V/TP) of the
+// whole (N, V), as the vocabulary-parallel wte's tied output layer makes
+// them. The whole logits are never gathered (N x V floats); instead three
+// small all-reduces combine per-row parts (the two sums travel together):
+//   max          row max over the shards                        (N floats)
+//   min          argmax: the lowest column holding that max     (N ints)
+//   sum          exp sums under the global max, and the target  (2N floats)
+//                logit (the shard holding the target adds it, the others 0)
+// then lse = max + log(sum exp) and loss = lse - target logit, the same bits
+// on every rank. The argmax is the serial one (first maximum wins): within a
+// shard the first maximum, across shards the lowest column, so accuracy
+// counts the same hits. Backward needs no communication: each rank writes
+// softmax - onehot for its own columns from the whole row's lse.
+//
+// Without a group it is SoftmaxCrossEntropy, unchanged. With a group of one
+// the same kernels in the same order give the serial bits.
+#include <cstdint>
+
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/nn/cross_entropy.hpp"
+#include "meshtrain/nn/model.hpp"
+#include "meshtrain/nn/tensor_parallel.hpp"
+
+namespace meshtrain::nn {
+
+class VocabParallelCrossEntropy {
+ public:
+  // V: the whole vocabulary. Throws Error when V does not divide by tp's size.
+  VocabParallelCrossEntropy(TensorParallelComm* tp, int64_t V);
+
+  // Mean loss over N rows (the same on every rank) and how many argmaxes hit
+  // the target. logits (N, V/TP): this rank's columns; targets (N) index the
+  // whole vocabulary, throws if one is outside [0, V). Remembers both.
+  ForwardResult forward(const float* logits, const int32_t* targets, int64_t N);
+
+  // dlogits (N, V/TP) = d(mean loss) / d logits for this rank's columns,
+  // written; may alias the logits.
+  void backward(float* dlogits);
+
+  int64_t vocab_begin() const { return v0_; }
+  int64_t vocab_columns() const { return V_cols_; }
+
+ private:
+  TensorParallelComm* tp_;
+  int64_t V_, v0_, V_cols_;
+  SoftmaxCrossEntropy serial_;  // without a group
+  const float* logits_ = nullptr;
+  const int32_t* targets_ = nullptr;
+  int64_t N_ = 0;
+  AlignedBuffer<float> row_max_{MemoryKind::Activations};    // (N) this shard's, then the whole row's
+  AlignedBuffer<float> local_max_{MemoryKind::Activations};  // (N) this shard's
+  AlignedBuffer<int32_t> argmax_{MemoryKind::Activations};   // (N) whole-vocabulary column
+  AlignedBuffer<float> sums_{MemoryKind::Activations};       // (2N) sum exp, then target logit
+  AlignedBuffer<float> lse_{MemoryKind::Activations};        // (N)
+};
+
+}  // namespace meshtrain::nn

@@ -6,7 +6,7 @@
 
 #include "meshtrain/checkpoint/param_io.hpp"
 #include "meshtrain/cli/commands.hpp"
-#include "meshtrain/train/train_checkpoint.hpp"
+#include "meshtrain/train/loop/train_checkpoint.hpp"
 
 namespace meshtrain::cli {
 namespace {

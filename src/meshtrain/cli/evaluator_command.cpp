@@ -11,7 +11,7 @@
 
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/cluster/evaluator_pool.hpp"
-#include "meshtrain/train/config_schema.hpp"
+#include "meshtrain/train/config/config_schema.hpp"
 
 namespace meshtrain::cli {
 namespace {

@@ -5,8 +5,8 @@
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/nn/gpt.hpp"
-#include "meshtrain/train/generate.hpp"
-#include "meshtrain/train/train_checkpoint.hpp"
+#include "meshtrain/train/loop/generate.hpp"
+#include "meshtrain/train/loop/train_checkpoint.hpp"
 
 namespace meshtrain::cli {
 namespace {

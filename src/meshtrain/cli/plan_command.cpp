@@ -12,8 +12,8 @@
 #include "meshtrain/plan/plan_chart.hpp"
 #include "meshtrain/plan/plan_keys.hpp"
 #include "meshtrain/plan/plan_report.hpp"
-#include "meshtrain/train/config_schema.hpp"
-#include "meshtrain/train/job_forecast.hpp"
+#include "meshtrain/train/config/config_schema.hpp"
+#include "meshtrain/train/report/job_forecast.hpp"
 
 namespace meshtrain::cli {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/train/svg_plot.hpp"
+#include "meshtrain/train/report/svg_plot.hpp"
 
 namespace meshtrain::cli {
 namespace {

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
-#include "meshtrain/train/config_schema.hpp"
-#include "meshtrain/train/ps_server.hpp"
+#include "meshtrain/train/config/config_schema.hpp"
+#include "meshtrain/train/ps/ps_server.hpp"
 
 namespace meshtrain::cli {
 namespace {

@@ -8,7 +8,7 @@
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/cli/self_executable.hpp"
 #include "meshtrain/cluster/local_job.hpp"
-#include "meshtrain/train/config_schema.hpp"
+#include "meshtrain/train/config/config_schema.hpp"
 
 namespace meshtrain::cli {
 

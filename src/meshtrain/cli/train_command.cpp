@@ -7,8 +7,8 @@
 
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/train/config_schema.hpp"
-#include "meshtrain/train/trainer.hpp"
+#include "meshtrain/train/config/config_schema.hpp"
+#include "meshtrain/train/loop/trainer.hpp"
 
 namespace meshtrain::cli {
 namespace {

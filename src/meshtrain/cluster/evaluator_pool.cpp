@@ -14,9 +14,9 @@
 #include "meshtrain/checkpoint/checkpoint_dir.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
-#include "meshtrain/train/evaluator.hpp"
-#include "meshtrain/train/section_configs.hpp"
-#include "meshtrain/train/train_checkpoint.hpp"
+#include "meshtrain/train/loop/evaluator.hpp"
+#include "meshtrain/train/config/section_configs.hpp"
+#include "meshtrain/train/loop/train_checkpoint.hpp"
 
 namespace meshtrain {
 namespace {

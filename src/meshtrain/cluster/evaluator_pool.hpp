@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "meshtrain/train/job_config.hpp"
+#include "meshtrain/train/config/job_config.hpp"
 
 namespace meshtrain {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "meshtrain/cluster/replica_supervisor.hpp"
-#include "meshtrain/train/job_config.hpp"
+#include "meshtrain/train/config/job_config.hpp"
 
 namespace meshtrain {
 

@@ -6,7 +6,7 @@
 // a CustomJob spec, where they can disagree.
 #include <string>
 
-#include "meshtrain/train/job_config.hpp"
+#include "meshtrain/train/config/job_config.hpp"
 
 namespace meshtrain {
 

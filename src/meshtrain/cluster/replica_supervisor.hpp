@@ -33,7 +33,7 @@
 // is restarted neither alone nor with its group: it would fail again.
 //
 // Heartbeats: with heartbeat_timeout > 0 each worker gets
-// MESHTRAIN_HEARTBEAT_FILE (train/heartbeat.hpp). A worker whose file was last
+// MESHTRAIN_HEARTBEAT_FILE (train/loop/heartbeat.hpp). A worker whose file was last
 // touched more than heartbeat_timeout ago, or that has not touched it
 // max(heartbeat_timeout, heartbeat_startup) after its start, is hung: it is
 // killed with SIGKILL and counts as failed.

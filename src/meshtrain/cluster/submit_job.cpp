@@ -6,7 +6,7 @@
 
 #include "meshtrain/cluster/local_launcher.hpp"
 #include "meshtrain/cluster/pool_check.hpp"
-#include "meshtrain/train/config_schema.hpp"
+#include "meshtrain/train/config/config_schema.hpp"
 
 namespace meshtrain {
 namespace {

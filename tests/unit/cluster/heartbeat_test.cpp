@@ -1,6 +1,6 @@
 // A worker's heartbeat: a no-op without MESHTRAIN_HEARTBEAT_FILE; otherwise
 // the file is created by the first beat and touched at most once a second.
-#include "meshtrain/train/heartbeat.hpp"
+#include "meshtrain/train/loop/heartbeat.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

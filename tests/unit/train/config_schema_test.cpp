@@ -1,4 +1,4 @@
-#include "meshtrain/train/config_schema.hpp"
+#include "meshtrain/train/config/config_schema.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Which settings the workers must share.
-#include "meshtrain/train/rank_agreement.hpp"
+#include "meshtrain/train/config/rank_agreement.hpp"
 
 #include <gtest/gtest.h>
 

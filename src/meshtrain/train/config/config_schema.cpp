@@ -1,0 +1,420 @@
+#include "meshtrain/train/config/config_schema.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain {
+namespace {
+
+enum class FieldType { Int, Float, Bool, String, IntList };
+
+// A numeric range; an open end excludes its bound.
+struct Range {
+  double lo = -HUGE_VAL, hi = HUGE_VAL;
+  bool lo_open = false, hi_open = false;
+  bool contains(double v) const {
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+  std::string text() const {
+    std::ostringstream s;
+    s << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]");
+    return s.str();
+  }
+};
+
+struct Field {
+  std::string section, key;
+  FieldType type;
+  Range range;                       // Int, Float, IntList elements
+  std::vector<std::string> choices;  // String: allowed values, empty = any
+  std::string doc;
+  std::function<void*(JobConfig&)> at;
+  std::string name() const { return section + "." + key; }
+};
+
+Range closed(double lo, double hi) { return {lo, hi, false, false}; }
+Range left_open(double lo, double hi) { return {lo, hi, true, false}; }
+Range right_open(double lo, double hi) { return {lo, hi, false, true}; }
+constexpr double kMaxInt = 9007199254740992.0;  // 2^53: exact in a double
+
+#define MT_FIELD(SEC, KEY, TYPE, RANGE, CHOICES, DOC) \
+  Field { #SEC, #KEY, FieldType::TYPE, RANGE, CHOICES, DOC, [](JobConfig& c) -> void* { return &c.SEC.KEY; } }
+
+const std::vector<Field>& fields() {
+  using V = std::vector<std::string>;
+  static const std::vector<Field> table = {
+      MT_FIELD(model, kind, String, {}, (V{"gpt", "mlp", "vit"}), "model family"),
+      MT_FIELD(model, n_layer, Int, closed(1, 1024), {}, "transformer blocks (gpt, vit)"),
+      MT_FIELD(model, n_embd, Int, closed(1, 65536), {}, "width C (gpt, vit)"),
+      MT_FIELD(model, n_head, Int, closed(1, 1024), {}, "attention heads; must divide n_embd"),
+      MT_FIELD(model, block_size, Int, closed(1, 65536), {}, "context length T (gpt)"),
+      MT_FIELD(model, vocab_size, Int, closed(256, 1 << 20), {}, "vocabulary (gpt); bytes need 256"),
+      MT_FIELD(model, hidden, IntList, closed(1, 65536), {}, "hidden layer widths (mlp)"),
+      MT_FIELD(model, classes, Int, closed(2, 65536), {}, "output classes (mlp, vit)"),
+      MT_FIELD(model, image_size, Int, closed(1, 4096), {}, "image side in pixels (vit)"),
+      MT_FIELD(model, patch_size, Int, closed(1, 4096), {}, "patch side in pixels; divides image_size (vit)"),
+      MT_FIELD(data, kind, String, {}, (V{"text", "fashion_mnist"}), "dataset kind"),
+      MT_FIELD(data, path, String, {}, {}, "text file, or Fashion-MNIST directory (empty: Debian's)"),
+      MT_FIELD(data, val_fraction, Float, left_open(0, 0.5), {}, "share of a text file held out for validation"),
+      MT_FIELD(data, seed, Int, closed(0, kMaxInt), {}, "seed of the shuffling"),
+      MT_FIELD(training, batch_size, Int, closed(1, 1 << 24), {}, "samples per step on each device"),
+      MT_FIELD(training, steps, Int, closed(1, kMaxInt), {}, "optimizer steps in the run"),
+      MT_FIELD(training, seed, Int, closed(0, kMaxInt), {}, "seed of parameter initialization"),
+      MT_FIELD(training, threads, Int, closed(0, 1024), {}, "compute threads; 0: the cores, shared among the job's processes on this host"),
+      MT_FIELD(training, log_every, Int, closed(1, kMaxInt), {}, "steps between metrics lines"),
+      MT_FIELD(training, eval_every, Int, closed(0, kMaxInt), {}, "steps between validations; 0: at the end only"),
+      MT_FIELD(training, eval_batches, Int, closed(1, kMaxInt), {}, "validation batches per evaluation"),
+      MT_FIELD(training, out_dir, String, {}, {}, "run directory (metrics, checkpoints)"),
+      MT_FIELD(training, max_memory_mb, Float, closed(0, 1 << 30), {},
+               "per-rank memory limit in MiB, checked before training and after each step; 0: none"),
+      MT_FIELD(optimizer, name, String, {}, (V{"sgd", "adamw", "lars", "lamb"}), "optimizer"),
+      MT_FIELD(optimizer, lr, Float, left_open(0, 10), {}, "base learning rate"),
+      MT_FIELD(optimizer, weight_decay, Float, closed(0, 10), {}, "decoupled weight decay"),
+      MT_FIELD(optimizer, beta1, Float, right_open(0, 1), {}, "Adam/LAMB first-moment decay"),
+      MT_FIELD(optimizer, beta2, Float, right_open(0, 1), {}, "Adam/LAMB second-moment decay"),
+      MT_FIELD(optimizer, eps, Float, left_open(0, 1), {}, "Adam/LAMB epsilon"),
+      MT_FIELD(optimizer, momentum, Float, right_open(0, 1), {}, "SGD/LARS momentum"),
+      MT_FIELD(optimizer, nesterov, Bool, {}, {}, "Nesterov momentum (sgd)"),
+      MT_FIELD(optimizer, trust_coefficient, Float, left_open(0, 10), {}, "LARS trust coefficient"),
+      MT_FIELD(optimizer, grad_clip, Float, closed(0, 1e9), {}, "max global gradient norm; 0: off"),
+      MT_FIELD(schedule, warmup_steps, Int, closed(0, kMaxInt), {}, "linear warmup steps"),
+      MT_FIELD(schedule, decay, String, {}, (V{"cosine", "linear", "constant"}), "decay after warmup"),
+      MT_FIELD(schedule, min_lr_ratio, Float, closed(0, 1), {}, "final lr as a share of the peak"),
+      MT_FIELD(schedule, scale_rule, String, {}, (V{"none", "linear", "sqrt"}), "lr scaling by global batch"),
+      MT_FIELD(schedule, reference_batch, Int, closed(0, 1 << 30), {}, "batch lr was tuned for; 0: per-device batch"),
+      MT_FIELD(checkpoint, dir, String, {}, {}, "checkpoint directory; empty: <out_dir>/checkpoints"),
+      MT_FIELD(checkpoint, every, Int, closed(0, kMaxInt), {}, "steps between checkpoints; 0: at the end"),
+      MT_FIELD(checkpoint, keep, Int, closed(1, 1 << 20), {}, "complete checkpoints to keep"),
+      MT_FIELD(checkpoint, async, Bool, {}, {}, "write checkpoints on a thread while training goes on"),
+      MT_FIELD(metrics, path, String, {}, {}, "JSONL metrics file; empty: <out_dir>/metrics.jsonl"),
+      MT_FIELD(parallel, data, String, {}, (V{"none", "allreduce", "parameter_server"}),
+               "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),
+      MT_FIELD(parallel, all_reduce, String, {}, (V{"auto", "ring", "tree", "halving_doubling", "recursive_doubling", "reduction_server"}),
+               "gradient all-reduce algorithm (data = allreduce)"),
+      MT_FIELD(parallel, zero_stage, Int, closed(0, 3), {},
+               "ZeRO sharding (data = allreduce): 1 optimizer state, 2 also gradients, 3 also parameters (FSDP)"),
+      MT_FIELD(parallel, bucket_mb, Float, left_open(0, 65536), {},
+               "gradient bucket size in MiB; each bucket is all-reduced as soon as backward has filled it"),
+      MT_FIELD(parallel, micro_batches, Int, closed(1, 1 << 20), {},
+               "gradient accumulation: each worker's training.batch_size runs as this many micro-batches, their "
+               "gradients summed before one synchronisation and one optimizer step"),
+      MT_FIELD(parallel, tensor, Int, closed(1, 4096), {},
+               "tensor-parallel ways (Megatron): each transformer block's attention heads, MLP units and the "
+               "vocabulary split over this many consecutive workers; data-parallel ways = workers / tensor"),
+      MT_FIELD(parallel, transport, String, {}, (V{"auto", "shm", "tcp", "mpi"}),
+               "auto: shared memory on one host, TCP across hosts"),
+      MT_FIELD(parallel, timeout_s, Float, left_open(0, 86400 * 7), {}, "longest wait for a peer, in seconds"),
+      MT_FIELD(parallel, workers, Int, closed(1, 4096), {}, "worker processes `meshtrain run` starts"),
+      MT_FIELD(parallel, reducers, Int, closed(0, 4096), {},
+               "reducer processes for all_reduce = reduction_server; 0: as many as workers"),
+      MT_FIELD(parallel, servers, Int, closed(1, 4096), {}, "parameter-server processes (data = parameter_server)"),
+      MT_FIELD(parallel, max_staleness, Int, closed(-1, 1 << 30), {},
+               "parameter server: steps a worker may run ahead of the slowest; -1: unbounded"),
+      MT_FIELD(parallel, evaluators, Int, closed(0, 64), {}, "evaluator processes: evaluate each new checkpoint"),
+      MT_FIELD(parallel, max_restarts, Int, closed(0, 1000), {},
+               "`meshtrain run`: a dead parameter-server worker is restarted alone (this many times); any other "
+               "failure restarts the whole job (this many times) from its newest complete checkpoint"),
+      MT_FIELD(parallel, restart_backoff_s, Float, closed(0, 3600), {},
+               "`meshtrain run`: wait before the first whole-job restart; doubles per restart, at most 30 s"),
+      MT_FIELD(parallel, heartbeat_timeout_s, Float, closed(0, 86400 * 7), {},
+               "`meshtrain run`: a worker that has not finished a step for this long (or its first within "
+               "max(this, 60 s)) is killed as hung and the job restarted; 0: off"),
+  };
+  return table;
+}
+#undef MT_FIELD
+
+const Field* find_field(std::string_view section, std::string_view key) {
+  for (const auto& f : fields())
+    if (f.section == section && f.key == key) return &f;
+  return nullptr;
+}
+
+bool section_exists(std::string_view section) {
+  for (const auto& f : fields())
+    if (f.section == section) return true;
+  return false;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+[[noreturn]] void fail(const std::string& origin, const std::string& key, const std::string& what) {
+  throw ConfigError(origin + ": " + key + ": " + what);
+}
+
+int64_t read_int(const toml::node& node, const Field& f, const std::string& origin) {
+  if (!node.is_integer()) {
+    std::ostringstream got;
+    got << node.type();
+    fail(origin, f.name(), "expected an integer, got " + got.str());
+  }
+  auto v = node.value<int64_t>().value();
+  if (!f.range.contains(static_cast<double>(v)))
+    fail(origin, f.name(), "value " + std::to_string(v) + " is out of range " + f.range.text());
+  return v;
+}
+
+void set_field(JobConfig& config, const Field& f, const toml::node& node, const std::string& origin) {
+  void* p = f.at(config);
+  switch (f.type) {
+    case FieldType::Int: *static_cast<int64_t*>(p) = read_int(node, f, origin); break;
+    case FieldType::Float: {
+      if (!node.is_number()) fail(origin, f.name(), "expected a number");
+      double v = node.is_integer() ? static_cast<double>(node.value<int64_t>().value()) : node.value<double>().value();
+      if (!std::isfinite(v) || !f.range.contains(v))
+        fail(origin, f.name(), "value " + std::to_string(v) + " is out of range " + f.range.text());
+      *static_cast<double*>(p) = v;
+      break;
+    }
+    case FieldType::Bool:
+      if (!node.is_boolean()) fail(origin, f.name(), "expected true or false");
+      *static_cast<bool*>(p) = node.value<bool>().value();
+      break;
+    case FieldType::String: {
+      if (!node.is_string()) fail(origin, f.name(), "expected a string");
+      std::string v = node.value<std::string>().value();
+      if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
+        fail(origin, f.name(), "unknown value '" + v + "' (expected one of: " + join(f.choices) + ")");
+      *static_cast<std::string*>(p) = v;
+      break;
+    }
+    case FieldType::IntList: {
+      const auto* arr = node.as_array();
+      if (!arr || arr->empty()) fail(origin, f.name(), "expected a non-empty array of integers");
+      std::vector<int64_t> values;
+      for (const auto& el : *arr) values.push_back(read_int(el, f, origin));
+      *static_cast<std::vector<int64_t>*>(p) = values;
+      break;
+    }
+  }
+}
+
+std::string type_name(FieldType t) {
+  switch (t) {
+    case FieldType::Int: return "integer";
+    case FieldType::Float: return "float";
+    case FieldType::Bool: return "bool";
+    case FieldType::String: return "string";
+    case FieldType::IntList: return "integer array";
+  }
+  return "?";
+}
+
+std::string value_text(JobConfig& config, const Field& f) {
+  void* p = f.at(config);
+  std::ostringstream s;
+  switch (f.type) {
+    case FieldType::Int: s << *static_cast<int64_t*>(p); break;
+    case FieldType::Float: {
+      s.precision(17);
+      s << *static_cast<double*>(p);
+      std::string t = s.str();
+      // Keep it a TOML float, not an integer.
+      if (t.find_first_of(".eEn") == std::string::npos) t += ".0";
+      return t;
+    }
+    case FieldType::Bool: s << (*static_cast<bool*>(p) ? "true" : "false"); break;
+    case FieldType::String: {
+      toml::value<std::string> v(*static_cast<std::string*>(p));
+      s << v;
+      break;
+    }
+    case FieldType::IntList: {
+      s << "[";
+      const auto& v = *static_cast<std::vector<int64_t>*>(p);
+      for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+      s << "]";
+      break;
+    }
+  }
+  return s.str();
+}
+
+}  // namespace
+
+JobConfig parse_job_config(std::string_view toml_text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    throw ConfigError(origin + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
+                      ": malformed TOML: " + std::string(e.description()));
+  }
+  JobConfig config;
+  for (auto&& [section_key, section_node] : root) {
+    std::string section(section_key.str());
+    if (!section_exists(section)) fail(origin, section, "unknown section");
+    const auto* table = section_node.as_table();
+    if (!table) fail(origin, section, "expected a [" + section + "] table");
+    for (auto&& [key, node] : *table) {
+      const Field* f = find_field(section, key.str());
+      if (!f) fail(origin, section + "." + std::string(key.str()), "unknown key");
+      set_field(config, *f, node, origin);
+    }
+  }
+  validate_job_config(config);
+  return config;
+}
+
+JobConfig load_job_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot open config file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_job_config(text.str(), path);
+}
+
+void apply_override(JobConfig& config, std::string_view assignment) {
+  const std::string origin = "command line";
+  auto eq = assignment.find('=');
+  if (eq == std::string_view::npos) fail(origin, std::string(assignment), "expected --section.key=value");
+  std::string name(assignment.substr(0, eq));
+  std::string value(assignment.substr(eq + 1));
+  auto dot = name.find('.');
+  if (dot == std::string::npos) fail(origin, name, "expected --section.key=value");
+  std::string section = name.substr(0, dot), key = name.substr(dot + 1);
+  if (!section_exists(section)) fail(origin, name, "unknown section '" + section + "'");
+  const Field* f = find_field(section, key);
+  if (!f) fail(origin, name, "unknown key");
+  toml::table parsed;
+  bool is_toml = true;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    is_toml = false;
+  }
+  if (f->type == FieldType::String && !(is_toml && parsed["v"].is_string())) {
+    toml::value<std::string> raw(value);  // a bare word such as a path
+    set_field(config, *f, raw, origin);
+  } else {
+    if (!is_toml) fail(origin, name, "cannot read value '" + value + "'");
+    set_field(config, *f, *parsed.get("v"), origin);
+  }
+}
+
+void apply_overrides(JobConfig& config, const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg.rfind("--", 0) != 0) throw ConfigError("unexpected argument '" + arg + "'");
+    apply_override(config, arg.substr(2));
+  }
+  validate_job_config(config);
+}
+
+namespace {
+
+// What tensor parallelism splits must split evenly: heads (and so the MLP's
+// 4 n_embd units) and the vocabulary (no padding: a padded vocabulary would
+// change the model's shapes and its Hugging Face checkpoint).
+void validate_tensor_parallel(const JobConfig& c, const std::string& origin) {
+  const int64_t t = c.parallel.tensor;
+  if (t == 1) return;
+  const std::string ways = " over parallel.tensor = " + std::to_string(t) + " ways";
+  if (c.model.kind != "gpt" && c.model.kind != "vit")
+    fail(origin, "parallel.tensor", "tensor parallelism splits transformer blocks: model.kind 'gpt' or 'vit', not '" +
+                                        c.model.kind + "'");
+  if (c.parallel.data == "parameter_server")
+    fail(origin, "parallel.tensor", "parameter-server workers train alone; tensor parallelism needs parallel.data = "
+                                    "\"allreduce\" (or \"none\" with parallel.workers = parallel.tensor)");
+  // parallel.workers is what `meshtrain run` starts (1 by default, when
+  // another launcher decides); the mesh checks the launched world again.
+  if (c.parallel.workers > 1 && c.parallel.workers % t != 0)
+    fail(origin, "parallel.tensor", "parallel.workers = " + std::to_string(c.parallel.workers) +
+                                        " is not a multiple of parallel.tensor = " + std::to_string(t) +
+                                        " (workers = data ways x tensor ways)");
+  if (c.parallel.data == "none" && c.parallel.workers > 1 && c.parallel.workers != t)
+    fail(origin, "parallel.tensor", "parallel.data = \"none\" allows one data-parallel way, but parallel.workers = " +
+                                        std::to_string(c.parallel.workers) + " / tensor " + std::to_string(t) +
+                                        " = " + std::to_string(c.parallel.workers / t));
+  if (c.model.n_head % t != 0)
+    fail(origin, "parallel.tensor", "model.n_head = " + std::to_string(c.model.n_head) + " heads do not split" + ways);
+  if (c.model.kind == "gpt" && c.model.vocab_size % t != 0)
+    fail(origin, "parallel.tensor", "model.vocab_size = " + std::to_string(c.model.vocab_size) +
+                                        " does not split" + ways + " (the embedding is vocabulary-parallel)");
+  if (c.parallel.all_reduce == "reduction_server")
+    fail(origin, "parallel.tensor", "the Reduction Server serves one data-parallel group; with tensor > 1 there are " +
+                                        std::to_string(t) + " (use another parallel.all_reduce)");
+}
+
+}  // namespace
+
+void validate_job_config(const JobConfig& c) {
+  const std::string origin = "config";
+  const auto& m = c.model;
+  if (m.kind == "gpt" || m.kind == "vit") {
+    if (m.n_embd % m.n_head != 0)
+      fail(origin, "model.n_head", "n_head " + std::to_string(m.n_head) + " does not divide n_embd " +
+                                       std::to_string(m.n_embd));
+  }
+  if (m.kind == "vit" && m.image_size % m.patch_size != 0)
+    fail(origin, "model.patch_size", "patch_size " + std::to_string(m.patch_size) + " does not divide image_size " +
+                                         std::to_string(m.image_size));
+  if (m.kind == "gpt" && c.data.kind != "text")
+    fail(origin, "data.kind", "model 'gpt' trains on data.kind = \"text\", not '" + c.data.kind + "'");
+  if (m.kind != "gpt" && c.data.kind != "fashion_mnist")
+    fail(origin, "data.kind", "model '" + m.kind + "' trains on data.kind = \"fashion_mnist\", not '" + c.data.kind + "'");
+  if (c.data.kind == "fashion_mnist" && m.kind == "vit" && m.image_size != 28)
+    fail(origin, "model.image_size", "Fashion-MNIST images are 28x28, not " + std::to_string(m.image_size));
+  if (c.data.kind == "text" && c.data.path.empty()) fail(origin, "data.path", "a text dataset needs a path");
+  if (c.schedule.decay != "constant" && c.schedule.warmup_steps >= c.training.steps)
+    fail(origin, "schedule.warmup_steps", "warmup of " + std::to_string(c.schedule.warmup_steps) +
+                                              " steps must be shorter than training.steps (" +
+                                              std::to_string(c.training.steps) + ") to leave room for decay");
+  if (c.training.out_dir.empty()) fail(origin, "training.out_dir", "must not be empty");
+  if (c.parallel.zero_stage > 0 && c.parallel.data != "allreduce")
+    fail(origin, "parallel.zero_stage", "ZeRO shards data-parallel workers: it needs parallel.data = \"allreduce\", not '" +
+                                            c.parallel.data + "'");
+  if (c.parallel.zero_stage >= 2 && c.parallel.all_reduce == "reduction_server")
+    fail(origin, "parallel.zero_stage", "stages 2 and 3 reduce-scatter gradients among the workers; the Reduction "
+                                        "Server serves all-reduces only (use zero_stage = 1, or another all_reduce)");
+  if (c.training.batch_size % c.parallel.micro_batches != 0)
+    fail(origin, "parallel.micro_batches", std::to_string(c.parallel.micro_batches) +
+                                               " micro-batches do not divide training.batch_size (" +
+                                               std::to_string(c.training.batch_size) + ")");
+  if (c.parallel.micro_batches > 1 && c.parallel.data == "parameter_server")
+    fail(origin, "parallel.micro_batches", "parameter-server workers push every batch's gradient as it is; "
+                                           "micro-batches are for data = \"none\" or \"allreduce\"");
+  validate_tensor_parallel(c, origin);
+  if (c.parallel.all_reduce == "reduction_server" && c.parallel.data != "allreduce")
+    fail(origin, "parallel.all_reduce", "reduction_server needs parallel.data = \"allreduce\", not '" +
+                                            c.parallel.data + "'");
+}
+
+std::string job_config_to_toml(const JobConfig& config) {
+  JobConfig copy = config;
+  std::string out, section;
+  for (const auto& f : fields()) {
+    if (f.section != section) {
+      section = f.section;
+      out += (out.empty() ? "[" : "\n[") + section + "]\n";
+    }
+    out += f.key + " = " + value_text(copy, f) + "\n";
+  }
+  return out;
+}
+
+std::string job_config_reference() {
+  JobConfig defaults;
+  std::ostringstream s;
+  for (const auto& f : fields()) {
+    std::string constraint = !f.choices.empty() ? "one of " + join(f.choices)
+                             : (f.type == FieldType::Int || f.type == FieldType::Float || f.type == FieldType::IntList)
+                                 ? "in " + f.range.text()
+                                 : "";
+    s << "  --" << f.name() << " (" << type_name(f.type) << ", default " << value_text(defaults, f) << ")  "
+      << f.doc << (constraint.empty() ? "" : "; " + constraint) << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,55 @@
+#pragma once
+// Per-rank memory: what ZeRO's formulas predict for a model and a stage,
+// the check against training.max_memory_mb, and the report that sets the
+// prediction beside what the MemoryTracker measured.
+//
+// Predicted model state, for Psi = the store's flat size (parameters plus
+// the 64-byte alignment padding between tensors), N workers and K optimizer
+// state floats per parameter (2 for AdamW and LAMB, 1 for SGD and LARS with
+// momentum, 0 without), in bytes:
+//   parameters   4 Psi       (stage 3: 4 Psi / N)
+//   gradients    4 Psi       (stages 2, 3: 4 Psi / N)
+//   optimizer    4 K Psi     (stages 1-3: 4 K Psi / N)
+// where "/ N" is exactly the rank's shard: one padded slice per unit
+// (parallel/zero/shard_layout.hpp). Communication buffers, documented in
+// param_gatherer.hpp and grad_reducer.hpp, are predicted exactly too; the
+// collectives' transient scratch is not tracked. Activations depend on the
+// batch and are measured, not predicted.
+#include <cstddef>
+#include <cstdio>
+#include <string>
+
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/train/config/job_config.hpp"
+
+namespace meshtrain {
+
+struct MemoryPrediction {
+  size_t parameters = 0, gradients = 0, optimizer_state = 0, communication = 0;
+  size_t model_state() const { return parameters + gradients + optimizer_state; }
+  size_t total() const { return model_state() + communication; }
+};
+
+// Optimizer state floats per parameter for optimizer.name and its settings.
+int optimizer_state_floats(const JobConfig& config);
+
+// Rank 0's prediction (the largest shard) at `stage` over `world` workers.
+// micro_batches > 1 (gradient accumulation): stages 2 and 3 keep a second
+// gradient shard for the later micro-batches' reduce-scatters (grad_reducer.hpp).
+MemoryPrediction predict_memory(const ParamStore& store, int world, int stage, int state_floats,
+                                int64_t micro_batches = 1);
+
+// Throws ConfigError before training when training.max_memory_mb is set and
+// the prediction at parallel.zero_stage exceeds it, naming the smallest
+// stage that would fit (or saying that none does on this many workers).
+void check_memory_budget(const JobConfig& config, const ParamStore& store, int world);
+
+// Throws Error when the tracked peak exceeds training.max_memory_mb (a step
+// whose activations did not fit), naming the kinds.
+void check_memory_peak(const JobConfig& config, int64_t step);
+
+// A table of tracked peak bytes per kind beside the prediction, for
+// --memory-report and the end of a run.
+std::string memory_report(const MemoryPrediction& predicted, int world, int stage);
+
+}  // namespace meshtrain

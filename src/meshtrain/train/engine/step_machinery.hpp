@@ -1,0 +1,29 @@
+#pragma once
+// What a synchronous worker's step runs on, built from the config in the
+// order each part needs: parameters made equal on every worker, then the
+// gradient exchange (GradientSync for stages 0 and 1), the ZeRO engine
+// (stages 1-3: it shards the store), and last the optimizer, over the whole
+// store or the worker's shard.
+#include <memory>
+
+#include "meshtrain/nn/model.hpp"
+#include "meshtrain/optim/optimizer.hpp"
+#include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
+#include "meshtrain/parallel/zero/zero_engine.hpp"
+#include "meshtrain/train/config/job_config.hpp"
+#include "meshtrain/train/engine/worker_group.hpp"
+
+namespace meshtrain {
+
+struct StepMachinery {
+  std::unique_ptr<parallel::GradientSync> sync;  // null: one worker, or ZeRO stage 2/3
+  std::unique_ptr<parallel::ZeroEngine> zero;    // null: stage 0, or one worker
+  std::unique_ptr<Optimizer> optimizer;
+};
+
+// The model's parameters must be initialized (on the lead at least: the
+// others receive the lead's). With one worker, parallel.zero_stage has
+// nothing to shard and is ignored.
+StepMachinery make_step_machinery(const JobConfig& config, Model& model, WorkerGroup& workers);
+
+}  // namespace meshtrain

@@ -1,0 +1,110 @@
+#include "meshtrain/train/engine/worker_group.hpp"
+
+#include <numeric>
+
+#include "meshtrain/comm/bootstrap/connect.hpp"
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
+#include "meshtrain/train/config/rank_agreement.hpp"
+
+namespace meshtrain {
+
+WorkerGroup::WorkerGroup(const JobConfig& config) {
+  const auto& p = config.parallel;
+  const int tensor = static_cast<int>(p.tensor);
+  if (p.data != "allreduce" && tensor == 1) {
+    // Several ranks without data parallelism would each train the whole job
+    // alone and overwrite one another's checkpoints.
+    const comm::LaunchEnv env = comm::read_launch_env();
+    if (env.world_size > 1)
+      throw ConfigError("this process is rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+                        " but parallel.data = \"" + p.data + "\": set parallel.data = \"allreduce\" to train "
+                        "together, or start one process");
+    return;
+  }
+  algorithm_ = comm::parse_all_reduce_algorithm(p.all_reduce);
+  comm::LaunchEnv env = comm::read_launch_env();
+  const bool reduction_server = algorithm_ == comm::AllReduceAlgorithm::ReductionServer;
+  if (reduction_server && env.num_servers == 0)
+    throw ConfigError("parallel.all_reduce = \"reduction_server\" needs reducer processes: start the job with "
+                      "`meshtrain run` (parallel.reducers) or `meshtrain launch --reducers R`");
+  if (env.role == "server")
+    throw ConfigError("rank " + std::to_string(env.rank) + " is a pool-2 server rank (the last " +
+                      std::to_string(env.num_servers) + " ranks); run `meshtrain reducer` there, not `train`");
+  try {
+    mesh_ = comm::DeviceMesh(comm::MeshShape{.dp = -1, .tp = tensor}, env.num_workers());
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::to_string(env.num_workers()) + " workers do not split into tensor groups of " +
+                      "parallel.tensor = " + std::to_string(tensor) + " (" + e.what() + ")");
+  }
+  if (p.data != "allreduce" && size() > 1)
+    throw ConfigError(std::to_string(env.num_workers()) + " workers at parallel.tensor = " + std::to_string(tensor) +
+                      " make " + std::to_string(size()) + " data-parallel ways, but parallel.data = \"" + p.data +
+                      "\": set parallel.data = \"allreduce\", or start " + std::to_string(tensor) + " processes");
+  worker_rank_ = env.rank;
+  local_size_ = env.local_world_size;
+  if (env.world_size == 1) return;
+
+  comm::TransportOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
+  // The tensor axis gets a channel of its own (its own transport and
+  // communication thread), so its all-reduces inside every layer never
+  // queue behind a data-parallel gradient bucket (connect.hpp).
+  auto transports = comm::connect_transports(env, p.transport, options,
+                                             tensor > 1 ? std::vector<std::string>{"", "tp"} : std::vector<std::string>{""});
+  communicator_ = std::make_shared<comm::Communicator>(std::move(transports[0]));
+  tensor_communicator_ =
+      transports.size() > 1 ? std::make_shared<comm::Communicator>(std::move(transports[1])) : communicator_;
+  local_size_ = env.local_world_size;  // learned at rendezvous where the launcher did not say
+  std::vector<int> workers(static_cast<size_t>(mesh_.workers()));
+  std::iota(workers.begin(), workers.end(), 0);
+  all_workers_ = std::make_unique<comm::ProcessGroup>(communicator_, workers);
+  check_ranks_agree(config, *all_workers_);  // before anything waits on a collective the others may never make
+  data_group_ = std::make_unique<comm::ProcessGroup>(communicator_,
+                                                     mesh_.group_ranks(comm::MeshAxis::Data, worker_rank_));
+  if (tensor > 1) {
+    tensor_group_ = std::make_unique<comm::ProcessGroup>(tensor_communicator_,
+                                                         mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_));
+    tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_);
+  }
+  if (reduction_server) {
+    std::vector<int> reducers(static_cast<size_t>(env.num_servers));
+    std::iota(reducers.begin(), reducers.end(), mesh_.workers());
+    data_group_->use_reducers(reducers);
+  }
+}
+
+WorkerGroup::~WorkerGroup() {
+  if (!data_group_ || !data_group_->has_reducers()) return;
+  try {
+    data_group_->shutdown_reducers_async()->wait();
+  } catch (const std::exception&) {
+    // The job is ending anyway; a reducer that already went away changes nothing.
+  }
+}
+
+const char* WorkerGroup::transport_name() const {
+  return communicator_ ? communicator_->transport_name().c_str() : "none";
+}
+
+uint64_t WorkerGroup::bytes_sent() const {
+  uint64_t sent = 0;
+  for (const auto* g : {all_workers_.get(), data_group_.get(), tensor_group_.get()})
+    if (g) sent += g->bytes_sent();
+  return sent;
+}
+
+void WorkerGroup::sum(std::span<double> values) {
+  if (group()) group()->all_reduce(values, comm::ReduceKind::Sum);
+}
+
+void WorkerGroup::tensor_sum(std::span<double> values) {
+  if (tensor_group_) tensor_group_->all_reduce(values, comm::ReduceKind::Sum);
+}
+
+int64_t WorkerGroup::broadcast_from_lead(int64_t value) {
+  if (all_workers_) all_workers_->broadcast(std::span<int64_t>(&value, 1), 0);
+  return value;
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,74 @@
+#pragma once
+// The workers of a synchronous job as one process sees them: the device mesh
+// they form (comm/mesh/device_mesh.hpp: data ways x tensor ways, tensor
+// fastest), this process's place in it, and the process groups cut from it:
+// the data-parallel group its gradients are reduced over, the tensor-parallel
+// group its layers exchange activations in, and all the workers (for the
+// lead's decisions: resume step, checkpoint directory). Built from the
+// launch environment (comm/bootstrap/launch_env.hpp) and the config's
+// [parallel] section; a job with parallel.data = "none" and tensor = 1, or a
+// single worker, gets rank 0 of 1 and no communication at all.
+#include <memory>
+
+#include "meshtrain/comm/group/process_group.hpp"
+#include "meshtrain/comm/mesh/device_mesh.hpp"
+#include "meshtrain/nn/tensor_parallel.hpp"
+#include "meshtrain/train/config/job_config.hpp"
+
+namespace meshtrain {
+
+class WorkerGroup {
+ public:
+  // Connects to the other workers (and the reducers, when the all-reduce is
+  // reduction_server). Throws ConfigError for an environment that does not
+  // fit the config (a world that is not a multiple of parallel.tensor, ...),
+  // CommError when peers do not show up within parallel.timeout_s.
+  explicit WorkerGroup(const JobConfig& config);
+  // Lets the reducers go (when there are any) and closes the connections.
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Data-parallel rank and ways: which share of the global batch this
+  // process reads, and what its gradients are averaged over. Tensor ranks
+  // of one group share the same data rank (and batch).
+  int rank() const { return mesh_.coord(worker_rank_).dp; }
+  int size() const { return mesh_.size(comm::MeshAxis::Data); }
+  // Tensor-parallel rank and ways.
+  int tensor_rank() const { return mesh_.coord(worker_rank_).tp; }
+  int tensor_size() const { return mesh_.size(comm::MeshAxis::Tensor); }
+  // Position among all workers, and how many there are (data x tensor).
+  int worker_rank() const { return worker_rank_; }
+  int workers() const { return mesh_.workers(); }
+  const comm::DeviceMesh& mesh() const { return mesh_; }
+  // Processes of this job on this host (workers, and reducers when present).
+  int local_size() const { return local_size_; }
+  bool is_lead() const { return worker_rank_ == 0; }
+  // The data-parallel group; null when there is one data-parallel way.
+  comm::ProcessGroup* group() { return size() > 1 ? data_group_.get() : nullptr; }
+  // The tensor-parallel group as nn/'s layers take it; null for tensor = 1.
+  // It has a communication channel of its own (comm/bootstrap/connect.hpp).
+  nn::TensorParallelComm* tensor_group() { return tensor_comm_.get(); }
+  comm::AllReduceAlgorithm algorithm() const { return algorithm_; }
+  const char* transport_name() const;
+  // Bytes this process has sent in every group so far.
+  uint64_t bytes_sent() const;
+
+  // Sums `values` over the data-parallel ranks, in place (a no-op for one).
+  void sum(std::span<double> values);
+  // Sums `values` over the tensor-parallel ranks, in place (a no-op for one).
+  void tensor_sum(std::span<double> values);
+  // Every worker gets the lead's value.
+  int64_t broadcast_from_lead(int64_t value);
+
+ private:
+  int worker_rank_ = 0, local_size_ = 1;
+  comm::DeviceMesh mesh_{comm::MeshShape{}, 1};
+  comm::AllReduceAlgorithm algorithm_ = comm::AllReduceAlgorithm::Auto;
+  std::shared_ptr<comm::Communicator> communicator_;         // all workers, the data axis
+  std::shared_ptr<comm::Communicator> tensor_communicator_;  // the tensor axis's channel (MPI: communicator_)
+  std::unique_ptr<comm::ProcessGroup> all_workers_, data_group_, tensor_group_;
+  std::unique_ptr<nn::TensorParallelComm> tensor_comm_;
+};
+
+}  // namespace meshtrain

@@ -1,0 +1,256 @@
+#include "meshtrain/train/loop/train_checkpoint.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "meshtrain/checkpoint/checkpoint_dir.hpp"
+#include "meshtrain/checkpoint/flat_shards.hpp"
+#include "meshtrain/checkpoint/manifest.hpp"
+#include "meshtrain/checkpoint/param_io.hpp"
+#include "meshtrain/checkpoint/placement_reader.hpp"
+#include "meshtrain/checkpoint/safetensors_reader.hpp"
+#include "meshtrain/checkpoint/safetensors_writer.hpp"
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
+#include "meshtrain/train/config/config_schema.hpp"
+#include "meshtrain/train/engine/model_factory.hpp"
+
+namespace meshtrain {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kStateFile = "train_state.safetensors";
+constexpr const char* kStateFormat = "meshtrain-train-state-1";
+
+const std::string& require(const checkpoint::Metadata& meta, const std::string& key, const fs::path& file) {
+  auto it = meta.find(key);
+  if (it == meta.end()) throw CheckpointError(file.string() + ": metadata lacks '" + key + "'");
+  return it->second;
+}
+
+int64_t parse_int(const std::string& text, const std::string& key, const fs::path& file) {
+  try {
+    size_t used = 0;
+    int64_t v = std::stoll(text, &used);
+    if (used == text.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw CheckpointError(file.string() + ": metadata '" + key + "' is not a count: '" + text + "'");
+}
+
+// The training state every checkpoint's metadata carries (train_state's, or shard 0's).
+checkpoint::Metadata state_metadata(const TrainState& state, const JobConfig& config, const SavedShare& share) {
+  return {{"format", kStateFormat},
+          {"step", std::to_string(state.step)},
+          {"data_epoch", std::to_string(state.data.epoch)},
+          {"data_position", std::to_string(state.data.position)},
+          {"optimizer", share.optimizer_name},
+          {"optimizer_steps", std::to_string(share.optimizer_steps)},
+          {"config", job_config_to_toml(config)}};
+}
+
+// Files of `dir` whose names start with one of `prefixes`, in name order.
+std::vector<fs::path> files_named(const fs::path& dir, std::initializer_list<std::string> prefixes) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string& prefix : prefixes)
+      if (name.starts_with(prefix) && name.ends_with(".safetensors")) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// One tensor rank's shard files of a sharded checkpoint; empty for a whole one.
+std::vector<fs::path> shard_files(const fs::path& dir, int tensor_rank, int tensor_ways) {
+  return files_named(dir, {checkpoint::shard_file_prefix(tensor_rank, tensor_ways)});
+}
+
+// The file whose metadata holds the training state: the first worker's
+// shard (tensor rank 0, data rank 0), or the whole checkpoint's state file.
+fs::path state_file(const fs::path& dir) {
+  auto shards = files_named(dir, {checkpoint::shard_file_prefix(0, 1), "tp-"});
+  return shards.empty() ? dir / kStateFile : shards.front();
+}
+
+// Where a store sits in its tensor-parallel group, read off its placements.
+struct TensorCoordinate {
+  int index = 0, ways = 1;
+};
+TensorCoordinate tensor_coordinate(const ParamStore& store) {
+  for (const ParamView& v : store.views())
+    if (!v.placement.replicated()) return {v.placement.index, v.placement.parts};
+  return {};
+}
+
+// A reader of one saved tensor rank's buffers in `layout` (whole checkpoints
+// have one rank).
+std::unique_ptr<checkpoint::FlatRangeReader> open_saved_rank(
+    const fs::path& dir, int tensor_rank, int tensor_ways, const ParamStore& layout,
+    const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
+  if (auto shards = shard_files(dir, tensor_rank, tensor_ways); !shards.empty())
+    return checkpoint::open_flat_shards(shards, layout);
+  if (tensor_ways > 1)
+    throw CheckpointError(dir.string() + ": holds no shard of tensor-parallel rank " + std::to_string(tensor_rank) +
+                          " of " + std::to_string(tensor_ways));
+  std::vector<checkpoint::ViewTensorSource> sources{{"params", dir / kModelFile, ""}};
+  for (auto& [name, buffer] : states) sources.push_back({name, dir / kStateFile, name + "."});
+  return checkpoint::open_view_tensors(sources, layout);
+}
+
+// A checkpoint saved at another tensor-parallel width, read by placement
+// (checkpoint/placement_reader.hpp): the saved ranks' layouts come from the
+// model the checkpoint's own config describes.
+std::unique_ptr<checkpoint::FlatRangeReader> open_resharded_checkpoint(
+    const fs::path& dir, int saved_ways, const ParamStore& store,
+    const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
+  const JobConfig saved = checkpoint_config(dir.string());
+  parallel::SoloTensorGroup group(0, saved_ways);  // for the layout only
+  const std::unique_ptr<Model> model = make_model(saved.model, saved_ways > 1 ? &group : nullptr);
+  std::vector<checkpoint::SavedTensorRank> ranks;
+  for (int t = 0; t < saved_ways; ++t) {
+    checkpoint::SavedTensorRank rank{.layout = checkpoint::layout_copy(model->store(), saved_ways > 1 ? t : -1)};
+    rank.reader = open_saved_rank(dir, t, saved_ways, *rank.layout, states);
+    ranks.push_back(std::move(rank));
+  }
+  return checkpoint::open_resharded(std::move(ranks), store);
+}
+
+}  // namespace
+
+SavedShare whole_share(const Model& model, Optimizer& optimizer) {
+  SavedShare share{.segments = {{.begin = 0, .end = model.store().flat_size(), .local = 0}},
+                   .buffers = {{"params", model.store().params().data(), false}},
+                   .optimizer_name = optimizer.name(),
+                   .optimizer_steps = optimizer.steps_taken()};
+  for (auto& [name, buffer] : optimizer.state_buffers()) share.buffers.push_back({name, buffer->data(), false});
+  return share;
+}
+
+std::string save_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
+                                  const Model& model, Optimizer& optimizer, int64_t keep) {
+  auto writer = checkpoint::CheckpointWriter::begin(root, state.step);
+  write_whole_checkpoint(writer.tmp_path(), state, config, model, whole_share(model, optimizer));
+  auto info = writer.commit({.config = job_config_to_toml(config)});
+  checkpoint::prune(root, static_cast<size_t>(keep));
+  return info.path.string();
+}
+
+void write_whole_checkpoint(const fs::path& dir, const TrainState& state, const JobConfig& config,
+                            const Model& model, const SavedShare& share) {
+  const ParamStore& store = model.store();
+  if (share.segments.size() != 1 || share.segments[0].size() != store.flat_size() || share.buffers.empty())
+    throw CheckpointError("write_whole_checkpoint: the share is not the whole model");
+  // "format": "pt" lets Hugging Face loaders take the file as a PyTorch state dict.
+  checkpoint::write_safetensors(dir / kModelFile, checkpoint::view_tensors(store, share.buffers[0].data),
+                                {{"format", "pt"}, {"step", std::to_string(state.step)}, {"model", model.kind()}});
+  std::vector<checkpoint::TensorEntry> entries;
+  for (size_t b = 1; b < share.buffers.size(); ++b) {
+    auto views = checkpoint::view_tensors(store, share.buffers[b].data, share.buffers[b].name + ".");
+    entries.insert(entries.end(), views.begin(), views.end());
+  }
+  checkpoint::write_safetensors(dir / kStateFile, entries, state_metadata(state, config, share));
+}
+
+void write_checkpoint_shard(const fs::path& dir, const ShardCoordinate& at, const TrainState& state,
+                            const JobConfig& config, const ParamStore& store, const SavedShare& share) {
+  const bool first = at.rank == 0 && at.tensor_rank == 0;
+  checkpoint::Metadata meta = first ? state_metadata(state, config, share) : checkpoint::Metadata{};
+  meta["zero_stage"] = std::to_string(at.zero_stage);
+  meta["workers"] = std::to_string(at.world);
+  meta["tensor_parallel"] = std::to_string(at.tensor_ways);
+  checkpoint::write_flat_shard(dir / checkpoint::shard_file_name(at.rank, at.world, at.tensor_rank, at.tensor_ways),
+                               store, share.segments, share.buffers, meta);
+}
+
+std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::string& root, std::FILE* log) {
+  std::vector<std::string> skipped;
+  auto latest = checkpoint::latest_verified(root, &skipped);
+  if (log)
+    for (const auto& why : skipped) std::fprintf(log, "skipping checkpoint: %s\n", why.c_str());
+  return latest;
+}
+
+TrainState load_train_checkpoint(const std::string& path, const JobConfig& config, Model& model,
+                                 Optimizer* optimizer, parallel::ZeroEngine* zero) {
+  const fs::path dir(path);
+  const fs::path meta_path = state_file(dir);
+  const checkpoint::Metadata meta = checkpoint::SafetensorsReader(meta_path).metadata();
+  if (require(meta, "format", meta_path) != kStateFormat)
+    throw CheckpointError(meta_path.string() + ": unknown train-state format '" + meta.at("format") + "'");
+  TrainState state;
+  state.step = parse_int(require(meta, "step", meta_path), "step", meta_path);
+  state.data.epoch = parse_int(require(meta, "data_epoch", meta_path), "data_epoch", meta_path);
+  state.data.position = parse_int(require(meta, "data_position", meta_path), "data_position", meta_path);
+
+  // Opening checks every file against the model before anything is written.
+  ParamStore& store = model.store();
+  std::vector<std::pair<std::string, AlignedBuffer<float>*>> states;
+  if (optimizer) {
+    const std::string& saved = require(meta, "optimizer", meta_path);
+    if (saved != optimizer->name())
+      throw CheckpointError(path + ": written with optimizer '" + saved + "', but optimizer.name is '" +
+                            config.optimizer.name + "'");
+    states = optimizer->state_buffers();
+  }
+  // The same tensor-parallel width reads this rank's own files by flat
+  // range; another width (one process included) reshards by placement.
+  const int saved_ways = checkpoint::read_manifest(dir).job.tp;
+  const TensorCoordinate here = tensor_coordinate(store);
+  std::unique_ptr<checkpoint::FlatRangeReader> reader =
+      saved_ways == here.ways ? open_saved_rank(dir, here.index, here.ways, store, states)
+                              : open_resharded_checkpoint(dir, saved_ways, store, states);
+  for (auto& [name, buffer] : states)
+    if (!reader->has(name)) throw CheckpointError(path + ": holds no optimizer state '" + name + "'");
+
+  // This worker's elements: its ZeRO segments, or the whole store.
+  const FlatSegments whole{{.begin = 0, .end = store.flat_size(), .local = 0}};
+  const FlatSegments& owned = zero ? zero->layout().segments() : whole;
+  auto param_shard = zero ? zero->param_shard() : std::span<float>{};
+  if (!param_shard.empty()) {
+    for (const FlatSegment& s : owned) reader->read("params", s.begin, s.end, param_shard.data() + s.local);
+  } else {
+    reader->read("params", 0, store.flat_size(), store.params().data());
+  }
+  for (auto& [name, buffer] : states)
+    for (const FlatSegment& s : owned) reader->read(name, s.begin, s.end, buffer->data() + s.local);
+  if (optimizer)
+    optimizer->set_steps_taken(parse_int(require(meta, "optimizer_steps", meta_path), "optimizer_steps", meta_path));
+  return state;
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) throw CheckpointError(path + ": not a checkpoint directory");
+  if (fs::exists(fs::path(path) / "MANIFEST.json", ec)) {
+    checkpoint::verify_checkpoint(path);
+    return path;
+  }
+  std::vector<std::string> skipped;
+  auto latest = checkpoint::latest_verified(path, &skipped);
+  if (!latest) {
+    std::string why = skipped.empty() ? "" : " (skipped: " + skipped.front() + ")";
+    throw CheckpointError(path + ": no complete checkpoint" + why);
+  }
+  return latest->path.string();
+}
+
+CheckpointModel load_checkpoint_model(const std::string& user_path, const std::vector<std::string>& overrides) {
+  CheckpointModel loaded;
+  loaded.path = resolve_checkpoint(user_path);
+  loaded.config = checkpoint_config(loaded.path);
+  apply_overrides(loaded.config, overrides);
+  loaded.model = make_model(loaded.config.model);
+  loaded.step = load_train_checkpoint(loaded.path, loaded.config, *loaded.model, nullptr).step;
+  return loaded;
+}
+
+JobConfig checkpoint_config(const std::string& path) {
+  const fs::path file = state_file(path);
+  checkpoint::SafetensorsReader reader(file);
+  return parse_job_config(require(reader.metadata(), "config", file), file.string() + " (config)");
+}
+
+}  // namespace meshtrain

@@ -1,0 +1,101 @@
+#include "meshtrain/train/ps/ps_worker.hpp"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/data/loader.hpp"
+#include "meshtrain/parallel/parameter_server/client.hpp"
+#include "meshtrain/train/loop/heartbeat.hpp"
+#include "meshtrain/train/report/metrics_log.hpp"
+#include "meshtrain/train/engine/model_factory.hpp"
+#include "meshtrain/train/ps/ps_job.hpp"
+#include "meshtrain/train/config/section_configs.hpp"
+#include "meshtrain/train/engine/train_step.hpp"
+
+namespace meshtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The sampler state after `steps` global batches from the start: epochs hold
+// floor(N / G) steps and start at position 0 (sampler.hpp).
+SamplerState state_after(const DistributedSampler& sampler, int64_t steps) {
+  const int64_t per_epoch = sampler.steps_per_epoch();
+  return SamplerState{.epoch = steps / per_epoch, .position = steps % per_epoch * sampler.global_batch_size()};
+}
+
+}  // namespace
+
+TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainOptions& options) {
+  if (options.stop_at_step > 0)
+    throw ConfigError("--stop-at-step does not apply to parallel.data = parameter_server: the servers end the job");
+  const PsJob job = read_ps_job(config, "worker");
+  const comm::LaunchEnv& env = job.env;
+  const auto& tc = config.training;
+  if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
+
+  DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size,
+                                              env.rank, env.num_workers());
+  std::unique_ptr<Model> model = make_model(config.model);
+  ParamStore& store = model->store();
+
+  parallel::ps::ClientOptions copts{.servers = job.servers, .token = env.token, .job_id = env.job_id,
+                                    .rank = env.rank, .world_size = env.world_size, .timeout = job.timeout};
+  parallel::ps::Client client(store, copts);
+  int64_t clock = client.initial_clock();
+  loader.restore(state_after(loader.sampler(), clock));
+  // --resume changes nothing here: a worker always rejoins the running job.
+  std::fprintf(options.out, "ps-worker rank %d of %d: %s %d servers at clock %lld (server step %lld of %lld)\n",
+               env.rank, env.num_workers(), clock > 0 ? "rejoined" : "joined", env.num_servers, (long long)clock,
+               (long long)client.server_step(), (long long)tc.steps);
+  std::fflush(options.out);
+
+  MetricsLog metrics(tc.out_dir + "/worker-" + std::to_string(env.rank) + ".jsonl");
+  const bool is_text = config.data.kind == "text";
+  const int64_t preds_per_sample = is_text ? config.model.block_size : 1;
+  TrainSummary summary{.first_step = clock, .last_step = clock};
+  Batch batch;
+  const auto start = Clock::now();
+  Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)
+  while (client.pull(store)) {
+    const auto t0 = Clock::now();
+    loader.next_batch(batch);
+    store.zero_grads();
+    ForwardResult fwd = model->forward(batch);
+    model->backward();
+    // The synchronous trainer clips the gradient of each step; here each push is a step.
+    const float grad_norm = gradient_norm(store, config.optimizer.grad_clip);
+    if (!std::isfinite(fwd.loss) || !std::isfinite(grad_norm))
+      throw Error("worker rank " + std::to_string(env.rank) + " at clock " + std::to_string(clock) +
+                  ": loss or gradient is not finite (loss " + std::to_string(fwd.loss) +
+                  "); lower optimizer.lr or enable optimizer.grad_clip");
+    if (!client.push(store)) break;
+    ++clock;
+    heartbeat.beat();
+    summary.final_loss = fwd.loss;
+    summary.last_step = clock;
+    const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (clock % tc.log_every == 0) {
+      const double per_s = static_cast<double>(batch.batch_size * preds_per_sample) / step_s;
+      nlohmann::json rec = {{"clock", clock}, {"server_step", client.server_step()}, {"loss", fwd.loss},
+                            {"grad_norm", grad_norm}, {"staleness", client.last_staleness()},
+                            {"step_ms", step_s * 1e3}, {"rank", env.rank}};
+      rec[is_text ? "tokens_per_s" : "samples_per_s"] = per_s;
+      metrics.write(rec);
+      std::fprintf(options.out, "ps-worker rank %d: clock %lld | server step %lld/%lld | loss %.4f | staleness %lld | %.0f %s\n",
+                   env.rank, (long long)clock, (long long)client.server_step(), (long long)tc.steps, fwd.loss,
+                   (long long)client.last_staleness(), per_s, is_text ? "tok/s" : "samples/s");
+      std::fflush(options.out);
+    }
+  }
+  std::fprintf(options.out, "ps-worker rank %d: done: %lld pushes in %.1f s (clock %lld), last loss %.4f\n",
+               env.rank, (long long)(clock - summary.first_step),
+               std::chrono::duration<double>(Clock::now() - start).count(), (long long)clock, summary.final_loss);
+  return summary;
+}
+
+}  // namespace meshtrain

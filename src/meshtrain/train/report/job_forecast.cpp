@@ -1,0 +1,317 @@
+#include "meshtrain/train/report/job_forecast.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/core/memory.hpp"
+#include "meshtrain/core/statistics.hpp"
+#include "meshtrain/data/loader.hpp"
+#include "meshtrain/optim/factory.hpp"
+#include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
+#include "meshtrain/parallel/zero/shard_layout.hpp"
+#include "meshtrain/train/engine/model_factory.hpp"
+#include "meshtrain/train/config/section_configs.hpp"
+#include "meshtrain/train/engine/train_step.hpp"
+
+namespace meshtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct StepTimes {
+  double forward_backward_s = 0, update_s = 0;
+};
+
+// Worker `worker`'s model: with tensor parallelism its tensor rank's shards,
+// whose collectives have no peers here (the probe times compute; the
+// all-reduces are costed by the link model).
+std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worker,
+                                              std::unique_ptr<parallel::SoloTensorGroup>& tp) {
+  const int tensor = int(config.parallel.tensor);
+  if (tensor > 1) tp = std::make_unique<parallel::SoloTensorGroup>(worker % tensor, tensor);
+  std::unique_ptr<Model> model = make_model(config.model, tp.get());
+  Rng rng(static_cast<uint64_t>(config.training.seed));
+  model->init_parameters(rng);
+  return model;
+}
+
+// `steps` timed steps (after two untimed ones) of `model` on worker `rank`'s
+// batch, on `threads` OpenMP threads of the calling thread.
+StepTimes time_steps(const JobConfig& config, Model& model, int workers, int rank, int threads, int steps) {
+  const auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model.store());
+  DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config),
+                                              config.training.batch_size, rank, workers);
+  omp_set_num_threads(threads);
+  // Micro-batches (gradient accumulation) run one after another, so the
+  // activations are one micro-batch's (train_step.hpp).
+  const int64_t micro_batches = config.parallel.micro_batches;
+  Batch batch, micro_batch;
+  std::vector<double> fwd_bwd, update;
+  constexpr int kWarmup = 2;
+  for (int i = 0; i < kWarmup + steps; ++i) {
+    loader.next_batch(batch);
+    const auto t0 = Clock::now();
+    model.store().zero_grads();
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      const int64_t size = batch.batch_size / micro_batches;
+      if (micro_batches > 1) copy_samples(batch, m * size, size, micro_batch);
+      model.forward(micro_batches > 1 ? micro_batch : batch);
+      model.backward();
+    }
+    const double t_fb = since(t0);
+    const auto t1 = Clock::now();
+    gradient_norm(model.store(), config.optimizer.grad_clip);
+    optimizer->step(model.store(), static_cast<float>(config.optimizer.lr * 1e-3));
+    if (i >= kWarmup) fwd_bwd.push_back(t_fb), update.push_back(since(t1));
+  }
+  return {median(fwd_bwd), median(update)};
+}
+
+struct Probe {
+  StepTimes alone;      // one worker with the machine to itself
+  StepTimes contended;  // the slowest of `workers` running at once
+  size_t activations = 0, data = 0;
+};
+
+// Worker 0 alone first, on `model` (its activations and batch data are
+// tracked then), then all workers at once, one thread each with its own
+// model: workers on one host share caches and memory bandwidth, and the
+// step waits for the slowest.
+Probe run_probe(const JobConfig& config, Model& model, int workers, int threads, int steps) {
+  const int saved_threads = omp_get_max_threads();
+  const int tensor = int(config.parallel.tensor), data_ways = workers / tensor;
+  Probe probe;
+  MemoryTracker::global().reset_peaks();
+  probe.alone = time_steps(config, model, data_ways, 0, threads, steps);
+  const auto& tracker = MemoryTracker::global();
+  probe.activations = tracker.peak(MemoryKind::Activations);
+  probe.data = tracker.peak(MemoryKind::Data);
+  probe.contended = probe.alone;
+  if (workers > 1) {
+    std::vector<StepTimes> times(workers);
+    std::vector<std::exception_ptr> errors(workers);
+    std::vector<std::thread> running;
+    for (int r = 0; r < workers; ++r)
+      running.emplace_back([&, r] {
+        try {
+          std::unique_ptr<parallel::SoloTensorGroup> tp;
+          times[r] = time_steps(config, *make_initialized_model(config, r, tp), data_ways, r / tensor, threads, steps);
+        } catch (...) {
+          errors[r] = std::current_exception();
+        }
+      });
+    for (std::thread& t : running) t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    probe.contended = {};
+    for (const StepTimes& t : times) {
+      probe.contended.forward_backward_s = std::max(probe.contended.forward_backward_s, t.forward_backward_s);
+      probe.contended.update_s = std::max(probe.contended.update_s, t.update_s);
+    }
+  }
+  omp_set_num_threads(saved_threads);
+  return probe;
+}
+
+// The tensor axis's all-reduces, all on the critical path (a layer waits for
+// its sum): per micro-batch of N = rows x positions, each block's row-parallel
+// outputs (attention and MLP, forward) and column-parallel input gradients
+// (backward), 4 of N x C floats; for GPT the vocabulary-parallel embedding
+// (forward) and the head's input gradient (backward), 2 more, and the
+// loss's row max, sum of exponentials and target logit, 3 of N floats.
+void add_tensor_parallel_comm(const JobConfig& config, const comm::CostTable& links, JobForecast& f) {
+  const auto& m = config.model;
+  const bool gpt = m.kind == "gpt";
+  const int64_t positions = gpt ? m.block_size : (m.image_size / m.patch_size) * (m.image_size / m.patch_size);
+  const int64_t rows = config.training.batch_size / config.parallel.micro_batches * positions;
+  const size_t wide = size_t(rows * m.n_embd) * sizeof(float), narrow = size_t(rows) * sizeof(float);
+  const int wide_count = int(4 * m.n_layer + (gpt ? 2 : 0)), narrow_count = gpt ? 3 : 0;
+  const auto seconds = [&](size_t bytes) {
+    return comm::all_reduce_seconds(links, comm::choose_all_reduce(links, bytes, f.tensor), bytes, f.tensor);
+  };
+  const double per_micro_batch = wide_count * seconds(wide) + narrow_count * seconds(narrow);
+  f.tensor_comm_s = per_micro_batch * double(config.parallel.micro_batches);
+  f.tensor_comm_bytes = 2.0 * (f.tensor - 1) / f.tensor * double(wide_count * wide + narrow_count * narrow) *
+                        double(config.parallel.micro_batches);
+}
+
+}  // namespace
+
+JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
+                         std::FILE* log) {
+  if (config.parallel.data == "parameter_server")
+    throw ConfigError("plan --config: parameter-server jobs are not forecast (workers do not wait for each other); "
+                      "it covers parallel.data = \"allreduce\" at every ZeRO stage and one process");
+  JobForecast f;
+  const auto& tc = config.training;
+  f.tensor = int(config.parallel.tensor);
+  f.workers = config.parallel.data == "allreduce" || f.tensor > 1
+                  ? int(std::max<int64_t>(f.tensor, config.parallel.workers)) : 1;
+  const int data_ways = f.workers / f.tensor;
+  f.zero_stage = data_ways > 1 ? int(config.parallel.zero_stage) : 0;
+  // As the trainer does: training.threads, else this host's cores shared by its workers.
+  f.threads = tc.threads > 0 ? int(tc.threads) : std::max(1, omp_get_num_procs() / f.workers);
+  f.batch_per_worker = tc.batch_size;
+
+  constexpr int kProbeSteps = 8;
+  if (log)
+    std::fprintf(log, "probing: %d steps of one worker's model and batch on %d thread%s, alone%s...\n", kProbeSteps,
+                 f.threads, f.threads == 1 ? "" : "s",
+                 f.workers > 1 ? (" and " + std::to_string(f.workers) + " at once").c_str() : "");
+  std::unique_ptr<parallel::SoloTensorGroup> tp;
+  std::unique_ptr<Model> model = make_initialized_model(config, 0, tp);
+  const Probe probe = run_probe(config, *model, f.workers, f.threads, kProbeSteps);
+  f.probe_steps = kProbeSteps;
+  f.activations = probe.activations;
+  f.data = probe.data;
+
+  const ParamStore& store = model->store();
+  f.model_kind = model->kind();
+  f.parameters = store.global_parameter_count();
+  const int k = optimizer_state_floats(config);
+  f.model_state = predict_memory(store, data_ways, f.zero_stage, k, config.parallel.micro_batches);
+  // Checkpoint copies (checkpoint_saver.hpp): the worker's part of the
+  // parameters and of each optimizer state buffer, when a checkpoint is
+  // written asynchronously before the last step.
+  const size_t part = data_ways > 1 ? parallel::ShardLayout(store, 0, data_ways).local_size() : store.flat_size();
+  if (config.checkpoint.async && config.checkpoint.every > 0 && config.checkpoint.every < tc.steps)
+    f.checkpoint_copies = part * sizeof(float) * size_t(1 + k);
+
+  f.alone_forward_backward_s = probe.alone.forward_backward_s;
+  f.forward_backward_s = probe.contended.forward_backward_s;
+  f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / data_ways : probe.contended.update_s;
+  const int n = data_ways;
+  std::optional<comm::CostTable> measured;
+  const auto links_once = [&]() -> const comm::CostTable& {
+    if (!measured) measured = measure_links();
+    return *measured;
+  };
+  if (f.tensor > 1) add_tensor_parallel_comm(config, links_once(), f);
+  if (n > 1) {
+    const comm::CostTable& links = links_once();
+    comm::AllReduceAlgorithm algorithm = comm::parse_all_reduce_algorithm(config.parallel.all_reduce);
+    const size_t grad_bytes = store.flat_size() * sizeof(float);
+    if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
+    f.algorithm = std::string(comm::algorithm_name(algorithm));
+    const comm::AlgorithmCost& ring = links.row(comm::AllReduceAlgorithm::Ring);
+    const double units = double(store.units().size()), bytes = double(grad_bytes);
+    // One gather (or reduce-scatter) per unit: the bytes once, the latency per unit.
+    const double gather = comm::all_gather_seconds(links, grad_bytes, n) + (units - 1) * (n - 1) * ring.alpha_s;
+    const double gather_bytes = double(n - 1) / n * bytes;
+    const double all_reduce = comm::all_reduce_seconds(links, algorithm, grad_bytes, n);
+    switch (f.zero_stage) {
+      case 0: f.comm_s = all_reduce, f.comm_bytes = 2 * gather_bytes; break;
+      case 1: f.comm_s = all_reduce + gather, f.comm_bytes = 3 * gather_bytes; break;
+      case 2: f.comm_s = 2 * gather, f.comm_bytes = 2 * gather_bytes; break;
+      default: f.comm_s = 3 * gather, f.comm_bytes = 3 * gather_bytes; break;
+    }
+    f.comm_s += 2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), n);
+  } else {
+    f.algorithm = "none";
+  }
+  return f;
+}
+
+namespace {
+
+// A right-aligned column of the report's memory table.
+std::string mib_column(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%9.2f MiB", bytes / (1 << 20));
+  return text;
+}
+
+std::string ms_short(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
+  return text;
+}
+
+std::string ms(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%9.2f ms", seconds * 1e3);
+  return text;
+}
+
+}  // namespace
+
+std::string format_job_forecast(const JobForecast& f) {
+  char line[256];
+  std::string out;
+  std::snprintf(line, sizeof line,
+                "job: %s, %zu parameters, %d worker%s x %d thread%s, batch %lld per worker, ZeRO stage %d, "
+                "all-reduce %s\n",
+                f.model_kind.c_str(), f.parameters, f.workers, f.workers == 1 ? "" : "s", f.threads,
+                f.threads == 1 ? "" : "s", (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str());
+  out += line;
+  if (f.tensor > 1) {
+    std::snprintf(line, sizeof line, "mesh: %d data-parallel x %d tensor-parallel ways (a tensor group shares a batch)\n",
+                  f.workers / f.tensor, f.tensor);
+    out += line;
+  }
+  out += "predicted peak memory per rank:\n";
+  out += "  parameters        " + mib_column(double(f.model_state.parameters)) + "\n";
+  out += "  gradients         " + mib_column(double(f.model_state.gradients)) + "\n";
+  out += "  optimizer_state   " + mib_column(double(f.model_state.optimizer_state)) + "\n";
+  out += "  communication     " + mib_column(double(f.model_state.communication)) + "\n";
+  out += "  activations       " + mib_column(double(f.activations)) + "   (probe)\n";
+  out += "  data              " + mib_column(double(f.data)) + "   (probe)\n";
+  if (f.checkpoint_copies) out += "  checkpoint copies " + mib_column(double(f.checkpoint_copies)) + "\n";
+  out += "  total             " + mib_column(double(f.memory_total())) + "\n";
+  out += "predicted step time per worker:\n";
+  out += "  forward+backward  " + ms(f.forward_backward_s) + "   (probe, median of " + std::to_string(f.probe_steps) +
+         " steps" +
+         (f.workers > 1 ? ", " + std::to_string(f.workers) + " workers at once; alone " + ms_short(f.alone_forward_backward_s)
+                        : std::string()) +
+         ")\n";
+  out += "  clip+update       " + ms(f.update_s) + (f.zero_stage >= 1 ? "   (the worker's shard)\n" : "\n");
+  std::snprintf(line, sizeof line, "   (%.2f MB sent per worker)\n", f.comm_bytes / 1e6);
+  out += "  communication     " + ms(f.comm_s) + line;
+  if (f.tensor > 1) {
+    std::snprintf(line, sizeof line, "   (%.2f MB sent per worker, inside the layers)\n", f.tensor_comm_bytes / 1e6);
+    out += "  tensor all-reduce " + ms(f.tensor_comm_s) + line;
+  }
+  out += "  step              " + ms(f.step_s()) + "\n";
+  return out;
+}
+
+nlohmann::json job_forecast_to_json(const JobForecast& f) {
+  return {{"model", f.model_kind},
+          {"parameters", f.parameters},
+          {"workers", f.workers},
+          {"tensor_parallel", f.tensor},
+          {"threads", f.threads},
+          {"zero_stage", f.zero_stage},
+          {"all_reduce", f.algorithm},
+          {"batch_per_worker", f.batch_per_worker},
+          {"memory_bytes",
+           {{"parameters", f.model_state.parameters},
+            {"gradients", f.model_state.gradients},
+            {"optimizer_state", f.model_state.optimizer_state},
+            {"communication", f.model_state.communication},
+            {"activations", f.activations},
+            {"data", f.data},
+            {"checkpoint_copies", f.checkpoint_copies},
+            {"total", f.memory_total()}}},
+          {"step_s",
+           {{"forward_backward", f.forward_backward_s},
+            {"forward_backward_alone", f.alone_forward_backward_s},
+            {"update", f.update_s},
+            {"communication", f.comm_s},
+            {"tensor_communication", f.tensor_comm_s},
+            {"total", f.step_s()}}},
+          {"comm_bytes_per_step", f.comm_bytes},
+          {"probe_steps", f.probe_steps}};
+}
+
+}  // namespace meshtrain

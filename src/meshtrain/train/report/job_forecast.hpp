@@ -1,0 +1,72 @@
+#pragma once
+// `meshtrain plan --config JOB.toml`: a runnable job's per-rank peak memory
+// and step time on this machine, before it runs.
+//
+// Memory: parameters, gradients, optimizer state and communication buffers
+// exactly by ZeRO's formulas (memory_budget.hpp); activations and batch data
+// measured by a probe, one worker's model on one worker's batch in this
+// process for a few steps (they do not depend on the stage or the number of
+// workers); asynchronous checkpoint copies of the worker's part.
+//
+// Step time, per worker with W workers:
+//   compute   forward + backward measured by the probe on the worker's
+//             threads with W copies running at once (one thread each, as W
+//             worker processes share this host's caches and memory
+//             bandwidth; the slowest counts, as the step waits for it),
+//             plus clipping and the optimizer update (divided by W from
+//             ZeRO stage 1 on: each worker updates its shard)
+//   comm      the alpha-beta time (comm/collectives/cost_model.hpp, with
+//             this machine's measured shared-memory link) of the step's
+//             collectives: stage 0 an all-reduce of the gradients; stage 1
+//             that plus an all-gather of the parameters per unit; stage 2 a
+//             reduce-scatter and an all-gather per unit; stage 3 two
+//             all-gathers (forward, backward) and a reduce-scatter per unit;
+//             plus the loss and norm sums. None of it counts as hidden: every
+//             core computes, so the communicator thread's copying and adding
+//             takes core time from compute.
+//   tensor    with parallel.tensor = T, the compute is one tensor rank's
+//             shards (the probe runs a rank's layout with its collectives
+//             left out), the data-parallel terms above run over workers / T
+//             ranks on the rank's part of the gradients, and the tensor
+//             all-reduces inside the layers are added at the same link cost
+//             (add_tensor_parallel_comm in job_forecast.cpp lists them).
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "meshtrain/comm/collectives/cost_model.hpp"
+#include "meshtrain/train/config/job_config.hpp"
+#include "meshtrain/train/engine/memory_budget.hpp"
+
+namespace meshtrain {
+
+struct JobForecast {
+  std::string model_kind;
+  size_t parameters = 0;
+  int workers = 1, zero_stage = 0, threads = 1;
+  int tensor = 1;  // tensor-parallel ways; data ways = workers / tensor
+  int64_t batch_per_worker = 0;
+  std::string algorithm;  // the all-reduce the job will use
+  MemoryPrediction model_state;
+  size_t activations = 0, data = 0, checkpoint_copies = 0;
+  int probe_steps = 0;
+  double forward_backward_s = 0, update_s = 0, comm_s = 0;
+  double alone_forward_backward_s = 0;  // the probe with one worker running, for comparison
+  double comm_bytes = 0;  // sent per worker per step
+  double tensor_comm_s = 0, tensor_comm_bytes = 0;  // the tensor axis's all-reduces inside the layers
+
+  size_t memory_total() const { return model_state.total() + activations + data + checkpoint_copies; }
+  double step_s() const { return forward_backward_s + update_s + comm_s + tensor_comm_s; }
+};
+
+// `measure_links` gives this machine's link (called only when there are
+// several workers to talk). Throws ConfigError for jobs it does not model
+// (parameter servers) and whatever building the job throws (missing data...).
+JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
+                         std::FILE* log);
+
+std::string format_job_forecast(const JobForecast& forecast);
+nlohmann::json job_forecast_to_json(const JobForecast& forecast);
+
+}  // namespace meshtrain

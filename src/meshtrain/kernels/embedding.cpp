@@ -67,10 +67,14 @@ void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t*
 }
 
 void position_add_forward(float* x, const float* pos, int64_t B, int64_t T, int64_t C) {
+  position_add_rows_forward(x, pos, 0, B * T, T, C);
+}
+
+void position_add_rows_forward(float* x, const float* pos, int64_t row0, int64_t rows, int64_t T, int64_t C) {
 #pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < B * T; ++bt) {
-    const float* p = pos + (bt % T) * C;
-    float* o = x + bt * C;
+  for (int64_t n = 0; n < rows; ++n) {
+    const float* p = pos + ((row0 + n) % T) * C;
+    float* o = x + n * C;
     for (int64_t c = 0; c < C; ++c) o[c] += p[c];
   }
 }

@@ -30,6 +30,10 @@ void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t*
 
 // x (B, T, C) += pos (T, C), in place.
 void position_add_forward(float* x, const float* pos, int64_t B, int64_t T, int64_t C);
+// The same over rows [row0, row0 + rows) of (B T, C), held in x (rows, C):
+// x's row i is row row0 + i and gets pos[(row0 + i) % T] (a
+// sequence-parallel rank's rows, which may start and end mid-sequence).
+void position_add_rows_forward(float* x, const float* pos, int64_t row0, int64_t rows, int64_t T, int64_t C);
 // dpos (T, C) += sum over b of dout (B, T, C).
 void position_add_backward(float* dpos, const float* dout, int64_t B, int64_t T, int64_t C);
 

@@ -26,9 +26,11 @@ class SelfAttention {
   void init(Rng& rng, float stddev, float proj_stddev);
 
   // Returns residual + c_proj(attention(c_attn(inp))), all (B, T, C); residual may be null.
+  // Under sequence parallelism inp, residual and the result are this rank's
+  // rows (B T / TP, C): c_attn gathers whole sequences, c_proj scatters them.
   float* forward(const float* inp, int64_t B, int64_t T, const float* residual = nullptr);
 
-  // dinp (B, T, C) written from dout (B, T, C); dout must not alias dinp.
+  // dinp (B, T, C) written from dout (B, T, C) (rows as forward's); dout must not alias dinp.
   // The residual's own gradient is dout itself, left to the caller.
   void backward(float* dinp, const float* dout, Workspace& ws);
 

@@ -8,10 +8,11 @@ Block::Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_
              TensorParallelComm* tp)
     : store_(store),
       unit_(store.begin_unit(prefix)),
-      ln_1_(store, prefix + ".ln_1", C),
+      ln_1_(store, prefix + ".ln_1", C, tp),
       attn_(store, prefix + ".attn", C, n_head, causal, tp),
-      ln_2_(store, prefix + ".ln_2", C),
+      ln_2_(store, prefix + ".ln_2", C, tp),
       mlp_(store, prefix + ".mlp", C, tp),
+      tp_(tp),
       C_(C) {
   store.end_unit();
 }
@@ -25,15 +26,16 @@ void Block::init(Rng& rng, float stddev, float proj_stddev) {
 
 float* Block::forward(const float* x, int64_t B, int64_t T) {
   N_ = B * T;
+  rows_ = sequence_parallel(tp_) ? sequence_rows(*tp_, N_) : N_;
   UnitScope unit(store_, unit_, UnitPass::Forward);
-  const float* x1 = attn_.forward(ln_1_.forward(x, N_), B, T, x);  // (B, T, C) = x + attn(ln_1(x))
-  return mlp_.forward(ln_2_.forward(x1, N_), N_, x1);             // (B, T, C) = x1 + mlp(ln_2(x1))
+  const float* x1 = attn_.forward(ln_1_.forward(x, rows_), B, T, x);  // (B, T, C) = x + attn(ln_1(x))
+  return mlp_.forward(ln_2_.forward(x1, rows_), N_, x1);             // (B, T, C) = x1 + mlp(ln_2(x1))
 }
 
 void Block::backward(float* dres, Workspace& ws) {
   if (N_ == 0) throw Error("Block::backward called before forward");
   UnitScope unit(store_, unit_, UnitPass::Backward);
-  float* dln = Workspace::get(ws.dln, N_ * C_);  // (B, T, C)
+  float* dln = Workspace::get(ws.dln, rows_ * C_);  // (B, T, C), this rank's rows
   mlp_.backward(dln, dres, ws);
   ln_2_.backward(dres, dln, dres);  // dres = d x1 = d out + ln_2 branch
   attn_.backward(dln, dres, ws);

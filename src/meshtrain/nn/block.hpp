@@ -23,7 +23,8 @@ class Block {
   // Declares unit <prefix> holding "<prefix>.ln_1.*", "<prefix>.attn.*", "<prefix>.ln_2.*", "<prefix>.mlp.*".
   // With a tensor-parallel group, attention and MLP are split over its ranks
   // (attention.hpp, mlp.hpp); the layernorms and the residual stream stay
-  // whole on every rank.
+  // whole on every rank, or under sequence parallelism (tensor_parallel.hpp)
+  // each rank holds its N/TP rows of them (N = B T).
   Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
         TensorParallelComm* tp = nullptr);
 
@@ -31,9 +32,11 @@ class Block {
   void init(Rng& rng, float stddev, float proj_stddev);
 
   // out (B, T, C) from x (B, T, C); x must stay alive until backward.
+  // Under sequence parallelism both are this rank's rows (B T / TP, C).
   float* forward(const float* x, int64_t B, int64_t T);
 
-  // In place: dres holds d out (B, T, C) on entry and d x on return. The
+  // In place: dres holds d out (B, T, C) on entry and d x on return (under
+  // sequence parallelism this rank's rows, as forward's). The
   // residual stream's gradient passes through both layernorm backwards,
   // which add the branch gradients into it.
   void backward(float* dres, Workspace& ws);
@@ -45,7 +48,9 @@ class Block {
   SelfAttention attn_;
   LayerNorm ln_2_;
   Mlp mlp_;
-  int64_t N_ = 0;  // B * T
+  TensorParallelComm* tp_;
+  int64_t N_ = 0;     // B * T
+  int64_t rows_ = 0;  // this rank's rows of the residual stream: N, or N/TP under sequence parallelism
   int64_t C_;
 };
 

@@ -32,7 +32,10 @@ float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
     if (tokens[i] < 0 || tokens[i] >= V_)
       throw Error("Embedding: token " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
                   " is outside the vocabulary [0, " + std::to_string(V_) + ")");
-  out_.ensure(B * T * C_);
+  const int64_t N = B * T;
+  const bool seq = sequence_parallel(tp_);
+  const int64_t rows = seq ? sequence_rows(*tp_, N) : N;
+  out_.ensure(rows * C_);
   tokens_ = tokens;
   B_ = B;
   T_ = T;
@@ -41,9 +44,16 @@ float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
     kernels::encoder_forward(out, tokens, store_.param(wte_), store_.param(wpe_), B, T, C_);
     return out;
   }
-  kernels::embedding_rows_forward(out, tokens, store_.param(wte_), v0_, V_rows_, B * T, C_);
-  tp_->all_reduce_sum(out, static_cast<size_t>(B * T * C_));
-  kernels::position_add_forward(out, store_.param(wpe_), B, T, C_);  // after the sum: once
+  if (!seq) {
+    kernels::embedding_rows_forward(out, tokens, store_.param(wte_), v0_, V_rows_, N, C_);
+    tp_->all_reduce_sum(out, static_cast<size_t>(N * C_));
+    kernels::position_add_forward(out, store_.param(wpe_), B, T, C_);  // after the sum: once
+    return out;
+  }
+  seq_.ensure(N * C_);
+  kernels::embedding_rows_forward(seq_.data(), tokens, store_.param(wte_), v0_, V_rows_, N, C_);
+  tp_->reduce_scatter_sum(seq_.data(), out, static_cast<size_t>(rows * C_));  // (N, C) -> (N/TP, C)
+  kernels::position_add_rows_forward(out, store_.param(wpe_), tp_->rank() * rows, rows, T, C_);
   return out;
 }
 
@@ -52,6 +62,11 @@ void Embedding::backward(const float* dout) {
   if (!tp_) {
     kernels::encoder_backward(store_.grad(wte_), store_.grad(wpe_), dout, tokens_, B_, T_, C_);
   } else {
+    if (sequence_parallel(tp_)) {
+      const int64_t N = B_ * T_;
+      tp_->all_gather(dout, seq_.data(), static_cast<size_t>(N / tp_->size() * C_));  // (N/TP, C) -> (N, C)
+      dout = seq_.data();
+    }
     kernels::embedding_rows_backward(store_.grad(wte_), dout, tokens_, v0_, V_rows_, B_ * T_, C_);
     kernels::position_add_backward(store_.grad(wpe_), dout, B_, T_, C_);
   }

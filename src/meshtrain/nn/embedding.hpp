@@ -13,6 +13,12 @@
 // the same on every rank, and each scatters it into its own rows only.
 // V must divide by TP (no padding rows: a padded vocabulary would change the
 // tensor's global shape, which checkpoints and the serial model share).
+//
+// Under sequence parallelism (tensor_parallel.hpp) the sum is a
+// reduce-scatter instead: each rank receives its rows [r N/TP, (r+1) N/TP) of
+// the lookup (N = B T) and adds wpe to those (row n at position n % T).
+// Backward all-gathers dout (N/TP, C) -> (N, C), then runs as above, so wpe's
+// gradient is whole on every rank and needs no sum.
 #include <cstdint>
 #include <string>
 
@@ -35,10 +41,11 @@ class Embedding {
   // Both ~ N(0, stddev); a wte shard gets its rows of the whole tensor's draws.
   void init(Rng& rng, float stddev);
 
-  // out (B, T, C). Throws if T > max_T or a token is outside [0, V).
+  // out (B, T, C), under sequence parallelism this rank's rows (B T / TP, C).
+  // Throws if T > max_T or a token is outside [0, V).
   float* forward(const int32_t* tokens, int64_t B, int64_t T);
 
-  // dwte, dwpe += scatter of dout (B, T, C).
+  // dwte, dwpe += scatter of dout (B, T, C) (rows as forward's output).
   void backward(const float* dout);
 
   size_t wte_index() const { return wte_; }
@@ -54,7 +61,10 @@ class Embedding {
   int64_t v0_ = 0, V_rows_;
   const int32_t* tokens_ = nullptr;  // (B, T), borrowed
   int64_t B_ = 0, T_ = 0;
-  AlignedBuffer<float> out_{MemoryKind::Activations};  // (B, T, C)
+  AlignedBuffer<float> out_{MemoryKind::Activations};  // (B, T, C); sequence parallelism: (B T / TP, C)
+  // Sequence parallelism only: the partial lookup (B, T, C) in forward, the
+  // gathered dout (B, T, C) in backward.
+  AlignedBuffer<float> seq_{MemoryKind::Activations};
 };
 
 }  // namespace meshtrain::nn

@@ -45,7 +45,7 @@ Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp)
       tp_(tp),
       embed_(store_, "wte.weight", "wpe.weight", config.vocab_size, config.block_size, config.n_embd, tp),
       blocks_(make_blocks(store_, config_, tp)),
-      ln_f_(store_, "ln_f", config.n_embd),
+      ln_f_(store_, "ln_f", config.n_embd, tp),
       xent_(tp, config.vocab_size) {
   store_.allocate();
 }
@@ -58,10 +58,21 @@ void Gpt::init_parameters(Rng& rng) {
   ln_f_.init();
 }
 
+int64_t Gpt::local_rows(int64_t B, int64_t T) const {
+  if (!nn::sequence_parallel(tp_)) return B * T;
+  const int64_t ways = tp_->size();
+  if ((B * T) % ways != 0)
+    throw Error("gpt: sequence parallelism splits the batch's B x T = " + std::to_string(B) + " x " +
+                std::to_string(T) + " = " + std::to_string(B * T) + " tokens over the " + std::to_string(ways) +
+                " tensor-parallel ways; B x T must be a multiple of " + std::to_string(ways));
+  return B * T / ways;
+}
+
 const float* Gpt::trunk_forward(const int32_t* tokens, int64_t B, int64_t T) {
-  const float* x = embed_.forward(tokens, B, T);  // (B, T, C)
+  const int64_t rows = local_rows(B, T);
+  const float* x = embed_.forward(tokens, B, T);  // (B, T, C), this rank's rows
   for (auto& block : blocks_) x = block->forward(x, B, T);
-  return ln_f_.forward(x, B * T);
+  return ln_f_.forward(x, rows);
 }
 
 ForwardResult Gpt::forward(const Batch& batch) {
@@ -74,6 +85,11 @@ ForwardResult Gpt::forward(const Batch& batch) {
   B_ = B;
   T_ = T;
   lnf_ = trunk_forward(batch.tokens.data(), B, T);
+  if (nn::sequence_parallel(tp_)) {
+    lnf_all_.ensure(B * T * C);
+    tp_->all_gather(lnf_, lnf_all_.data(), static_cast<size_t>(local_rows(B, T) * C));  // -> (B*T, C)
+    lnf_ = lnf_all_.data();
+  }
   logits_.ensure(B * T * V);
   // logits (B*T, V) = ln_f (B*T, C) wte^T (C, V), V: this rank's vocabulary rows
   kernels::gemm(Trans::No, Trans::Yes, static_cast<int>(B * T), static_cast<int>(V), static_cast<int>(C), 1.0f,
@@ -84,17 +100,25 @@ ForwardResult Gpt::forward(const Batch& batch) {
 
 void Gpt::backward() {
   if (!lnf_) throw Error("gpt: backward() called before forward()");
-  const int64_t N = B_ * T_, C = config_.n_embd, V = embed_.vocab_rows();
+  const int64_t N = B_ * T_, C = config_.n_embd, V = embed_.vocab_rows(), rows = local_rows(B_, T_);
+  const bool seq = nn::sequence_parallel(tp_);
   const int n = static_cast<int>(N), c = static_cast<int>(C), v = static_cast<int>(V);
   float* dlogits = logits_.data();  // in place
   xent_.backward(dlogits);
-  float* dlnf = nn::Workspace::get(ws_.dln, N * C);  // (B, T, C)
-  float* dres = (dres_.ensure(N * C), dres_.data());
+  float* dlnf = nn::Workspace::get(ws_.dln, rows * C);  // (B, T, C), this rank's rows
+  float* dres = (dres_.ensure(rows * C), dres_.data());
+  // Under sequence parallelism the whole-row dlnf goes over the gathered
+  // ln_f output, which the dwte GEMM reads first.
+  float* dlnf_all = seq ? lnf_all_.data() : dlnf;  // (B*T, C)
   // Tied output layer: dwte (V, C) += dlogits^T (V, N) lnf (N, C); dlnf = dlogits wte.
   kernels::gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, dlogits, v, lnf_, c, 1.0f, store_.grad(embed_.wte_index()), c);
-  kernels::gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(embed_.wte_index()), c, 0.0f, dlnf, c);
+  kernels::gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(embed_.wte_index()), c, 0.0f, dlnf_all,
+                c);
   // Each rank's dlnf covers its vocabulary columns only.
-  if (tp_) tp_->all_reduce_sum(dlnf, static_cast<size_t>(N * C));
+  if (seq)
+    tp_->reduce_scatter_sum(dlnf_all, dlnf, static_cast<size_t>(rows * C));  // -> (B*T/TP, C)
+  else if (tp_)
+    tp_->all_reduce_sum(dlnf, static_cast<size_t>(N * C));
   ln_f_.backward(dres, dlnf);
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(dres, ws_);
   embed_.backward(dres);

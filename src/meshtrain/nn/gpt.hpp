@@ -18,6 +18,13 @@
 // whole on every rank. Every rank of the group holds the same loss. The
 // output layer's input gradient (B*T, C) is summed over the group, as a
 // column-parallel layer's is.
+//
+// Sequence parallelism (the group's sequence_parallel(), tensor_parallel.hpp):
+// the residual stream, the layernorms (ln_f included) and wpe's addition run
+// on each rank's B*T/TP rows; the output layer all-gathers ln_f's rows to
+// (B*T, C) before the logits, and its input gradient is reduce-scattered back
+// to the rank's rows. The loss is computed as without it, over every row.
+// B*T must divide by TP.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -73,8 +80,12 @@ class Gpt final : public Model {
   const GptConfig& config() const { return config_; }
 
  private:
-  // Embedding, blocks and ln_f over (B, T); returns ln_f's output (B, T, C).
+  // Embedding, blocks and ln_f over (B, T); returns ln_f's output (B, T, C),
+  // under sequence parallelism this rank's rows (B T / TP, C).
   const float* trunk_forward(const int32_t* tokens, int64_t B, int64_t T);
+  // The rows of B T this rank holds: all, or B T / TP under sequence
+  // parallelism (Error naming B, T and TP when they do not divide).
+  int64_t local_rows(int64_t B, int64_t T) const;
 
   GptConfig config_;
   nn::TensorParallelComm* tp_;
@@ -84,9 +95,12 @@ class Gpt final : public Model {
   nn::VocabParallelCrossEntropy xent_;
   nn::Workspace ws_;
   int64_t B_ = 0, T_ = 0;
-  const float* lnf_ = nullptr;                            // (B, T, C), owned by ln_f_
+  const float* lnf_ = nullptr;                            // (B, T, C), owned by ln_f_ (or lnf_all_)
   AlignedBuffer<float> logits_{MemoryKind::Activations};  // (B, T, V/TP); dlogits in place in backward
-  AlignedBuffer<float> dres_{MemoryKind::Activations};    // (B, T, C) residual-stream gradient
+  AlignedBuffer<float> dres_{MemoryKind::Activations};    // (B, T, C) residual-stream gradient (rank's rows)
+  // Sequence parallelism only: ln_f's output gathered (B, T, C), then in
+  // backward the output layer's whole-row input gradient before its reduce-scatter.
+  AlignedBuffer<float> lnf_all_{MemoryKind::Activations};
 };
 
 }  // namespace meshtrain

@@ -1,12 +1,14 @@
 #include "meshtrain/nn/layernorm.hpp"
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/elementwise.hpp"
 #include "meshtrain/kernels/layernorm.hpp"
 #include "meshtrain/nn/init.hpp"
 
 namespace meshtrain::nn {
 
-LayerNorm::LayerNorm(ParamStore& store, const std::string& prefix, int64_t C) : store_(store), C_(C) {
+LayerNorm::LayerNorm(ParamStore& store, const std::string& prefix, int64_t C, TensorParallelComm* tp)
+    : store_(store), C_(C), seq_tp_(sequence_parallel(tp) ? tp : nullptr) {
   if (C <= 0) throw Error("LayerNorm '" + prefix + "': C must be positive, got " + std::to_string(C));
   weight_ = store.declare(prefix + ".weight", {C}, false);
   bias_ = store.declare(prefix + ".bias", {C}, false);
@@ -30,8 +32,19 @@ float* LayerNorm::forward(const float* inp, int64_t N) {
 
 void LayerNorm::backward(float* dinp, const float* dout, const float* dresid) {
   if (!inp_) throw Error("LayerNorm::backward called before forward");
-  kernels::layernorm_backward(dinp, store_.grad(weight_), store_.grad(bias_), dout, inp_, store_.param(weight_),
-                              mean_.data(), rstd_.data(), dresid, N_, C_);
+  if (!seq_tp_) {
+    kernels::layernorm_backward(dinp, store_.grad(weight_), store_.grad(bias_), dout, inp_, store_.param(weight_),
+                                mean_.data(), rstd_.data(), dresid, N_, C_);
+  } else {
+    dpartial_.ensure(2 * C_);
+    float* dweight = dpartial_.data();  // (C), then dbias (C)
+    fill_constant(dweight, 2 * C_, 0.0f);
+    kernels::layernorm_backward(dinp, dweight, dweight + C_, dout, inp_, store_.param(weight_), mean_.data(),
+                                rstd_.data(), dresid, N_, C_);
+    seq_tp_->all_reduce_sum(dweight, static_cast<size_t>(2 * C_));
+    kernels::residual_forward(store_.grad(weight_), store_.grad(weight_), dweight, C_);
+    kernels::residual_forward(store_.grad(bias_), store_.grad(bias_), dweight + C_, C_);
+  }
   store_.grad_ready(weight_);
   store_.grad_ready(bias_);
 }

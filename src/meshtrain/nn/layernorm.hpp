@@ -2,18 +2,28 @@
 // Layer normalization over the last dim, with learned weight and bias.
 // Layer conventions: see linear.hpp (owns its output; backward adds into
 // parameter gradients and writes dinp).
+//
+// Under sequence parallelism (tensor_parallel.hpp) a rank normalizes its rows
+// only, so its weight and bias gradients are partial: backward computes its
+// rows' contribution into a scratch, sums that over the group and only then
+// adds it to the gradients and announces them (grad_ready starts their
+// data-parallel reduction; summing the gradient in place instead would also
+// multiply what earlier micro-batches accumulated).
 #include <cstdint>
 #include <string>
 
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/param_store.hpp"
+#include "meshtrain/nn/tensor_parallel.hpp"
 
 namespace meshtrain::nn {
 
 class LayerNorm {
  public:
   // Declares "<prefix>.weight" and "<prefix>.bias" (C), neither weight-decayed.
-  LayerNorm(ParamStore& store, const std::string& prefix, int64_t C);
+  // tp: the group whose sequence parallelism shards this norm's rows (null,
+  // or a group without it: the rows are whole and tp is not used).
+  LayerNorm(ParamStore& store, const std::string& prefix, int64_t C, TensorParallelComm* tp = nullptr);
 
   // weight = 1, bias = 0.
   void init();
@@ -29,12 +39,14 @@ class LayerNorm {
  private:
   ParamStore& store_;
   int64_t C_;
+  TensorParallelComm* seq_tp_;  // non-null under sequence parallelism only
   size_t weight_, bias_;
   const float* inp_ = nullptr;  // (N, C), borrowed
   int64_t N_ = 0;
   AlignedBuffer<float> out_{MemoryKind::Activations};   // (N, C)
   AlignedBuffer<float> mean_{MemoryKind::Activations};  // (N)
   AlignedBuffer<float> rstd_{MemoryKind::Activations};  // (N)
+  AlignedBuffer<float> dpartial_{MemoryKind::Activations};  // (2C) sequence parallelism: this rank's dweight, dbias
 };
 
 }  // namespace meshtrain::nn

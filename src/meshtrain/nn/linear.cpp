@@ -42,22 +42,41 @@ void Linear::init(Rng& rng, float stddev) {
   if (has_bias_) fill_constant(store_.param(bias_), out_, 0.0f);
 }
 
+bool Linear::sequence_parallel() const {
+  return shard_.kind != LinearShard::Kind::None && shard_.tp->sequence_parallel();
+}
+
+int64_t Linear::local_rows(int64_t M) const { return sequence_parallel() ? sequence_rows(*shard_.tp, M) : M; }
+
 float* Linear::forward(const float* inp, int64_t M, const float* residual) {
-  out_buf_.ensure(M * out_);
+  const bool seq = sequence_parallel();
+  const int64_t rows = local_rows(M);
+  if (seq && shard_.kind == LinearShard::Kind::Column) {
+    seq_.ensure(M * in_);
+    shard_.tp->all_gather(inp, seq_.data(), static_cast<size_t>(rows * in_));  // (M/T, in) -> (M, in)
+    inp = seq_.data();
+  }
   inp_ = inp;
   M_ = M;
-  float* out = out_buf_.data();
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
   if (shard_.kind == LinearShard::Kind::Row) {
+    out_buf_.ensure(rows * out_);
+    float* out = out_buf_.data();
+    float* partial = seq ? (seq_.ensure(M * out_), seq_.data()) : out;  // (M, out)
     // The partial products sum over the group first; bias and residual are
     // then added once, not once per rank.
     kernels::gemm(Trans::No, Trans::No, static_cast<int>(M), static_cast<int>(out_), static_cast<int>(in_), 1.0f,
-                  inp, static_cast<int>(in_), store_.param(weight_), static_cast<int>(out_), 0.0f, out,
+                  inp, static_cast<int>(in_), store_.param(weight_), static_cast<int>(out_), 0.0f, partial,
                   static_cast<int>(out_));
-    shard_.tp->all_reduce_sum(out, static_cast<size_t>(M * out_));
-    kernels::add_rows(out, bias, residual, M, out_);
+    if (seq)
+      shard_.tp->reduce_scatter_sum(partial, out, static_cast<size_t>(rows * out_));  // -> (M/T, out)
+    else
+      shard_.tp->all_reduce_sum(out, static_cast<size_t>(M * out_));
+    kernels::add_rows(out, bias, residual, rows, out_);
     return out;
   }
+  out_buf_.ensure(M * out_);
+  float* out = out_buf_.data();
   // Bias and residual go in first and gemm adds onto them (beta = 1): one
   // write pass instead of a read-modify-write pass after the matmul.
   const bool prefill = bias || residual;
@@ -70,6 +89,16 @@ float* Linear::forward(const float* inp, int64_t M, const float* residual) {
 
 void Linear::backward(float* dinp, const float* dout) {
   if (!inp_) throw Error("Linear::backward called before forward");
+  const bool seq = sequence_parallel();
+  const bool column = shard_.kind == LinearShard::Kind::Column;
+  const int64_t rows = local_rows(M_);
+  if (seq && !column) {
+    shard_.tp->all_gather(dout, seq_.data(), static_cast<size_t>(rows * out_));  // (M/T, out) -> (M, out)
+    dout = seq_.data();
+  }
+  // A column shard under sequence parallelism writes its whole-row input
+  // gradient over the gathered input, once the weight gradient has read it.
+  float* dinp_all = dinp && seq && column ? seq_.data() : dinp;  // (M, in)
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
   // dW (in, out) += inp^T (in, M) dout (M, out)
   auto weight_grad = [&] {
@@ -82,13 +111,14 @@ void Linear::backward(float* dinp, const float* dout) {
   };
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
-    kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp, in);
+    kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp_all,
+                  in);
   };
   // The two GEMMs are independent and equally large (2 M in out FLOPs). On
   // 2 threads, one each runs faster than splitting each across both
   // (measured: small GEMMs such as 1024x256x256 scale poorly when split);
   // inside a parallel region gemm() runs on its calling thread.
-  if (dinp && !omp_in_parallel() && omp_get_max_threads() == 2) {
+  if (dinp && dinp_all == dinp && !omp_in_parallel() && omp_get_max_threads() == 2) {
 #pragma omp parallel num_threads(2)
     {
       if (omp_get_thread_num() == 0)
@@ -103,7 +133,11 @@ void Linear::backward(float* dinp, const float* dout) {
     if (dinp) input_grad();
   }
   // Column: each rank's input gradient covers its output columns only.
-  if (dinp && shard_.kind == LinearShard::Kind::Column) shard_.tp->all_reduce_sum(dinp, static_cast<size_t>(M_ * in_));
+  if (!dinp || !column) return;
+  if (seq)
+    shard_.tp->reduce_scatter_sum(dinp_all, dinp, static_cast<size_t>(rows * in_));  // -> (M/T, in)
+  else
+    shard_.tp->all_reduce_sum(dinp, static_cast<size_t>(M_ * in_));
 }
 
 }  // namespace meshtrain::nn

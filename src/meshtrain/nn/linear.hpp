@@ -26,6 +26,16 @@ namespace meshtrain::nn {
 //   Row     each rank holds in/T of the input rows and takes its part of the
 //           input: forward sums the partial outputs over the group, then adds
 //           the (replicated) bias and the residual once; backward needs none.
+// Under sequence parallelism (tp->sequence_parallel(), tensor_parallel.hpp)
+// the side facing the residual stream holds this rank's M/T rows:
+//   Column  forward all-gathers the input rows (M/T, in) -> (M, in), kept for
+//           the weight gradient; backward reduce-scatters the input gradient
+//           (M, in) -> (M/T, in) instead of all-reducing it.
+//   Row     forward reduce-scatters the partial output (M, out) -> (M/T, out)
+//           instead of all-reducing it, then adds bias and residual to those
+//           rows; backward all-gathers dout (M/T, out) -> (M, out), so the
+//           weight, bias and input gradients see every row (the bias
+//           gradient is whole, the same on every rank).
 struct LinearShard {
   enum class Kind { None, Column, Row };
   Kind kind = Kind::None;
@@ -52,10 +62,14 @@ class Linear {
 
   // out (M, out) = inp (M, in) W + b [+ residual (M, out)]. residual lets a
   // block's projection write the residual stream directly (x + proj(...)).
+  // M counts every row; under sequence parallelism a Column's inp and a
+  // Row's out and residual hold this rank's M/T of them (Error when M does
+  // not divide by T).
   float* forward(const float* inp, int64_t M, const float* residual = nullptr);
 
   // dW += inp^T dout, db += colsum dout; dinp (M, in) = dout W^T, written,
   // skipped when dinp is null (a first layer whose input needs no gradient).
+  // Under sequence parallelism a Column's dinp and a Row's dout hold M/T rows.
   void backward(float* dinp, const float* dout);
 
   int64_t in_features() const { return in_; }    // this rank's (Row: in/T)
@@ -69,9 +83,17 @@ class Linear {
   size_t weight_, bias_ = 0;
   bool has_bias_;
   LinearShard shard_;
-  const float* inp_ = nullptr;  // (M, in), borrowed from the caller
+  bool sequence_parallel() const;
+  // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
+  int64_t local_rows(int64_t M) const;
+
+  const float* inp_ = nullptr;  // (M, in), borrowed from the caller (Column under SP: seq_)
   int64_t M_ = 0;
-  AlignedBuffer<float> out_buf_{MemoryKind::Activations};  // (M, out)
+  AlignedBuffer<float> out_buf_{MemoryKind::Activations};  // (M, out); Row under SP (M/T, out)
+  // Sequence parallelism only. Column: the gathered input (M, in), then the
+  // work area of backward's input-gradient reduce-scatter. Row: the partial
+  // output (M, out), then backward's gathered dout (M, out).
+  AlignedBuffer<float> seq_{MemoryKind::Activations};
 };
 
 }  // namespace meshtrain::nn

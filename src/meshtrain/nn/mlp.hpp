@@ -22,9 +22,11 @@ class Mlp {
   void init(Rng& rng, float stddev, float proj_stddev);
 
   // Returns residual + c_proj(gelu(c_fc(inp))), (N, C); residual may be null.
+  // Under sequence parallelism inp, residual and the result are this rank's
+  // rows (N/TP, C) of the N.
   float* forward(const float* inp, int64_t N, const float* residual = nullptr);
 
-  // dinp (N, C) written; dout must not alias dinp.
+  // dinp (N, C) written (rows as forward's); dout must not alias dinp.
   void backward(float* dinp, const float* dout, Workspace& ws);
 
  private:

@@ -10,7 +10,7 @@
 namespace meshtrain {
 
 namespace {
-const VitConfig& checked(const VitConfig& c) {
+const VitConfig& checked(const VitConfig& c, const nn::TensorParallelComm* tp) {
   if (c.image_size <= 0 || c.patch_size <= 0 || c.channels <= 0 || c.n_layer <= 0 || c.n_embd <= 0 ||
       c.n_head <= 0 || c.classes <= 0)
     throw ConfigError("vit: every size in the config must be positive");
@@ -20,6 +20,9 @@ const VitConfig& checked(const VitConfig& c) {
   if (c.n_embd % c.n_head != 0)
     throw ConfigError("vit: n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
                       std::to_string(c.n_head));
+  if (nn::sequence_parallel(tp))
+    throw ConfigError("vit: sequence parallelism is built for gpt (the vit's patch embedding, pos_embed and mean "
+                      "pooling read whole sequences)");
   return c;
 }
 
@@ -33,7 +36,7 @@ std::vector<std::unique_ptr<nn::Block>> make_blocks(ParamStore& store, const Vit
 }  // namespace
 
 Vit::Vit(const VitConfig& config, nn::TensorParallelComm* tp)
-    : config_(checked(config)),
+    : config_(checked(config, tp)),
       np_((config.image_size / config.patch_size) * (config.image_size / config.patch_size)),
       patch_dim_(config.channels * config.patch_size * config.patch_size),
       patch_embed_(store_, "patch_embed", patch_dim_, config.n_embd),

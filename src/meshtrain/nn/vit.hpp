@@ -39,7 +39,8 @@ class Vit final : public Model {
   // Declares and allocates every parameter (zeroed); call init_parameters() next.
   // With a tensor-parallel group the blocks are split over its ranks
   // (block.hpp); the patch embedding, ln_f and the head stay whole on every
-  // rank, so the loss is the same on each.
+  // rank, so the loss is the same on each. A group running sequence
+  // parallelism is a ConfigError: it is built for gpt only.
   explicit Vit(const VitConfig& config, nn::TensorParallelComm* tp = nullptr);
   Vit(const Vit&) = delete;
   Vit& operator=(const Vit&) = delete;

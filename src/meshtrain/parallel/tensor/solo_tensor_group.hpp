@@ -5,21 +5,39 @@
 // the data as it is. For what needs a rank's layout or its compute time but
 // not its numbers: reading a checkpoint saved at another tensor width
 // (train/train_checkpoint.cpp) and `plan --config`'s probe.
+#include <algorithm>
+
 #include "meshtrain/nn/tensor_parallel.hpp"
 
 namespace meshtrain::parallel {
 
 class SoloTensorGroup final : public nn::TensorParallelComm {
  public:
-  SoloTensorGroup(int rank, int size) : rank_(rank), size_(size) {}
+  SoloTensorGroup(int rank, int size, bool sequence_parallel = false)
+      : rank_(rank), size_(size), sequence_parallel_(sequence_parallel) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  bool sequence_parallel() const override { return sequence_parallel_; }
   void all_reduce_sum(float*, size_t) override {}
   void all_reduce_max(float*, size_t) override {}
   void all_reduce_min(int32_t*, size_t) override {}
+  // Its own chunk in every slot: the output is written whole, as a real
+  // gather writes it (no uninitialized floats for the probe's compute).
+  void all_gather(const float* in, float* out, size_t count_per_rank) override {
+    float* own = out + size_t(rank_) * count_per_rank;
+    if (in != own) std::copy_n(in, count_per_rank, own);  // first: in may be this slot
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) std::copy_n(own, count_per_rank, out + size_t(r) * count_per_rank);
+  }
+  // Its own chunk, as it is.
+  void reduce_scatter_sum(float* data, float* out, size_t count_per_rank) override {
+    const float* own = data + size_t(rank_) * count_per_rank;
+    if (own != out) std::copy_n(own, count_per_rank, out);
+  }
 
  private:
   int rank_, size_;
+  bool sequence_parallel_;
 };
 
 }  // namespace meshtrain::parallel

@@ -24,15 +24,21 @@ std::vector<float> values(size_t n, uint64_t seed) {
   return v;
 }
 
-// Output (B, T, C) of forward, then backward of dout into the store's gradients.
+// Output (B, T, C) of forward (dout's rows: all, or a rank's under sequence
+// parallelism), then backward of dout into the store's gradients.
 std::vector<float> run(nn::Embedding& embed, const std::vector<int32_t>& tok, const std::vector<float>& dout) {
   const float* y = embed.forward(tok.data(), B, T);
-  std::vector<float> out(y, y + B * T * C);
+  std::vector<float> out(y, y + dout.size());
   embed.backward(dout.data());
   return out;
 }
 
-TEST(VocabParallelEmbedding, EqualsTheSerialEmbeddingBitwise) {
+// At T = 1, 2, 4: the output and every gradient slice are the serial bits.
+// Under sequence parallelism the lookup is reduce-scattered to each rank's
+// rows (3 rows at T = 4, crossing sequences), wpe is added to those rows by
+// position, and backward gathers dout: still the serial bits, rank r's output
+// the serial rows [r N/T, (r+1) N/T), wpe's gradient whole on every rank.
+void expect_serial_bits(bool sequence_parallel) {
   const auto tok = tokens();
   const auto dout = values(B * T * C, 2);
   ParamStore serial_store;
@@ -46,26 +52,35 @@ TEST(VocabParallelEmbedding, EqualsTheSerialEmbeddingBitwise) {
     SCOPED_TRACE("T = " + std::to_string(ways));
     std::vector<ParamStore> stores(static_cast<size_t>(ways));
     std::vector<std::vector<float>> y(static_cast<size_t>(ways));
-    tp_test::run_tensor_ranks(ways, [&](int r, TensorParallelGroup& tp) {
-      ParamStore& store = stores[size_t(r)];
-      nn::Embedding embed(store, "wte.weight", "wpe.weight", V, kMaxT, C, &tp);
-      store.allocate();
-      Rng init(5);
-      embed.init(init, 0.5f);
-      y[size_t(r)] = run(embed, tok, dout);
-    });
+    tp_test::run_tensor_ranks(
+        ways,
+        [&](int r, TensorParallelGroup& tp) {
+          ParamStore& store = stores[size_t(r)];
+          nn::Embedding embed(store, "wte.weight", "wpe.weight", V, kMaxT, C, &tp);
+          store.allocate();
+          Rng init(5);
+          embed.init(init, 0.5f);
+          y[size_t(r)] = run(embed, tok, tp_test::rank_part(dout, r, ways, sequence_parallel));
+        },
+        sequence_parallel);
     for (int r = 0; r < ways; ++r) {
       SCOPED_TRACE("rank " + std::to_string(r));
       const ParamStore& store = stores[size_t(r)];
       EXPECT_EQ(store.find("wte.weight")->shape, (Shape{V / ways, C}));
       EXPECT_EQ(store.find("wte.weight")->placement.dim, 0);
       EXPECT_TRUE(store.find("wpe.weight")->placement.replicated());
-      EXPECT_EQ(tp_test::mismatches(y[size_t(r)].data(), y_serial.data(), y_serial.size(), 0.0f), 0u) << "output";
+      const auto want = tp_test::rank_part(y_serial, r, ways, sequence_parallel);
+      ASSERT_EQ(y[size_t(r)].size(), want.size());
+      EXPECT_EQ(tp_test::mismatches(y[size_t(r)].data(), want.data(), want.size(), 0.0f), 0u) << "output";
       for (const ParamView& v : store.views())
         EXPECT_EQ(tp_test::grad_slice_mismatches(store, v, serial_store, 0.0f), 0u) << v.name << " gradient";
     }
   }
 }
+
+TEST(VocabParallelEmbedding, EqualsTheSerialEmbeddingBitwise) { expect_serial_bits(false); }
+
+TEST(VocabParallelEmbedding, SequenceParallelRowsAreTheSerialRowsBitwise) { expect_serial_bits(true); }
 
 TEST(VocabParallelEmbedding, TokensOutsideTheWholeVocabularyAreRejected) {
   const auto errors = tp_test::rank_errors(2, [&](int, TensorParallelGroup& tp) {

@@ -42,39 +42,80 @@ struct Mlp {
   nn::Linear fc, proj;
 };
 
-TEST(ParallelLinear, ColumnThenRowEqualsTheSerialPair) {
-  const auto x = values(M * C, 1), dy = values(M * C, 2);
+// The pair over `rows` rows against the serial pair at T = 1, 2, 4. Under
+// sequence parallelism each rank holds rows/T rows of the input, residual and
+// output (c_fc gathers them, c_proj scatters its sum), and its output and
+// input-gradient rows are the serial ones' rows [r rows/T, (r+1) rows/T).
+// Every gradient slice is the serial one, and c_proj's replicated bias
+// gradient has the same bits on every rank (under sequence parallelism it is
+// made whole from the gathered dout).
+void expect_pair_equals_serial(int64_t rows, bool sequence_parallel) {
+  const auto x = values(rows * C, 1), dy = values(rows * C, 2);
   ParamStore serial_store;
   Mlp serial(serial_store, nullptr);
-  const float* y_serial = serial.proj.forward(serial.fc.forward(x.data(), M), M, x.data());
-  std::vector<float> dh_serial(M * 4 * C), dx_serial(M * C);
+  const float* y = serial.proj.forward(serial.fc.forward(x.data(), rows), rows, x.data());
+  const std::vector<float> y_serial(y, y + rows * C);
+  std::vector<float> dh_serial(rows * 4 * C), dx_serial(rows * C);
   serial.proj.backward(dh_serial.data(), dy.data());
   serial.fc.backward(dx_serial.data(), dh_serial.data());
 
   for (int T : {1, 2, 4}) {
     SCOPED_TRACE("T = " + std::to_string(T));
+    const int64_t local = sequence_parallel ? rows / T : rows;  // rows on the residual side
     std::vector<ParamStore> stores(static_cast<size_t>(T));
-    std::vector<std::vector<float>> y(static_cast<size_t>(T)), dx(static_cast<size_t>(T));
-    tp_test::run_tensor_ranks(T, [&](int r, TensorParallelGroup& tp) {
-      Mlp mlp(stores[size_t(r)], &tp);
-      const float* out = mlp.proj.forward(mlp.fc.forward(x.data(), M), M, x.data());
-      y[size_t(r)].assign(out, out + M * C);
-      std::vector<float> dh(M * 4 * C / T);
-      dx[size_t(r)].resize(M * C);
-      mlp.proj.backward(dh.data(), dy.data());
-      mlp.fc.backward(dx[size_t(r)].data(), dh.data());
-    });
+    std::vector<std::vector<float>> y_got(static_cast<size_t>(T)), dx(static_cast<size_t>(T));
+    tp_test::run_tensor_ranks(
+        T,
+        [&](int r, TensorParallelGroup& tp) {
+          Mlp mlp(stores[size_t(r)], &tp);
+          const auto x_mine = tp_test::rank_part(x, r, T, sequence_parallel);
+          const auto dy_mine = tp_test::rank_part(dy, r, T, sequence_parallel);
+          const float* out = mlp.proj.forward(mlp.fc.forward(x_mine.data(), rows), rows, x_mine.data());
+          y_got[size_t(r)].assign(out, out + local * C);
+          std::vector<float> dh(rows * 4 * C / T);
+          dx[size_t(r)].resize(local * C);
+          mlp.proj.backward(dh.data(), dy_mine.data());
+          mlp.fc.backward(dx[size_t(r)].data(), dh.data());
+        },
+        sequence_parallel);
     for (int r = 0; r < T; ++r) {
       SCOPED_TRACE("rank " + std::to_string(r));
-      expect_close(y[size_t(r)].data(), y_serial, M * C, "output");
-      expect_close(dx[size_t(r)].data(), dx_serial.data(), M * C, "input gradient");
-      EXPECT_EQ(stores[size_t(r)].find("mlp.c_fc.weight")->shape, (Shape{C, 4 * C / T}));
-      EXPECT_EQ(stores[size_t(r)].find("mlp.c_proj.weight")->shape, (Shape{4 * C / T, C}));
-      for (const char* name : {"mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"})
-        EXPECT_EQ(tp_test::grad_slice_mismatches(stores[size_t(r)], *stores[size_t(r)].find(name), serial_store), 0u)
-            << name << " gradient";
+      const ParamStore& store = stores[size_t(r)];
+      expect_close(y_got[size_t(r)].data(), tp_test::rank_part(y_serial, r, T, sequence_parallel).data(), local * C,
+                   "output");
+      expect_close(dx[size_t(r)].data(), tp_test::rank_part(dx_serial, r, T, sequence_parallel).data(), local * C,
+                   "input gradient");
+      EXPECT_EQ(store.find("mlp.c_fc.weight")->shape, (Shape{C, 4 * C / T}));
+      EXPECT_EQ(store.find("mlp.c_proj.weight")->shape, (Shape{4 * C / T, C}));
+      for (const ParamView& v : store.views())
+        EXPECT_EQ(tp_test::grad_slice_mismatches(store, v, serial_store), 0u) << v.name << " gradient";
+      const ParamView& bias = *store.find("mlp.c_proj.bias");
+      EXPECT_EQ(tp_test::mismatches(store.grads().data() + bias.offset, stores[0].grads().data() + bias.offset,
+                                    bias.numel, 0.0f),
+                0u)
+          << "the replicated bias gradient has the same bits on every rank";
     }
   }
+}
+
+TEST(ParallelLinear, ColumnThenRowEqualsTheSerialPair) { expect_pair_equals_serial(M, false); }
+
+TEST(ParallelLinear, SequenceParallelPairEqualsTheSerialPairRowByRow) {
+  expect_pair_equals_serial(4, true);  // 4, 2 and 1 rows per rank
+}
+
+TEST(ParallelLinear, SequenceParallelRowsMustSplit) {
+  const auto errors = tp_test::rank_errors(
+      2,
+      [&](int, TensorParallelGroup& tp) {
+        ParamStore store;
+        Mlp mlp(store, &tp);
+        const auto x = values(C, 6);
+        mlp.fc.forward(x.data(), 3);
+      },
+      /*sequence_parallel=*/true);
+  for (const auto& e : errors)
+    EXPECT_NE(e.find("3 rows do not split over the 2 tensor-parallel ways"), std::string::npos) << e;
 }
 
 // c_attn (C, 3C): each rank's output columns are its heads' q, k and v.

@@ -16,15 +16,17 @@
 namespace meshtrain::parallel::tp_test {
 
 // Runs body(rank, group) on `ways` threads, each rank with its tensor-parallel
-// group over in-process transports; returns when all are done.
-inline void run_tensor_ranks(int ways, const std::function<void(int, TensorParallelGroup&)>& body) {
+// group over in-process transports (sequence-parallel or not); returns when
+// all are done.
+inline void run_tensor_ranks(int ways, const std::function<void(int, TensorParallelGroup&)>& body,
+                             bool sequence_parallel = false) {
   auto transports = comm::make_inproc_transports(ways);
   std::vector<std::thread> ranks;
   for (int r = 0; r < ways; ++r) {
     ranks.emplace_back([&, r] {
       auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
       comm::ProcessGroup group(communicator);
-      TensorParallelGroup tp(group);
+      TensorParallelGroup tp(group, sequence_parallel);
       body(r, tp);
     });
   }
@@ -34,16 +36,29 @@ inline void run_tensor_ranks(int ways, const std::function<void(int, TensorParal
 // What each rank's body threw as E (empty where it threw nothing): every
 // rank of a group must reject a bad layout alike, without waiting on the others.
 template <class E = Error>
-std::vector<std::string> rank_errors(int ways, const std::function<void(int, TensorParallelGroup&)>& body) {
+std::vector<std::string> rank_errors(int ways, const std::function<void(int, TensorParallelGroup&)>& body,
+                                     bool sequence_parallel = false) {
   std::vector<std::string> errors(static_cast<size_t>(ways));
-  run_tensor_ranks(ways, [&](int r, TensorParallelGroup& tp) {
-    try {
-      body(r, tp);
-    } catch (const E& e) {
-      errors[size_t(r)] = e.what();
-    }
-  });
+  run_tensor_ranks(
+      ways,
+      [&](int r, TensorParallelGroup& tp) {
+        try {
+          body(r, tp);
+        } catch (const E& e) {
+          errors[size_t(r)] = e.what();
+        }
+      },
+      sequence_parallel);
   return errors;
+}
+
+// What rank r of `ways` holds of a (rows x width) tensor of the residual
+// stream: the whole, or under sequence parallelism its rows [r rows/ways,
+// (r+1) rows/ways).
+inline std::vector<float> rank_part(const std::vector<float>& whole, int r, int ways, bool sequence_parallel) {
+  if (!sequence_parallel) return whole;
+  const size_t n = whole.size() / size_t(ways);
+  return {whole.begin() + std::ptrdiff_t(size_t(r) * n), whole.begin() + std::ptrdiff_t(size_t(r + 1) * n)};
 }
 
 // Elements farther apart than `rel` relative: 1e-5 where sums run in another

@@ -1,0 +1,67 @@
+// The two collectives sequence parallelism adds to the tensor-parallel
+// interface, over a process group (threads as ranks, 1 to 4, odd ones too)
+// and in the peerless SoloTensorGroup; values are small integers, so every
+// sum is exact whatever its order.
+#include <gtest/gtest.h>
+
+#include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
+#include "tp_test_util.hpp"
+
+namespace meshtrain::parallel {
+namespace {
+
+constexpr size_t kCount = 5;  // per rank
+
+float value(int rank, size_t i) { return float(100 * rank + int(i)); }
+
+TEST(TensorGroupCollectives, AllGatherConcatenatesTheRanksInOrder) {
+  for (int ways : {1, 2, 3, 4}) {
+    SCOPED_TRACE("T = " + std::to_string(ways));
+    std::vector<std::vector<float>> got(static_cast<size_t>(ways));
+    tp_test::run_tensor_ranks(ways, [&](int r, TensorParallelGroup& tp) {
+      std::vector<float> out(kCount * size_t(ways));
+      float* own = out.data() + size_t(r) * kCount;  // in place: the input is this rank's slot
+      for (size_t i = 0; i < kCount; ++i) own[i] = value(r, i);
+      tp.all_gather(own, out.data(), kCount);
+      got[size_t(r)] = out;
+    });
+    for (int r = 0; r < ways; ++r)
+      for (int q = 0; q < ways; ++q)
+        for (size_t i = 0; i < kCount; ++i) EXPECT_EQ(got[size_t(r)][size_t(q) * kCount + i], value(q, i));
+  }
+}
+
+TEST(TensorGroupCollectives, ReduceScatterSumGivesEachRankItsChunkOfTheSum) {
+  for (int ways : {1, 2, 3, 4}) {
+    SCOPED_TRACE("T = " + std::to_string(ways));
+    std::vector<std::vector<float>> got(static_cast<size_t>(ways));
+    tp_test::run_tensor_ranks(ways, [&](int r, TensorParallelGroup& tp) {
+      std::vector<float> data(kCount * size_t(ways)), out(kCount);
+      for (size_t i = 0; i < data.size(); ++i) data[i] = value(r, i);
+      tp.reduce_scatter_sum(data.data(), out.data(), kCount);
+      got[size_t(r)] = out;
+    });
+    for (int r = 0; r < ways; ++r)
+      for (size_t i = 0; i < kCount; ++i) {
+        float want = 0;
+        for (int q = 0; q < ways; ++q) want += value(q, size_t(r) * kCount + i);
+        EXPECT_EQ(got[size_t(r)][i], want) << "rank " << r << " element " << i;
+      }
+  }
+}
+
+TEST(TensorGroupCollectives, SoloGroupKeepsItsOwnChunk) {
+  SoloTensorGroup solo(1, 3, /*sequence_parallel=*/true);
+  EXPECT_TRUE(solo.sequence_parallel());
+  const std::vector<float> in = {1, 2};
+  std::vector<float> gathered(6, -1);
+  solo.all_gather(in.data(), gathered.data(), 2);
+  EXPECT_EQ(gathered, (std::vector<float>{1, 2, 1, 2, 1, 2})) << "its chunk in every slot";
+  std::vector<float> data = {0, 0, 3, 4, 0, 0}, out(2);
+  solo.reduce_scatter_sum(data.data(), out.data(), 2);
+  EXPECT_EQ(out, (std::vector<float>{3, 4}));
+  EXPECT_FALSE(SoloTensorGroup(0, 2).sequence_parallel());
+}
+
+}  // namespace
+}  // namespace meshtrain::parallel

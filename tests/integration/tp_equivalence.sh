@@ -61,6 +61,19 @@ single one-lamb 8 --optimizer.name=lamb
 mesh dp2-tp2-lamb 2 2 --optimizer.name=lamb --parallel.zero_stage=2
 same one-lamb dp2-tp2-lamb
 
+# The ViT shares GPT's blocks (its patch embedding and head stay whole on
+# every rank): 2 tensor ways train it like one process too.
+vit=(--training.steps=10 --training.log_every=1 --training.eval_every=0 --training.eval_batches=2
+     --training.threads=1 --checkpoint.every=0 --optimizer.grad_clip=0.5 --schedule.warmup_steps=2)
+"$MESHTRAIN" train "$SRC/examples/fashion-vit.toml" "${vit[@]}" --training.out_dir="$WORK/vit-one" > vit-one.log 2>&1 ||
+  { cat vit-one.log; fail "vit, one process"; }
+"$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train "$SRC/examples/fashion-vit.toml" "${vit[@]}" --parallel.tensor=2 \
+  --training.out_dir="$WORK/vit-tp2" > vit-tp2.log 2>&1 || { cat vit-tp2.log; fail "vit, 2 tensor ways"; }
+echo "== vit-tp2 against vit-one"
+compare_losses "$WORK/vit-one/metrics.jsonl" "$WORK/vit-tp2/metrics.jsonl" 1e-5 || fail "vit-tp2: losses differ"
+compare_params "$WORK/vit-one/checkpoints/step_00000010/model.safetensors" \
+               "$(params_file "$WORK/vit-tp2/checkpoints/step_00000010")" 1e-5 || fail "vit-tp2: parameters differ"
+
 # Resume: tp2's step-10 checkpoint continues at another data-parallel size
 # and ZeRO stage (same tensor ways: each rank reads its own tensor rank's
 # files), and at 4 tensor ways (resharded by placement, AdamW's moments too).

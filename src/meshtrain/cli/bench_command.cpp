@@ -131,7 +131,7 @@ int run_rank(const BenchArgs& a, comm::LaunchEnv env) {
 
   comm::TransportOptions transport_options;
   transport_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
-  auto transport = comm::connect_transport(env, a.transport, transport_options);
+  auto transport = comm::connect_transport(env, *parse_enum<comm::TransportKind>(a.transport), transport_options);
   std::vector<int> worker_ranks(static_cast<size_t>(workers)), reducer_ranks(static_cast<size_t>(reducers));
   std::iota(worker_ranks.begin(), worker_ranks.end(), 0);
   std::iota(reducer_ranks.begin(), reducer_ranks.end(), workers);
@@ -157,7 +157,7 @@ void add_bench_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--nproc", args->nproc, "worker ranks; started here unless a launcher already did")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--transport", args->transport, "shm, tcp or mpi (mpi: run under mpirun)")
-      ->check(CLI::IsMember({"auto", "shm", "tcp", "mpi"}));
+      ->check(CLI::IsMember(enum_name_list<comm::TransportKind>()));
   sub->add_option("--algo", args->algo, "ring, tree, hd (halving-doubling), rd (recursive doubling), reduction_server or auto")
       ->check(CLI::IsMember({"ring", "tree", "hd", "rd", "reduction_server", "auto"}));
   sub->add_option("--sizes", args->sizes, "LOW:HIGH in bytes, doubling (K, M, G = powers of 1024)");
@@ -176,7 +176,7 @@ void add_bench_command(CLI::App& app, CommandSet& commands) {
     if (a.algo == "reduction_server" && a.reducers == 0) a.reducers = a.nproc > 0 ? a.nproc : 1;
     const comm::LaunchEnv env = comm::read_launch_env();
     if (env.launcher == "none" && a.nproc + a.reducers > 1) {
-      if (a.transport == "mpi")
+      if (parse_enum<comm::TransportKind>(a.transport) == comm::TransportKind::Mpi)
         throw ConfigError("bench collectives: --transport mpi runs under mpirun: mpirun -np " +
                           std::to_string(a.nproc + a.reducers) + " meshtrain bench collectives --transport mpi ...");
       return relaunch(a);

@@ -36,7 +36,8 @@ void add_generate_command(CLI::App& app, CommandSet& commands) {
     CheckpointModel loaded = load_checkpoint_model(args->checkpoint);
     auto* gpt = dynamic_cast<Gpt*>(loaded.model.get());
     if (!gpt)
-      throw ConfigError(loaded.path + ": generate needs a GPT checkpoint, this one is '" + loaded.config.model.kind + "'");
+      throw ConfigError(loaded.path + ": generate needs a GPT checkpoint, this one is '" +
+                        enum_string(loaded.config.model.kind) + "'");
     std::string text = generate_text(*gpt, args->prompt, args->sampling);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);

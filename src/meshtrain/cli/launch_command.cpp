@@ -17,15 +17,17 @@ void add_launch_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--reducers", options->reducers,
                   "also start R reducer ranks (meshtrain reducer) for the reduction_server all-reduce")
       ->check(CLI::Range(0, 4096));
-  sub->add_option("--transport", options->transport,
+  auto transport = std::make_shared<std::string>("auto");
+  sub->add_option("--transport", *transport,
                   "the transport every rank uses under transport \"auto\", reducers included (MESHTRAIN_TRANSPORT)")
-      ->check(CLI::IsMember({"auto", "shm", "tcp", "mpi"}));
+      ->check(CLI::IsMember(enum_name_list<comm::TransportKind>()));
   sub->add_option("command", options->command, "the command every rank runs (after --)")->required();
   sub->footer(
       "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,\n"
       "MESHTRAIN_JOB_ID and MESHTRAIN_JOB_TOKEN. Output lines are prefixed with [rank k]. When a rank\n"
       "fails the others are stopped and launch exits with the failed rank's status.");
-  commands.add(sub, [options] {
+  commands.add(sub, [options, transport] {
+    options->transport = *parse_enum<comm::TransportKind>(*transport);
     options->reducer_command = {self_executable(), "reducer"};
     LaunchResult r = launch_local(*options);
     if (r.exit_code != 0) std::fprintf(stderr, "meshtrain launch: %s\n", r.failure.c_str());

@@ -35,7 +35,7 @@ void add_ps_server_command(CLI::App& app, CommandSet& commands) {
   commands.add(sub, [args, sub] {
     JobConfig config = load_job_config(args->config_path);
     apply_overrides(config, sub->remaining());
-    config.parallel.data = "parameter_server";
+    config.parallel.data = DataParallelism::ParameterServer;
     run_parameter_server(config, stdout);
     return 0;
   });

@@ -25,7 +25,7 @@ void add_reducer_command(CLI::App& app, CommandSet& commands) {
   auto args = std::make_shared<ReducerArgs>();
   CLI::App* sub = app.add_subcommand("reducer", "Run a Reduction Server reducer (no model, no accelerator)");
   sub->add_option("--transport", args->transport, "auto, shm or tcp (as the workers use)")
-      ->check(CLI::IsMember({"auto", "shm", "tcp", "mpi"}));
+      ->check(CLI::IsMember(enum_name_list<comm::TransportKind>()));
   sub->add_option("--timeout", args->timeout_s,
                   "seconds without progress before giving up; a dead worker is reported at once anyway")
       ->check(CLI::PositiveNumber);
@@ -46,7 +46,7 @@ void add_reducer_command(CLI::App& app, CommandSet& commands) {
                         std::to_string(workers) + ".." + std::to_string(env.world_size - 1) + ")");
     comm::TransportOptions options;
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args->timeout_s * 1000));
-    auto transport = comm::connect_transport(env, args->transport, options);
+    auto transport = comm::connect_transport(env, *parse_enum<comm::TransportKind>(args->transport), options);
     std::vector<int> worker_ranks(static_cast<size_t>(workers)), reducer_ranks(static_cast<size_t>(reducers));
     std::iota(worker_ranks.begin(), worker_ranks.end(), 0);
     std::iota(reducer_ranks.begin(), reducer_ranks.end(), workers);

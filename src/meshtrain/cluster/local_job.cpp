@@ -20,8 +20,8 @@ std::vector<std::string> config_command(const LocalJobRequest& r, const char* su
 std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobRequest& request) {
   const ParallelSection& p = config.parallel;
   const int workers = request.nproc > 0 ? request.nproc : static_cast<int>(p.workers);
-  const bool reducers = p.all_reduce == "reduction_server";
-  const bool ps = p.data == "parameter_server";
+  const bool reducers = p.all_reduce == comm::AllReduceAlgorithm::ReductionServer;
+  const bool ps = p.data == DataParallelism::ParameterServer;
   const int servers = reducers ? (p.reducers > 0 ? static_cast<int>(p.reducers) : workers)
                       : ps     ? static_cast<int>(p.servers)
                                : 0;
@@ -48,7 +48,8 @@ std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobReque
   for (int j = 0; j < servers; ++j) {
     Replica server{
         reducers ? "reducer " + std::to_string(j) : "server " + std::to_string(j),
-        reducers ? std::vector<std::string>{request.self, "reducer", "--transport", p.transport, "--timeout", timeout}
+        reducers ? std::vector<std::string>{request.self, "reducer", "--transport", enum_string(p.transport),
+                                            "--timeout", timeout}
                  : config_command(request, "ps-server"),
         rank_environment(world, workers + j), ReplicaKind::Service};
     replicas.push_back(std::move(server));

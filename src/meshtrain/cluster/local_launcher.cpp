@@ -71,7 +71,8 @@ std::vector<std::string> rank_environment(const WorldInfo& w, int rank) {
     for (const auto& a : w.server_addrs) addrs += (addrs.empty() ? "" : ",") + a;
     env.push_back("MESHTRAIN_SERVER_ADDRS=" + addrs);
   }
-  if (w.transport != "auto") env.push_back("MESHTRAIN_TRANSPORT=" + w.transport);
+  if (w.transport != comm::TransportKind::Auto)
+    env.push_back("MESHTRAIN_TRANSPORT=" + enum_string(w.transport));
   return env;
 }
 

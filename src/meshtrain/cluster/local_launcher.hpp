@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "meshtrain/cluster/replica_supervisor.hpp"
+#include "meshtrain/comm/bootstrap/transport_kind.hpp"
 
 namespace meshtrain {
 
@@ -34,7 +35,7 @@ struct WorldInfo {
   int master_port = 0;
   std::string job_id;
   std::string token;
-  std::string transport = "auto";  // what "auto" means to every rank (MESHTRAIN_TRANSPORT)
+  comm::TransportKind transport = comm::TransportKind::Auto;  // what Auto means to every rank (MESHTRAIN_TRANSPORT)
 };
 
 // A fresh job on this host: a free port, a random token and a unique id.
@@ -51,7 +52,7 @@ struct LaunchOptions {
   std::vector<std::string> reducer_command;  // e.g. {"/path/to/meshtrain", "reducer"}
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free port
-  std::string transport = "auto";  // shm, tcp or mpi: every rank's transport, reducers included
+  comm::TransportKind transport = comm::TransportKind::Auto;  // every rank's transport, reducers included
   std::chrono::milliseconds grace{5000};  // between SIGTERM and SIGKILL
 };
 

@@ -7,9 +7,10 @@ namespace meshtrain {
 void check_pools_fit_config(const PoolCounts& pools, const JobConfig& config, const std::string& where) {
   const ParallelSection& p = config.parallel;
   const std::string settings =
-      "parallel.data = \"" + p.data + "\" and parallel.all_reduce = \"" + p.all_reduce + "\"";
-  const bool wants_servers = p.data == "parameter_server" || p.all_reduce == "reduction_server";
-  if (pools.workers > 1 && p.data == "none")
+      "parallel.data = \"" + enum_string(p.data) + "\" and parallel.all_reduce = \"" + enum_string(p.all_reduce) + "\"";
+  const bool wants_servers =
+      p.data == DataParallelism::ParameterServer || p.all_reduce == comm::AllReduceAlgorithm::ReductionServer;
+  if (pools.workers > 1 && p.data == DataParallelism::None)
     throw ConfigError(where + std::to_string(pools.workers) +
                       " workers need parallel.data = \"allreduce\" or \"parameter_server\"; with \"none\" each "
                       "would train alone into the same directory");

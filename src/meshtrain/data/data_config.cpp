@@ -7,7 +7,7 @@
 namespace meshtrain {
 
 std::shared_ptr<const Dataset> make_dataset(const DataConfig& config, int64_t seq_len) {
-  if (config.kind == "text") {
+  if (config.kind == DataKind::Text) {
     const std::string path = config.path.empty() ? kDefaultTextPath : config.path;
     try {
       return std::make_shared<TextDataset>(path, seq_len, config.val_fraction);
@@ -18,10 +18,7 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& config, int64_t se
       throw;
     }
   }
-  if (config.kind == "fashion_mnist")
-    return std::make_shared<FashionMnistDataset>(config.path.empty() ? kFashionMnistDefaultDir
-                                                                     : config.path);
-  throw ConfigError("data.kind \"" + config.kind + "\" is unknown; expected \"text\" or \"fashion_mnist\"");
+  return std::make_shared<FashionMnistDataset>(config.path.empty() ? kFashionMnistDefaultDir : config.path);
 }
 
 }  // namespace meshtrain

@@ -12,7 +12,7 @@ namespace meshtrain {
 inline constexpr const char* kDefaultTextPath = "data/kjv.txt";
 
 struct DataConfig {
-  std::string kind = "text";  // "text" (bytes of any file) or "fashion_mnist"
+  DataKind kind = DataKind::Text;
   // Empty: the default for the kind (kDefaultTextPath, or Debian's
   // /usr/share/datasets/fashion-mnist). For fashion_mnist, a directory.
   std::string path;
@@ -23,7 +23,7 @@ struct DataConfig {
 };
 
 // Loads the data set. seq_len (T) is used by token data only. ConfigError for
-// an unknown kind or bad numbers, DataError for a missing or malformed file.
+// bad numbers, DataError for a missing or malformed file.
 std::shared_ptr<const Dataset> make_dataset(const DataConfig& config, int64_t seq_len);
 
 }  // namespace meshtrain

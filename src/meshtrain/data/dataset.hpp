@@ -8,10 +8,17 @@
 #include <string_view>
 
 #include "meshtrain/core/batch.hpp"
+#include "meshtrain/core/enum_names.hpp"
 
 namespace meshtrain {
 
 enum class Split { Train, Validation };
+
+// Bytes of any file as tokens, or Fashion-MNIST's images and labels.
+enum class DataKind { Text, FashionMnist };
+inline constexpr EnumName<DataKind> kDataKindNames[] = {{DataKind::Text, "text"},
+                                                        {DataKind::FashionMnist, "fashion_mnist"}};
+constexpr std::span<const EnumName<DataKind>> enum_names(DataKind) { return kDataKindNames; }
 
 std::string_view split_name(Split split);
 
@@ -19,8 +26,7 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
 
-  // "text" or "fashion_mnist".
-  virtual std::string_view kind() const = 0;
+  virtual DataKind kind() const = 0;
   virtual int64_t num_samples(Split split) const = 0;
   // Output classes of the model: the vocabulary (256) for tokens, 10 for Fashion-MNIST.
   virtual int64_t num_classes() const = 0;

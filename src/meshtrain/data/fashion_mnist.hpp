@@ -24,7 +24,7 @@ class FashionMnistDataset final : public Dataset {
   // a label count that differs from the image count, or a label >= 10.
   explicit FashionMnistDataset(const std::filesystem::path& dir = kFashionMnistDefaultDir);
 
-  std::string_view kind() const override { return "fashion_mnist"; }
+  DataKind kind() const override { return DataKind::FashionMnist; }
   int64_t num_samples(Split split) const override;
   int64_t num_classes() const override { return kClasses; }
   int64_t seq_len() const override { return 0; }

@@ -24,7 +24,7 @@ class TextDataset final : public Dataset {
   // unreadable file, or one too short for one window in either split.
   TextDataset(const std::filesystem::path& path, int64_t seq_len, double val_fraction);
 
-  std::string_view kind() const override { return "text"; }
+  DataKind kind() const override { return DataKind::Text; }
   int64_t num_samples(Split split) const override;
   int64_t num_classes() const override;
   int64_t seq_len() const override { return seq_len_; }

@@ -19,7 +19,7 @@ class AdamW final : public Optimizer {
   // Owns `segments` of the store (make_optimizer passes the whole store
   // when there is no ZeRO shard).
   AdamW(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
-  std::string name() const override { return "adamw"; }
+  std::string name() const override { return enum_string(OptimizerKind::AdamW); }
   void update(const UpdateBuffers& buffers, float lr) override;
   std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
 

@@ -1,12 +1,19 @@
 #pragma once
 // The [optimizer] section of a job config. One struct for all optimizers;
 // each reads the fields it needs (listed per field) and ignores the rest.
-#include <string>
+#include <span>
+
+#include "meshtrain/core/enum_names.hpp"
 
 namespace meshtrain {
 
+enum class OptimizerKind { Sgd, AdamW, Lars, Lamb };
+inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[] = {
+    {OptimizerKind::Sgd, "sgd"}, {OptimizerKind::AdamW, "adamw"}, {OptimizerKind::Lars, "lars"}, {OptimizerKind::Lamb, "lamb"}};
+constexpr std::span<const EnumName<OptimizerKind>> enum_names(OptimizerKind) { return kOptimizerKindNames; }
+
 struct OptimizerConfig {
-  std::string name = "adamw";     // "sgd" | "adamw" | "lars" | "lamb"
+  OptimizerKind kind = OptimizerKind::AdamW;
   double lr = 1e-3;               // base learning rate, fed to the schedule (all)
   double weight_decay = 0.0;      // applied only to views with weight_decay=true (all)
   double beta1 = 0.9;             // adamw, lamb

@@ -32,11 +32,8 @@ constexpr double kInf = INFINITY;
 }  // namespace
 
 void validate_optimizer_config(const OptimizerConfig& c) {
-  const bool sgd = c.name == "sgd", adamw = c.name == "adamw", lars = c.name == "lars",
-             lamb = c.name == "lamb";
-  if (!sgd && !adamw && !lars && !lamb)
-    throw ConfigError("optimizer.name: unknown optimizer '" + c.name +
-                      "' (expected sgd, adamw, lars, lamb)");
+  const bool sgd = c.kind == OptimizerKind::Sgd, adamw = c.kind == OptimizerKind::AdamW,
+             lars = c.kind == OptimizerKind::Lars, lamb = c.kind == OptimizerKind::Lamb;
   check_range("lr", c.lr, 0, false, kInf, true, "finite and >= 0");
   check_range("weight_decay", c.weight_decay, 0, false, kInf, true, "finite and >= 0");
   if (adamw || lamb) {
@@ -59,9 +56,12 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const P
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const ParamStore& store,
                                           std::span<const FlatSegment> segments) {
   validate_optimizer_config(config);
-  if (config.name == "sgd") return std::make_unique<Sgd>(store, segments, config);
-  if (config.name == "adamw") return std::make_unique<AdamW>(store, segments, config);
-  if (config.name == "lars") return std::make_unique<Lars>(store, segments, config);
+  switch (config.kind) {
+    case OptimizerKind::Sgd: return std::make_unique<Sgd>(store, segments, config);
+    case OptimizerKind::AdamW: return std::make_unique<AdamW>(store, segments, config);
+    case OptimizerKind::Lars: return std::make_unique<Lars>(store, segments, config);
+    case OptimizerKind::Lamb: break;
+  }
   return std::make_unique<Lamb>(store, segments, config);
 }
 

@@ -10,7 +10,7 @@
 namespace meshtrain {
 
 // Throws ConfigError naming the key, e.g.
-// "optimizer.name: unknown optimizer 'adamx' (expected sgd, adamw, lars, lamb)".
+// "optimizer.beta1: must be in [0, 1), got 1".
 void validate_optimizer_config(const OptimizerConfig& config);
 
 // Validates config, then builds the optimizer for all of the store, or for

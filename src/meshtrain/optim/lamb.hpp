@@ -24,7 +24,7 @@ class Lamb final : public Optimizer {
   // Owns `segments` of the store (make_optimizer passes the whole store
   // when there is no ZeRO shard).
   Lamb(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
-  std::string name() const override { return "lamb"; }
+  std::string name() const override { return enum_string(OptimizerKind::Lamb); }
   void update(const UpdateBuffers& buffers, float lr) override;
   std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
   // Trust ratio of each view used by the last update() (1 for excluded views).

@@ -22,7 +22,7 @@ class Lars final : public Optimizer {
   // Owns `segments` of the store (make_optimizer passes the whole store
   // when there is no ZeRO shard).
   Lars(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
-  std::string name() const override { return "lars"; }
+  std::string name() const override { return enum_string(OptimizerKind::Lars); }
   void update(const UpdateBuffers& buffers, float lr) override;
   std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
   // Trust ratio of each view used by the last update() (1 for excluded views).

@@ -10,19 +10,31 @@
 //   linear:   lr = base - (base - min) * p
 //   constant: lr = base (total_steps unused)
 #include <cstdint>
-#include <string>
-#include <string_view>
+#include <span>
+
+#include "meshtrain/core/enum_names.hpp"
 
 namespace meshtrain {
 
+enum class LrDecay { Cosine, Linear, Constant };
+inline constexpr EnumName<LrDecay> kLrDecayNames[] = {
+    {LrDecay::Cosine, "cosine"}, {LrDecay::Linear, "linear"}, {LrDecay::Constant, "constant"}};
+constexpr std::span<const EnumName<LrDecay>> enum_names(LrDecay) { return kLrDecayNames; }
+
+// How the base lr follows the global batch (effective_base_lr below).
+enum class ScaleRule { None, Linear, Sqrt };
+inline constexpr EnumName<ScaleRule> kScaleRuleNames[] = {
+    {ScaleRule::None, "none"}, {ScaleRule::Linear, "linear"}, {ScaleRule::Sqrt, "sqrt"}};
+constexpr std::span<const EnumName<ScaleRule>> enum_names(ScaleRule) { return kScaleRuleNames; }
+
 struct ScheduleConfig {
   int64_t warmup_steps = 0;
-  std::string decay = "cosine";  // "cosine" | "linear" | "constant"
-  int64_t total_steps = 0;       // must exceed warmup_steps unless decay is "constant"
+  LrDecay decay = LrDecay::Cosine;
+  int64_t total_steps = 0;       // must exceed warmup_steps unless decay is Constant
   double min_lr_ratio = 0.0;     // in [0, 1]
 };
 
-// Throws ConfigError naming the key, e.g. "schedule.decay: unknown decay 'exp' (...)".
+// Throws ConfigError naming the key, e.g. "schedule.warmup_steps: must be >= 0, got -1".
 void validate_schedule(const ScheduleConfig& config);
 
 // The learning rate at step (0-based; negative steps count as 0). Expects a
@@ -30,9 +42,8 @@ void validate_schedule(const ScheduleConfig& config);
 double scheduled_lr(const ScheduleConfig& config, double base_lr, int64_t step);
 
 // The linear scaling rule (Goyal et al., 2017) and its square-root variant:
-//   "none": base;  "linear": base * global / reference;  "sqrt": base * sqrt(global / reference).
-// Throws ConfigError for an unknown rule ("schedule.lr_scaling") or a batch <= 0.
-double effective_base_lr(double base_lr, int64_t global_batch, int64_t reference_batch,
-                         std::string_view rule);
+//   None: base;  Linear: base * global / reference;  Sqrt: base * sqrt(global / reference).
+// Throws ConfigError for a batch <= 0.
+double effective_base_lr(double base_lr, int64_t global_batch, int64_t reference_batch, ScaleRule rule);
 
 }  // namespace meshtrain

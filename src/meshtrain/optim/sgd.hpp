@@ -17,7 +17,7 @@ class Sgd final : public Optimizer {
   // Owns `segments` of the store (make_optimizer passes the whole store
   // when there is no ZeRO shard).
   Sgd(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
-  std::string name() const override { return "sgd"; }
+  std::string name() const override { return enum_string(OptimizerKind::Sgd); }
   void update(const UpdateBuffers& buffers, float lr) override;
   std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
 

@@ -21,8 +21,8 @@ LocalJobRequest request() { return {"/bin/meshtrain", "job.toml", {"--training.s
 
 TEST(LocalJob, ReductionServerJobHasReducersLast) {
   JobConfig c;
-  c.parallel.data = "allreduce";
-  c.parallel.all_reduce = "reduction_server";
+  c.parallel.data = DataParallelism::AllReduce;
+  c.parallel.all_reduce = comm::AllReduceAlgorithm::ReductionServer;
   c.parallel.workers = 2;
   c.parallel.evaluators = 1;
   c.parallel.timeout_s = 7;
@@ -49,7 +49,7 @@ TEST(LocalJob, ReductionServerJobHasReducersLast) {
 
 TEST(LocalJob, ParameterServersGetAddresses) {
   JobConfig c;
-  c.parallel.data = "parameter_server";
+  c.parallel.data = DataParallelism::ParameterServer;
   c.parallel.servers = 2;
   LocalJobRequest req = request();
   req.nproc = 3;
@@ -87,11 +87,11 @@ TEST(PoolCheck, RefusesPoolsTheConfigHasNoRoleFor) {
   EXPECT_THROW(check_pools_fit_config({2, 0, 0}, none, ""), ConfigError);
   EXPECT_THROW(check_pools_fit_config({1, 1, 0}, none, ""), ConfigError);
   JobConfig ring;
-  ring.parallel.data = "allreduce";
+  ring.parallel.data = DataParallelism::AllReduce;
   EXPECT_NO_THROW(check_pools_fit_config({4, 0, 0}, ring, ""));
   EXPECT_THROW(check_pools_fit_config({4, 1, 0}, ring, ""), ConfigError);
   JobConfig ps;
-  ps.parallel.data = "parameter_server";
+  ps.parallel.data = DataParallelism::ParameterServer;
   EXPECT_THROW(check_pools_fit_config({2, 0, 0}, ps, ""), ConfigError);
   try {
     check_pools_fit_config({1, 3, 0}, none, "spec: ");

@@ -39,7 +39,7 @@ TEST(TextDataset, SplitsTheLastFractionOffForValidation) {
   EXPECT_EQ(data.num_samples(Split::Validation), (20 - 1) / 4);
   EXPECT_EQ(data.num_classes(), 256);
   EXPECT_EQ(data.seq_len(), 4);
-  EXPECT_EQ(data.kind(), "text");
+  EXPECT_EQ(data.kind(), DataKind::Text);
 }
 
 TEST(TextDataset, WindowsAreInputsAndTargetsShiftedByOne) {

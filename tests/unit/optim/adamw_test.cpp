@@ -35,7 +35,7 @@ TEST(AdamW, MatchesReferenceForThreeSteps) {
   ParamStore s;
   make_tiny_store(s);
   OptimizerConfig c;
-  c.name = "adamw";
+  c.kind = OptimizerKind::AdamW;
   c.weight_decay = 0.1;
   c.beta1 = 0.9;
   c.beta2 = 0.95;
@@ -69,7 +69,7 @@ TEST(AdamW, BiasCorrectionResumesFromStepsTaken) {
   ParamStore s;
   make_tiny_store(s);
   OptimizerConfig c;
-  c.name = "adamw";
+  c.kind = OptimizerKind::AdamW;
   c.eps = 1e-30;  // negligible next to |g|, but keeps 0/0 away where g = 0
   auto opt = make_optimizer(c, s);
   opt->set_steps_taken(10);
@@ -95,7 +95,7 @@ TEST(AdamW, DecoupledDecaySkipsExcludedViews) {
   ParamStore s;
   make_tiny_store(s);
   OptimizerConfig c;
-  c.name = "adamw";
+  c.kind = OptimizerKind::AdamW;
   c.weight_decay = 0.5;
   auto opt = make_optimizer(c, s);
   const std::vector<double> w0 = params_as_double(s);

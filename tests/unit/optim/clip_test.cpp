@@ -110,7 +110,7 @@ TEST_P(OptimizerThreads, SameBitsForOneAndTwoThreads) {
   make_big_store(s1);
   make_big_store(s2);
   OptimizerConfig c;
-  c.name = GetParam();
+  c.kind = *parse_enum<OptimizerKind>(GetParam());
   c.weight_decay = 0.01;
   auto o1 = make_optimizer(c, s1), o2 = make_optimizer(c, s2);
   with_threads(1, [&] { for (int k = 0; k < 3; ++k) o1->step(s1, 0.01f); });

@@ -36,7 +36,7 @@ TEST(Lars, TrustRatioMatchesHandValue) {
   ParamStore s;
   make_hand_store(s, 0.6f, 0.8f);
   OptimizerConfig c;
-  c.name = "lars";
+  c.kind = OptimizerKind::Lars;
   c.weight_decay = 0.01;
   c.trust_coefficient = 0.001;
   c.momentum = 0;
@@ -54,7 +54,7 @@ TEST(Lars, ZeroGradientGivesTrustOne) {
   ParamStore s;
   make_hand_store(s, 0, 0);
   OptimizerConfig c;
-  c.name = "lars";
+  c.kind = OptimizerKind::Lars;
   auto opt = make_optimizer(c, s);
   opt->step(s, 0.1f);
   EXPECT_EQ(static_cast<Lars&>(*opt).last_trust_ratios()[0], 1.0);
@@ -64,7 +64,7 @@ TEST(Lars, MatchesReferenceForThreeSteps) {
   ParamStore s;
   make_tiny_store(s);
   OptimizerConfig c;
-  c.name = "lars";
+  c.kind = OptimizerKind::Lars;
   c.weight_decay = 0.05;
   c.trust_coefficient = 0.02;
   c.momentum = 0.9;
@@ -99,7 +99,7 @@ TEST(Lamb, TrustRatioMatchesHandValue) {
   ParamStore s;
   make_hand_store(s, 0.6f, 0.8f);
   OptimizerConfig c;
-  c.name = "lamb";
+  c.kind = OptimizerKind::Lamb;
   c.eps = 0;
   auto opt = make_optimizer(c, s);
   opt->step(s, 0.01f);
@@ -114,7 +114,7 @@ TEST(Lamb, MatchesReferenceForThreeSteps) {
   ParamStore s;
   make_tiny_store(s);
   OptimizerConfig c;
-  c.name = "lamb";
+  c.kind = OptimizerKind::Lamb;
   c.weight_decay = 0.01;
   c.beta1 = 0.9;
   c.beta2 = 0.999;

@@ -10,7 +10,7 @@
 namespace meshtrain {
 namespace {
 
-ScheduleConfig config(const char* decay) {
+ScheduleConfig config(LrDecay decay) {
   ScheduleConfig c;
   c.warmup_steps = 10;
   c.decay = decay;
@@ -21,17 +21,17 @@ ScheduleConfig config(const char* decay) {
 }
 
 TEST(Schedule, WarmupIsLinearFromBaseOverWarmup) {
-  for (const char* decay : {"cosine", "linear", "constant"}) {
+  for (const LrDecay decay : {LrDecay::Cosine, LrDecay::Linear, LrDecay::Constant}) {
     const ScheduleConfig c = config(decay);
-    EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 0), 0.1) << decay;
-    EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 4), 0.5) << decay;
-    EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 9), 1.0) << decay;   // warmup - 1
-    EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 10), 1.0) << decay;  // warmup
+    EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 0), 0.1) << enum_name(decay);
+    EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 4), 0.5) << enum_name(decay);
+    EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 9), 1.0) << enum_name(decay);   // warmup - 1
+    EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 10), 1.0) << enum_name(decay);  // warmup
   }
 }
 
 TEST(Schedule, CosineKeySteps) {
-  const ScheduleConfig c = config("cosine");
+  const ScheduleConfig c = config(LrDecay::Cosine);
   const double base = 3e-4, min = 3e-5;
   EXPECT_DOUBLE_EQ(scheduled_lr(c, base, 60), (base + min) / 2);  // mid
   EXPECT_DOUBLE_EQ(scheduled_lr(c, base, 35),
@@ -41,7 +41,7 @@ TEST(Schedule, CosineKeySteps) {
 }
 
 TEST(Schedule, LinearKeySteps) {
-  const ScheduleConfig c = config("linear");
+  const ScheduleConfig c = config(LrDecay::Linear);
   EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 60), 0.55);  // mid
   EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 35), 1.0 - 0.9 * 0.25);
   EXPECT_DOUBLE_EQ(scheduled_lr(c, 1.0, 110), 0.1);  // end
@@ -50,11 +50,11 @@ TEST(Schedule, LinearKeySteps) {
 
 TEST(Schedule, ConstantAndNoWarmup) {
   ScheduleConfig c;
-  c.decay = "constant";
+  c.decay = LrDecay::Constant;
   validate_schedule(c);
   EXPECT_EQ(scheduled_lr(c, 0.5, 0), 0.5);
   EXPECT_EQ(scheduled_lr(c, 0.5, 1000000), 0.5);
-  c.decay = "cosine";
+  c.decay = LrDecay::Cosine;
   c.total_steps = 100;
   EXPECT_EQ(scheduled_lr(c, 0.5, 0), 0.5);  // no warmup starts at base
 }
@@ -68,27 +68,23 @@ TEST(Schedule, InvalidConfigsNameTheKey) {
     }
     return std::string("no error");
   };
-  ScheduleConfig c = config("cosine");
-  c.decay = "exp";
-  EXPECT_EQ(message(c), "schedule.decay: unknown decay 'exp' (expected cosine, linear, constant)");
-  c = config("cosine");
+  ScheduleConfig c = config(LrDecay::Cosine);
   c.total_steps = 10;
-  EXPECT_EQ(message(c).rfind("schedule.total_steps:", 0), 0u);
-  c = config("linear");
+  EXPECT_EQ(message(c), "schedule.total_steps: must exceed schedule.warmup_steps (10) for cosine decay, got 10");
+  c = config(LrDecay::Linear);
   c.warmup_steps = -1;
   EXPECT_EQ(message(c).rfind("schedule.warmup_steps:", 0), 0u);
-  c = config("linear");
+  c = config(LrDecay::Linear);
   c.min_lr_ratio = 1.5;
   EXPECT_EQ(message(c).rfind("schedule.min_lr_ratio:", 0), 0u);
 }
 
 TEST(ScalingRule, LinearSqrtNone) {
-  EXPECT_DOUBLE_EQ(effective_base_lr(0.1, 1024, 256, "linear"), 0.4);
-  EXPECT_DOUBLE_EQ(effective_base_lr(0.1, 1024, 256, "sqrt"), 0.2);
-  EXPECT_DOUBLE_EQ(effective_base_lr(0.1, 1024, 256, "none"), 0.1);
-  EXPECT_DOUBLE_EQ(effective_base_lr(0.1, 128, 256, "linear"), 0.05);
-  EXPECT_THROW(effective_base_lr(0.1, 1024, 256, "cubic"), ConfigError);
-  EXPECT_THROW(effective_base_lr(0.1, 1024, 0, "linear"), ConfigError);
+  EXPECT_DOUBLE_EQ(effective_base_lr(0.1, 1024, 256, ScaleRule::Linear), 0.4);
+  EXPECT_DOUBLE_EQ(effective_base_lr(0.1, 1024, 256, ScaleRule::Sqrt), 0.2);
+  EXPECT_DOUBLE_EQ(effective_base_lr(0.1, 1024, 256, ScaleRule::None), 0.1);
+  EXPECT_DOUBLE_EQ(effective_base_lr(0.1, 128, 256, ScaleRule::Linear), 0.05);
+  EXPECT_THROW(effective_base_lr(0.1, 1024, 0, ScaleRule::Linear), ConfigError);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ void check_sgd(double momentum, bool nesterov, double wd) {
   ParamStore s;
   make_tiny_store(s);
   OptimizerConfig c;
-  c.name = "sgd";
+  c.kind = OptimizerKind::Sgd;
   c.momentum = momentum;
   c.nesterov = nesterov;
   c.weight_decay = wd;
@@ -56,7 +56,7 @@ TEST(Sgd, NesterovTakesALargerFirstStepThanPlainMomentum) {
   make_tiny_store(plain_store);
   make_tiny_store(nest_store);
   OptimizerConfig c;
-  c.name = "sgd";
+  c.kind = OptimizerKind::Sgd;
   c.momentum = 0.9;
   auto plain = make_optimizer(c, plain_store);
   c.nesterov = true;
@@ -80,7 +80,7 @@ TEST(Sgd, WeightDecaySkipsExcludedViews) {
   ParamStore s;
   make_tiny_store(s);
   OptimizerConfig c;
-  c.name = "sgd";
+  c.kind = OptimizerKind::Sgd;
   c.momentum = 0;
   c.weight_decay = 0.5;
   auto opt = make_optimizer(c, s);
@@ -94,7 +94,7 @@ TEST(Sgd, StateBuffersOnlyWithMomentum) {
   ParamStore s;
   make_tiny_store(s);
   OptimizerConfig c;
-  c.name = "sgd";
+  c.kind = OptimizerKind::Sgd;
   c.momentum = 0;
   EXPECT_TRUE(make_optimizer(c, s)->state_buffers().empty());
   c.momentum = 0.9;

@@ -230,13 +230,13 @@ size_t first_difference(const std::vector<float>& a, const std::vector<float>& b
 
 OptimizerConfig adamw_config() {
   OptimizerConfig c;
-  c.name = "adamw";
+  c.kind = OptimizerKind::AdamW;
   c.weight_decay = 0.1;
   return c;
 }
 OptimizerConfig sgd_config(bool nesterov) {
   OptimizerConfig c;
-  c.name = "sgd";
+  c.kind = OptimizerKind::Sgd;
   c.momentum = 0.9;
   c.nesterov = nesterov;
   c.weight_decay = 0.01;
@@ -244,13 +244,13 @@ OptimizerConfig sgd_config(bool nesterov) {
 }
 OptimizerConfig lamb_config() {
   OptimizerConfig c;
-  c.name = "lamb";
+  c.kind = OptimizerKind::Lamb;
   c.weight_decay = 0.05;
   return c;
 }
 OptimizerConfig lars_config() {
   OptimizerConfig c;
-  c.name = "lars";
+  c.kind = OptimizerKind::Lars;
   c.momentum = 0.9;
   c.weight_decay = 0.01;
   c.trust_coefficient = 0.02;
@@ -267,7 +267,7 @@ TEST(ShardedUpdate, ElementwiseOptimizersMatchTheWholeStoreBitwise) {
     ASSERT_NE(first_difference(whole.params, p.init), whole.params.size()) << "the steps changed nothing";
     for (const Split& sp : kSplits)
       for (auto [params_in_shard, grads_in_shard] : kModes) {
-        SCOPED_TRACE(config.name + (config.nesterov ? " nesterov" : "") + ", " + sp.name + " split over " +
+        SCOPED_TRACE(enum_string(config.kind) + (config.nesterov ? " nesterov" : "") + ", " + sp.name + " split over " +
                      std::to_string(sp.world) + " ranks, params " + (params_in_shard ? "shard" : "flat") +
                      ", grads " + (grads_in_shard ? "shard" : "flat"));
         const auto segs = split(p.store, sp.how, sp.world);
@@ -302,7 +302,7 @@ TEST(ShardedUpdate, PaddingIsNeverRead) {
   // padding stays 0, for the whole store and for a split.
   const Problem p;
   for (const OptimizerConfig& config : {adamw_config(), sgd_config(false), lamb_config(), lars_config()}) {
-    SCOPED_TRACE(config.name);
+    SCOPED_TRACE(enum_string(config.kind));
     const Result whole = run_whole(p, config);
     const Sharded sharded = run_sharded(p, config, split(p.store, unit_sliced_segments, 3), true, true, true);
     std::vector<bool> in_view(p.store.flat_size(), false);
@@ -338,7 +338,7 @@ TEST(ShardedUpdate, TrustRatioOptimizersNeedTheViewSumReducer) {
     EXPECT_GT(std::fabs(whole.trust[view_index(p.store, "u0.w")] - 1.0), 1e-3);
     for (const Split& sp : kSplits)
       for (auto [params_in_shard, grads_in_shard] : kModes) {
-        SCOPED_TRACE(config.name + ", " + sp.name + " split over " + std::to_string(sp.world) + " ranks, params " +
+        SCOPED_TRACE(enum_string(config.kind) + ", " + sp.name + " split over " + std::to_string(sp.world) + " ranks, params " +
                      (params_in_shard ? "shard" : "flat") + ", grads " + (grads_in_shard ? "shard" : "flat"));
         const auto segs = split(p.store, sp.how, sp.world);
 

@@ -112,7 +112,7 @@ TEST(ConfigSchema, OverridesTakeTomlValuesAndBareStrings) {
   EXPECT_EQ(c.data.path, "some/file.txt");
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{64, 32}));
   EXPECT_TRUE(c.optimizer.nesterov);
-  EXPECT_EQ(c.schedule.decay, "linear");
+  EXPECT_EQ(c.schedule.decay, LrDecay::Linear);
 }
 
 TEST(ConfigSchema, BadOverridesAreErrors) {

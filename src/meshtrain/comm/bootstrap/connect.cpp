@@ -70,19 +70,17 @@ std::unique_ptr<Transport> connect_tcp_transport(const LaunchEnv& env, const Tra
 
 }  // namespace
 
-std::unique_ptr<Transport> connect_transport(LaunchEnv& env, const std::string& kind,
+std::unique_ptr<Transport> connect_transport(LaunchEnv& env, TransportKind kind,
                                              const TransportOptions& options) {
   return std::move(connect_transports(env, kind, options, {""}).front());
 }
 
-std::vector<std::unique_ptr<Transport>> connect_transports(LaunchEnv& env, const std::string& kind,
+std::vector<std::unique_ptr<Transport>> connect_transports(LaunchEnv& env, TransportKind kind,
                                                            const TransportOptions& options,
                                                            const std::vector<std::string>& channels) {
   std::vector<std::unique_ptr<Transport>> transports;
-  std::string chosen = kind == "auto" ? env.transport : kind;
-  if (chosen != "auto" && chosen != "shm" && chosen != "tcp" && chosen != "mpi")
-    throw ConfigError("transport: unknown kind '" + kind + "' (expected auto, shm, tcp, mpi)");
-  if (chosen == "mpi") {
+  TransportKind chosen = kind == TransportKind::Auto ? env.transport : kind;
+  if (chosen == TransportKind::Mpi) {
 #ifdef MESHTRAIN_HAVE_MPI
     MpiOptions o;
     o.expected_rank = env.rank;
@@ -97,12 +95,12 @@ std::vector<std::unique_ptr<Transport>> connect_transports(LaunchEnv& env, const
   // Looked up first, so a bad interface name fails before anything waits.
   const std::string listen_addr = env.socket_ifname.empty() ? "" : interface_address(env.socket_ifname);
 
-  const auto choose = [&] { return env.local_world_size == env.world_size ? "shm" : "tcp"; };
-  if (chosen == "auto" && env.local_known) chosen = choose();
+  const auto choose = [&] { return env.local_world_size == env.world_size ? TransportKind::Shm : TransportKind::Tcp; };
+  if (chosen == TransportKind::Auto && env.local_known) chosen = choose();
   // Shared memory with a known local world needs no store: its segment is
   // the rendezvous. Everything else meets at the launcher's store.
   std::optional<JobRendezvous> rdzv;
-  if (!env.local_known || chosen == "tcp") rdzv.emplace(env, options.timeout);
+  if (!env.local_known || chosen == TransportKind::Tcp) rdzv.emplace(env, options.timeout);
   std::string note = rdzv ? "rendezvous through " + rdzv->description() : "";
   if (!env.local_known) {
     const LocalRanks local = learn_local_ranks(rdzv->store(), env.rank, env.world_size);
@@ -114,10 +112,10 @@ std::vector<std::unique_ptr<Transport>> connect_transports(LaunchEnv& env, const
             std::to_string(local.local_world_size) + " of " + std::to_string(env.world_size) + " ranks on this one";
   }
   if (env.rank == 0 && !note.empty()) log_line(note);
-  if (chosen == "auto") chosen = choose();
+  if (chosen == TransportKind::Auto) chosen = choose();
   // `rdzv` stays open until the transport is connected (job_rendezvous.hpp).
   for (const std::string& channel : channels)
-    transports.push_back(chosen == "shm" ? connect_shm_transport(env, options, channel)
+    transports.push_back(chosen == TransportKind::Shm ? connect_shm_transport(env, options, channel)
                                          : connect_tcp_transport(env, options, rdzv->store(), listen_addr, channel));
   return transports;
 }

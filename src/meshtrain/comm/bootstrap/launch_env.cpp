@@ -117,9 +117,10 @@ LaunchEnv read_launch_env() {
 
   if (vertex) return e;
   if (auto t = env("MESHTRAIN_TRANSPORT")) {
-    if (*t != "auto" && *t != "shm" && *t != "tcp" && *t != "mpi")
-      throw ConfigError("environment: MESHTRAIN_TRANSPORT='" + *t + "' is not one of auto, shm, tcp, mpi");
-    e.transport = *t;
+    const auto kind = parse_enum<TransportKind>(*t);
+    if (!kind)
+      throw ConfigError("environment: MESHTRAIN_TRANSPORT='" + *t + "' is not one of " + enum_choices<TransportKind>());
+    e.transport = *kind;
   }
   const char* servers_var = env("MESHTRAIN_NUM_SERVERS") ? "MESHTRAIN_NUM_SERVERS" : "MESHTRAIN_NUM_REDUCERS";
   if (env(servers_var)) e.num_servers = env_int(servers_var, 0, e.world_size - 1);

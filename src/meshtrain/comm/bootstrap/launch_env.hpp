@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/comm/bootstrap/transport_kind.hpp"
+
 namespace meshtrain::comm {
 
 // Who hosts the rendezvous store at MASTER_ADDR:MASTER_PORT.
@@ -60,8 +62,8 @@ struct LaunchEnv {
 
   // The transport the launcher chose for the whole job (MESHTRAIN_TRANSPORT):
   // what "auto" means to every rank, workers and reducers alike, so they
-  // cannot pick different ones. "auto" when unset.
-  std::string transport = "auto";
+  // cannot pick different ones. Auto when unset.
+  TransportKind transport = TransportKind::Auto;
   // MESHTRAIN_TCP_CONGESTION ("" when unset): the TCP transport's congestion
   // control (comm/transport/tcp/congestion.hpp).
   std::string tcp_congestion;

@@ -21,14 +21,11 @@ std::string_view algorithm_name(AllReduceAlgorithm algorithm) {
 }
 
 AllReduceAlgorithm parse_all_reduce_algorithm(std::string_view name) {
-  if (name == "auto") return AllReduceAlgorithm::Auto;
-  if (name == "ring") return AllReduceAlgorithm::Ring;
-  if (name == "tree") return AllReduceAlgorithm::Tree;
-  if (name == "halving_doubling" || name == "hd") return AllReduceAlgorithm::HalvingDoubling;
-  if (name == "recursive_doubling" || name == "rd") return AllReduceAlgorithm::RecursiveDoubling;
-  if (name == "reduction_server") return AllReduceAlgorithm::ReductionServer;
-  throw ConfigError("unknown all-reduce algorithm '" + std::string(name) +
-                    "' (auto, ring, tree, halving_doubling, recursive_doubling, reduction_server)");
+  if (name == "hd") return AllReduceAlgorithm::HalvingDoubling;
+  if (name == "rd") return AllReduceAlgorithm::RecursiveDoubling;
+  if (const auto algorithm = parse_enum<AllReduceAlgorithm>(name)) return *algorithm;
+  throw ConfigError("unknown all-reduce algorithm '" + std::string(name) + "' (" +
+                    enum_choices<AllReduceAlgorithm>() + ")");
 }
 
 std::string_view reduce_kind_name(ReduceKind kind) {

@@ -6,13 +6,31 @@
 #include <functional>
 #include <sstream>
 #include <toml++/toml.h>
+#include <type_traits>
 
+#include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain {
 namespace {
 
-enum class FieldType { Int, Float, Bool, String, IntList };
+enum class FieldType { Int, Float, Bool, String, IntList, Enum };
+
+// An Enum field's value through its enum's name table.
+struct EnumAccess {
+  std::string (*name)(const void* value) = nullptr;
+  bool (*parse)(void* value, std::string_view name) = nullptr;  // false: not a name of the table
+};
+
+template <class E>
+EnumAccess enum_access() {
+  return {[](const void* value) { return std::string(enum_name(*static_cast<const E*>(value))); },
+          [](void* value, std::string_view name) {
+            const std::optional<E> parsed = parse_enum<E>(name);
+            if (parsed) *static_cast<E*>(value) = *parsed;
+            return parsed.has_value();
+          }};
+}
 
 // A numeric range; an open end excludes its bound.
 struct Range {
@@ -32,9 +50,10 @@ struct Field {
   std::string section, key;
   FieldType type;
   Range range;                       // Int, Float, IntList elements
-  std::vector<std::string> choices;  // String: allowed values, empty = any
+  std::vector<std::string> choices;  // Enum: its names
   std::string doc;
   std::function<void*(JobConfig&)> at;
+  EnumAccess enumerated;             // Enum
   std::string name() const { return section + "." + key; }
 };
 
@@ -43,92 +62,95 @@ Range left_open(double lo, double hi) { return {lo, hi, true, false}; }
 Range right_open(double lo, double hi) { return {lo, hi, false, true}; }
 constexpr double kMaxInt = 9007199254740992.0;  // 2^53: exact in a double
 
-#define MT_FIELD(SEC, KEY, TYPE, RANGE, CHOICES, DOC) \
-  Field { #SEC, #KEY, FieldType::TYPE, RANGE, CHOICES, DOC, [](JobConfig& c) -> void* { return &c.SEC.KEY; } }
+#define MT_FIELD(SEC, KEY, TYPE, RANGE, DOC) \
+  Field { #SEC, #KEY, FieldType::TYPE, RANGE, {}, DOC, [](JobConfig& c) -> void* { return &c.SEC.KEY; }, {} }
+// A key whose values are the names of its enum's table.
+#define MT_ENUM(SEC, KEY, DOC)                                                                        \
+  Field {                                                                                             \
+    #SEC, #KEY, FieldType::Enum, {}, enum_name_list<decltype(JobConfig::SEC.KEY)>(), DOC,             \
+        [](JobConfig& c) -> void* { return &c.SEC.KEY; }, enum_access<decltype(JobConfig::SEC.KEY)>() \
+  }
 
 const std::vector<Field>& fields() {
-  using V = std::vector<std::string>;
   static const std::vector<Field> table = {
-      MT_FIELD(model, kind, String, {}, (V{"gpt", "mlp", "vit"}), "model family"),
-      MT_FIELD(model, n_layer, Int, closed(1, 1024), {}, "transformer blocks (gpt, vit)"),
-      MT_FIELD(model, n_embd, Int, closed(1, 65536), {}, "width C (gpt, vit)"),
-      MT_FIELD(model, n_head, Int, closed(1, 1024), {}, "attention heads; must divide n_embd"),
-      MT_FIELD(model, block_size, Int, closed(1, 65536), {}, "context length T (gpt)"),
-      MT_FIELD(model, vocab_size, Int, closed(256, 1 << 20), {}, "vocabulary (gpt); bytes need 256"),
-      MT_FIELD(model, hidden, IntList, closed(1, 65536), {}, "hidden layer widths (mlp)"),
-      MT_FIELD(model, classes, Int, closed(2, 65536), {}, "output classes (mlp, vit)"),
-      MT_FIELD(model, image_size, Int, closed(1, 4096), {}, "image side in pixels (vit)"),
-      MT_FIELD(model, patch_size, Int, closed(1, 4096), {}, "patch side in pixels; divides image_size (vit)"),
-      MT_FIELD(data, kind, String, {}, (V{"text", "fashion_mnist"}), "dataset kind"),
-      MT_FIELD(data, path, String, {}, {}, "text file, or Fashion-MNIST directory (empty: Debian's)"),
-      MT_FIELD(data, val_fraction, Float, left_open(0, 0.5), {}, "share of a text file held out for validation"),
-      MT_FIELD(data, seed, Int, closed(0, kMaxInt), {}, "seed of the shuffling"),
-      MT_FIELD(training, batch_size, Int, closed(1, 1 << 24), {}, "samples per step on each device"),
-      MT_FIELD(training, steps, Int, closed(1, kMaxInt), {}, "optimizer steps in the run"),
-      MT_FIELD(training, seed, Int, closed(0, kMaxInt), {}, "seed of parameter initialization"),
-      MT_FIELD(training, threads, Int, closed(0, 1024), {}, "compute threads; 0: the cores, shared among the job's processes on this host"),
-      MT_FIELD(training, log_every, Int, closed(1, kMaxInt), {}, "steps between metrics lines"),
-      MT_FIELD(training, eval_every, Int, closed(0, kMaxInt), {}, "steps between validations; 0: at the end only"),
-      MT_FIELD(training, eval_batches, Int, closed(1, kMaxInt), {}, "validation batches per evaluation"),
-      MT_FIELD(training, out_dir, String, {}, {}, "run directory (metrics, checkpoints)"),
-      MT_FIELD(training, max_memory_mb, Float, closed(0, 1 << 30), {},
+      MT_ENUM(model, kind, "model family"),
+      MT_FIELD(model, n_layer, Int, closed(1, 1024), "transformer blocks (gpt, vit)"),
+      MT_FIELD(model, n_embd, Int, closed(1, 65536), "width C (gpt, vit)"),
+      MT_FIELD(model, n_head, Int, closed(1, 1024), "attention heads; must divide n_embd"),
+      MT_FIELD(model, block_size, Int, closed(1, 65536), "context length T (gpt)"),
+      MT_FIELD(model, vocab_size, Int, closed(256, 1 << 20), "vocabulary (gpt); bytes need 256"),
+      MT_FIELD(model, hidden, IntList, closed(1, 65536), "hidden layer widths (mlp)"),
+      MT_FIELD(model, classes, Int, closed(2, 65536), "output classes (mlp, vit)"),
+      MT_FIELD(model, image_size, Int, closed(1, 4096), "image side in pixels (vit)"),
+      MT_FIELD(model, patch_size, Int, closed(1, 4096), "patch side in pixels; divides image_size (vit)"),
+      MT_ENUM(data, kind, "dataset kind"),
+      MT_FIELD(data, path, String, {}, "text file, or Fashion-MNIST directory (empty: Debian's)"),
+      MT_FIELD(data, val_fraction, Float, left_open(0, 0.5), "share of a text file held out for validation"),
+      MT_FIELD(data, seed, Int, closed(0, kMaxInt), "seed of the shuffling"),
+      MT_FIELD(training, batch_size, Int, closed(1, 1 << 24), "samples per step on each device"),
+      MT_FIELD(training, steps, Int, closed(1, kMaxInt), "optimizer steps in the run"),
+      MT_FIELD(training, seed, Int, closed(0, kMaxInt), "seed of parameter initialization"),
+      MT_FIELD(training, threads, Int, closed(0, 1024), "compute threads; 0: the cores, shared among the job's processes on this host"),
+      MT_FIELD(training, log_every, Int, closed(1, kMaxInt), "steps between metrics lines"),
+      MT_FIELD(training, eval_every, Int, closed(0, kMaxInt), "steps between validations; 0: at the end only"),
+      MT_FIELD(training, eval_batches, Int, closed(1, kMaxInt), "validation batches per evaluation"),
+      MT_FIELD(training, out_dir, String, {}, "run directory (metrics, checkpoints)"),
+      MT_FIELD(training, max_memory_mb, Float, closed(0, 1 << 30),
                "per-rank memory limit in MiB, checked before training and after each step; 0: none"),
-      MT_FIELD(optimizer, name, String, {}, (V{"sgd", "adamw", "lars", "lamb"}), "optimizer"),
-      MT_FIELD(optimizer, lr, Float, left_open(0, 10), {}, "base learning rate"),
-      MT_FIELD(optimizer, weight_decay, Float, closed(0, 10), {}, "decoupled weight decay"),
-      MT_FIELD(optimizer, beta1, Float, right_open(0, 1), {}, "Adam/LAMB first-moment decay"),
-      MT_FIELD(optimizer, beta2, Float, right_open(0, 1), {}, "Adam/LAMB second-moment decay"),
-      MT_FIELD(optimizer, eps, Float, left_open(0, 1), {}, "Adam/LAMB epsilon"),
-      MT_FIELD(optimizer, momentum, Float, right_open(0, 1), {}, "SGD/LARS momentum"),
-      MT_FIELD(optimizer, nesterov, Bool, {}, {}, "Nesterov momentum (sgd)"),
-      MT_FIELD(optimizer, trust_coefficient, Float, left_open(0, 10), {}, "LARS trust coefficient"),
-      MT_FIELD(optimizer, grad_clip, Float, closed(0, 1e9), {}, "max global gradient norm; 0: off"),
-      MT_FIELD(schedule, warmup_steps, Int, closed(0, kMaxInt), {}, "linear warmup steps"),
-      MT_FIELD(schedule, decay, String, {}, (V{"cosine", "linear", "constant"}), "decay after warmup"),
-      MT_FIELD(schedule, min_lr_ratio, Float, closed(0, 1), {}, "final lr as a share of the peak"),
-      MT_FIELD(schedule, scale_rule, String, {}, (V{"none", "linear", "sqrt"}), "lr scaling by global batch"),
-      MT_FIELD(schedule, reference_batch, Int, closed(0, 1 << 30), {}, "batch lr was tuned for; 0: per-device batch"),
-      MT_FIELD(checkpoint, dir, String, {}, {}, "checkpoint directory; empty: <out_dir>/checkpoints"),
-      MT_FIELD(checkpoint, every, Int, closed(0, kMaxInt), {}, "steps between checkpoints; 0: at the end"),
-      MT_FIELD(checkpoint, keep, Int, closed(1, 1 << 20), {}, "complete checkpoints to keep"),
-      MT_FIELD(checkpoint, async, Bool, {}, {}, "write checkpoints on a thread while training goes on"),
-      MT_FIELD(metrics, path, String, {}, {}, "JSONL metrics file; empty: <out_dir>/metrics.jsonl"),
-      MT_FIELD(parallel, data, String, {}, (V{"none", "allreduce", "parameter_server"}),
-               "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),
-      MT_FIELD(parallel, all_reduce, String, {}, (V{"auto", "ring", "tree", "halving_doubling", "recursive_doubling", "reduction_server"}),
-               "gradient all-reduce algorithm (data = allreduce)"),
-      MT_FIELD(parallel, zero_stage, Int, closed(0, 3), {},
+      MT_ENUM(optimizer, name, "optimizer"),
+      MT_FIELD(optimizer, lr, Float, left_open(0, 10), "base learning rate"),
+      MT_FIELD(optimizer, weight_decay, Float, closed(0, 10), "decoupled weight decay"),
+      MT_FIELD(optimizer, beta1, Float, right_open(0, 1), "Adam/LAMB first-moment decay"),
+      MT_FIELD(optimizer, beta2, Float, right_open(0, 1), "Adam/LAMB second-moment decay"),
+      MT_FIELD(optimizer, eps, Float, left_open(0, 1), "Adam/LAMB epsilon"),
+      MT_FIELD(optimizer, momentum, Float, right_open(0, 1), "SGD/LARS momentum"),
+      MT_FIELD(optimizer, nesterov, Bool, {}, "Nesterov momentum (sgd)"),
+      MT_FIELD(optimizer, trust_coefficient, Float, left_open(0, 10), "LARS trust coefficient"),
+      MT_FIELD(optimizer, grad_clip, Float, closed(0, 1e9), "max global gradient norm; 0: off"),
+      MT_FIELD(schedule, warmup_steps, Int, closed(0, kMaxInt), "linear warmup steps"),
+      MT_ENUM(schedule, decay, "decay after warmup"),
+      MT_FIELD(schedule, min_lr_ratio, Float, closed(0, 1), "final lr as a share of the peak"),
+      MT_ENUM(schedule, scale_rule, "lr scaling by global batch"),
+      MT_FIELD(schedule, reference_batch, Int, closed(0, 1 << 30), "batch lr was tuned for; 0: per-device batch"),
+      MT_FIELD(checkpoint, dir, String, {}, "checkpoint directory; empty: <out_dir>/checkpoints"),
+      MT_FIELD(checkpoint, every, Int, closed(0, kMaxInt), "steps between checkpoints; 0: at the end"),
+      MT_FIELD(checkpoint, keep, Int, closed(1, 1 << 20), "complete checkpoints to keep"),
+      MT_FIELD(checkpoint, async, Bool, {}, "write checkpoints on a thread while training goes on"),
+      MT_FIELD(metrics, path, String, {}, "JSONL metrics file; empty: <out_dir>/metrics.jsonl"),
+      MT_ENUM(parallel, data, "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),
+      MT_ENUM(parallel, all_reduce, "gradient all-reduce algorithm (data = allreduce)"),
+      MT_FIELD(parallel, zero_stage, Int, closed(0, 3),
                "ZeRO sharding (data = allreduce): 1 optimizer state, 2 also gradients, 3 also parameters (FSDP)"),
-      MT_FIELD(parallel, bucket_mb, Float, left_open(0, 65536), {},
+      MT_FIELD(parallel, bucket_mb, Float, left_open(0, 65536),
                "gradient bucket size in MiB; each bucket is all-reduced as soon as backward has filled it"),
-      MT_FIELD(parallel, micro_batches, Int, closed(1, 1 << 20), {},
+      MT_FIELD(parallel, micro_batches, Int, closed(1, 1 << 20),
                "gradient accumulation: each worker's training.batch_size runs as this many micro-batches, their "
                "gradients summed before one synchronisation and one optimizer step"),
-      MT_FIELD(parallel, tensor, Int, closed(1, 4096), {},
+      MT_FIELD(parallel, tensor, Int, closed(1, 4096),
                "tensor-parallel ways (Megatron): each transformer block's attention heads, MLP units and the "
                "vocabulary split over this many consecutive workers; data-parallel ways = workers / tensor"),
-      MT_FIELD(parallel, transport, String, {}, (V{"auto", "shm", "tcp", "mpi"}),
-               "auto: shared memory on one host, TCP across hosts"),
-      MT_FIELD(parallel, timeout_s, Float, left_open(0, 86400 * 7), {}, "longest wait for a peer, in seconds"),
-      MT_FIELD(parallel, workers, Int, closed(1, 4096), {}, "worker processes `meshtrain run` starts"),
-      MT_FIELD(parallel, reducers, Int, closed(0, 4096), {},
+      MT_ENUM(parallel, transport, "auto: shared memory on one host, TCP across hosts"),
+      MT_FIELD(parallel, timeout_s, Float, left_open(0, 86400 * 7), "longest wait for a peer, in seconds"),
+      MT_FIELD(parallel, workers, Int, closed(1, 4096), "worker processes `meshtrain run` starts"),
+      MT_FIELD(parallel, reducers, Int, closed(0, 4096),
                "reducer processes for all_reduce = reduction_server; 0: as many as workers"),
-      MT_FIELD(parallel, servers, Int, closed(1, 4096), {}, "parameter-server processes (data = parameter_server)"),
-      MT_FIELD(parallel, max_staleness, Int, closed(-1, 1 << 30), {},
+      MT_FIELD(parallel, servers, Int, closed(1, 4096), "parameter-server processes (data = parameter_server)"),
+      MT_FIELD(parallel, max_staleness, Int, closed(-1, 1 << 30),
                "parameter server: steps a worker may run ahead of the slowest; -1: unbounded"),
-      MT_FIELD(parallel, evaluators, Int, closed(0, 64), {}, "evaluator processes: evaluate each new checkpoint"),
-      MT_FIELD(parallel, max_restarts, Int, closed(0, 1000), {},
+      MT_FIELD(parallel, evaluators, Int, closed(0, 64), "evaluator processes: evaluate each new checkpoint"),
+      MT_FIELD(parallel, max_restarts, Int, closed(0, 1000),
                "`meshtrain run`: a dead parameter-server worker is restarted alone (this many times); any other "
                "failure restarts the whole job (this many times) from its newest complete checkpoint"),
-      MT_FIELD(parallel, restart_backoff_s, Float, closed(0, 3600), {},
+      MT_FIELD(parallel, restart_backoff_s, Float, closed(0, 3600),
                "`meshtrain run`: wait before the first whole-job restart; doubles per restart, at most 30 s"),
-      MT_FIELD(parallel, heartbeat_timeout_s, Float, closed(0, 86400 * 7), {},
+      MT_FIELD(parallel, heartbeat_timeout_s, Float, closed(0, 86400 * 7),
                "`meshtrain run`: a worker that has not finished a step for this long (or its first within "
                "max(this, 60 s)) is killed as hung and the job restarted; 0: off"),
   };
   return table;
 }
 #undef MT_FIELD
+#undef MT_ENUM
 
 const Field* find_field(std::string_view section, std::string_view key) {
   for (const auto& f : fields())
@@ -180,12 +202,15 @@ void set_field(JobConfig& config, const Field& f, const toml::node& node, const 
       if (!node.is_boolean()) fail(origin, f.name(), "expected true or false");
       *static_cast<bool*>(p) = node.value<bool>().value();
       break;
-    case FieldType::String: {
+    case FieldType::String:
       if (!node.is_string()) fail(origin, f.name(), "expected a string");
-      std::string v = node.value<std::string>().value();
-      if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
+      *static_cast<std::string*>(p) = node.value<std::string>().value();
+      break;
+    case FieldType::Enum: {
+      if (!node.is_string()) fail(origin, f.name(), "expected a string");
+      const std::string v = node.value<std::string>().value();
+      if (!f.enumerated.parse(p, v))
         fail(origin, f.name(), "unknown value '" + v + "' (expected one of: " + join(f.choices) + ")");
-      *static_cast<std::string*>(p) = v;
       break;
     }
     case FieldType::IntList: {
@@ -204,7 +229,8 @@ std::string type_name(FieldType t) {
     case FieldType::Int: return "integer";
     case FieldType::Float: return "float";
     case FieldType::Bool: return "bool";
-    case FieldType::String: return "string";
+    case FieldType::String:
+    case FieldType::Enum: return "string";
     case FieldType::IntList: return "integer array";
   }
   return "?";
@@ -224,8 +250,9 @@ std::string value_text(JobConfig& config, const Field& f) {
       return t;
     }
     case FieldType::Bool: s << (*static_cast<bool*>(p) ? "true" : "false"); break;
-    case FieldType::String: {
-      toml::value<std::string> v(*static_cast<std::string*>(p));
+    case FieldType::String:
+    case FieldType::Enum: {
+      toml::value<std::string> v(f.type == FieldType::Enum ? f.enumerated.name(p) : *static_cast<std::string*>(p));
       s << v;
       break;
     }
@@ -294,7 +321,8 @@ void apply_override(JobConfig& config, std::string_view assignment) {
   } catch (const toml::parse_error&) {
     is_toml = false;
   }
-  if (f->type == FieldType::String && !(is_toml && parsed["v"].is_string())) {
+  const bool text = f->type == FieldType::String || f->type == FieldType::Enum;
+  if (text && !(is_toml && parsed["v"].is_string())) {
     toml::value<std::string> raw(value);  // a bare word such as a path
     set_field(config, *f, raw, origin);
   } else {
@@ -320,10 +348,10 @@ void validate_tensor_parallel(const JobConfig& c, const std::string& origin) {
   const int64_t t = c.parallel.tensor;
   if (t == 1) return;
   const std::string ways = " over parallel.tensor = " + std::to_string(t) + " ways";
-  if (c.model.kind != "gpt" && c.model.kind != "vit")
+  if (c.model.kind == ModelKind::Mlp)
     fail(origin, "parallel.tensor", "tensor parallelism splits transformer blocks: model.kind 'gpt' or 'vit', not '" +
-                                        c.model.kind + "'");
-  if (c.parallel.data == "parameter_server")
+                                        enum_string(c.model.kind) + "'");
+  if (c.parallel.data == DataParallelism::ParameterServer)
     fail(origin, "parallel.tensor", "parameter-server workers train alone; tensor parallelism needs parallel.data = "
                                     "\"allreduce\" (or \"none\" with parallel.workers = parallel.tensor)");
   // parallel.workers is what `meshtrain run` starts (1 by default, when
@@ -332,16 +360,16 @@ void validate_tensor_parallel(const JobConfig& c, const std::string& origin) {
     fail(origin, "parallel.tensor", "parallel.workers = " + std::to_string(c.parallel.workers) +
                                         " is not a multiple of parallel.tensor = " + std::to_string(t) +
                                         " (workers = data ways x tensor ways)");
-  if (c.parallel.data == "none" && c.parallel.workers > 1 && c.parallel.workers != t)
+  if (c.parallel.data == DataParallelism::None && c.parallel.workers > 1 && c.parallel.workers != t)
     fail(origin, "parallel.tensor", "parallel.data = \"none\" allows one data-parallel way, but parallel.workers = " +
                                         std::to_string(c.parallel.workers) + " / tensor " + std::to_string(t) +
                                         " = " + std::to_string(c.parallel.workers / t));
   if (c.model.n_head % t != 0)
     fail(origin, "parallel.tensor", "model.n_head = " + std::to_string(c.model.n_head) + " heads do not split" + ways);
-  if (c.model.kind == "gpt" && c.model.vocab_size % t != 0)
+  if (c.model.kind == ModelKind::Gpt && c.model.vocab_size % t != 0)
     fail(origin, "parallel.tensor", "model.vocab_size = " + std::to_string(c.model.vocab_size) +
                                         " does not split" + ways + " (the embedding is vocabulary-parallel)");
-  if (c.parallel.all_reduce == "reduction_server")
+  if (c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
     fail(origin, "parallel.tensor", "the Reduction Server serves one data-parallel group; with tensor > 1 there are " +
                                         std::to_string(t) + " (use another parallel.all_reduce)");
 }
@@ -351,43 +379,44 @@ void validate_tensor_parallel(const JobConfig& c, const std::string& origin) {
 void validate_job_config(const JobConfig& c) {
   const std::string origin = "config";
   const auto& m = c.model;
-  if (m.kind == "gpt" || m.kind == "vit") {
+  if (m.kind != ModelKind::Mlp) {
     if (m.n_embd % m.n_head != 0)
       fail(origin, "model.n_head", "n_head " + std::to_string(m.n_head) + " does not divide n_embd " +
                                        std::to_string(m.n_embd));
   }
-  if (m.kind == "vit" && m.image_size % m.patch_size != 0)
+  if (m.kind == ModelKind::Vit && m.image_size % m.patch_size != 0)
     fail(origin, "model.patch_size", "patch_size " + std::to_string(m.patch_size) + " does not divide image_size " +
                                          std::to_string(m.image_size));
-  if (m.kind == "gpt" && c.data.kind != "text")
-    fail(origin, "data.kind", "model 'gpt' trains on data.kind = \"text\", not '" + c.data.kind + "'");
-  if (m.kind != "gpt" && c.data.kind != "fashion_mnist")
-    fail(origin, "data.kind", "model '" + m.kind + "' trains on data.kind = \"fashion_mnist\", not '" + c.data.kind + "'");
-  if (c.data.kind == "fashion_mnist" && m.kind == "vit" && m.image_size != 28)
+  // GPT reads text; the image models read Fashion-MNIST.
+  const DataKind needs = m.kind == ModelKind::Gpt ? DataKind::Text : DataKind::FashionMnist;
+  if (c.data.kind != needs)
+    fail(origin, "data.kind", "model '" + enum_string(m.kind) + "' trains on data.kind = \"" + enum_string(needs) +
+                                  "\", not '" + enum_string(c.data.kind) + "'");
+  if (c.data.kind == DataKind::FashionMnist && m.kind == ModelKind::Vit && m.image_size != 28)
     fail(origin, "model.image_size", "Fashion-MNIST images are 28x28, not " + std::to_string(m.image_size));
-  if (c.data.kind == "text" && c.data.path.empty()) fail(origin, "data.path", "a text dataset needs a path");
-  if (c.schedule.decay != "constant" && c.schedule.warmup_steps >= c.training.steps)
+  if (c.data.kind == DataKind::Text && c.data.path.empty()) fail(origin, "data.path", "a text dataset needs a path");
+  if (c.schedule.decay != LrDecay::Constant && c.schedule.warmup_steps >= c.training.steps)
     fail(origin, "schedule.warmup_steps", "warmup of " + std::to_string(c.schedule.warmup_steps) +
                                               " steps must be shorter than training.steps (" +
                                               std::to_string(c.training.steps) + ") to leave room for decay");
   if (c.training.out_dir.empty()) fail(origin, "training.out_dir", "must not be empty");
-  if (c.parallel.zero_stage > 0 && c.parallel.data != "allreduce")
+  if (c.parallel.zero_stage > 0 && c.parallel.data != DataParallelism::AllReduce)
     fail(origin, "parallel.zero_stage", "ZeRO shards data-parallel workers: it needs parallel.data = \"allreduce\", not '" +
-                                            c.parallel.data + "'");
-  if (c.parallel.zero_stage >= 2 && c.parallel.all_reduce == "reduction_server")
+                                            enum_string(c.parallel.data) + "'");
+  if (c.parallel.zero_stage >= 2 && c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
     fail(origin, "parallel.zero_stage", "stages 2 and 3 reduce-scatter gradients among the workers; the Reduction "
                                         "Server serves all-reduces only (use zero_stage = 1, or another all_reduce)");
   if (c.training.batch_size % c.parallel.micro_batches != 0)
     fail(origin, "parallel.micro_batches", std::to_string(c.parallel.micro_batches) +
                                                " micro-batches do not divide training.batch_size (" +
                                                std::to_string(c.training.batch_size) + ")");
-  if (c.parallel.micro_batches > 1 && c.parallel.data == "parameter_server")
+  if (c.parallel.micro_batches > 1 && c.parallel.data == DataParallelism::ParameterServer)
     fail(origin, "parallel.micro_batches", "parameter-server workers push every batch's gradient as it is; "
                                            "micro-batches are for data = \"none\" or \"allreduce\"");
   validate_tensor_parallel(c, origin);
-  if (c.parallel.all_reduce == "reduction_server" && c.parallel.data != "allreduce")
+  if (c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer && c.parallel.data != DataParallelism::AllReduce)
     fail(origin, "parallel.all_reduce", "reduction_server needs parallel.data = \"allreduce\", not '" +
-                                            c.parallel.data + "'");
+                                            enum_string(c.parallel.data) + "'");
 }
 
 std::string job_config_to_toml(const JobConfig& config) {

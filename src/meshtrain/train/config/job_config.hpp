@@ -1,15 +1,39 @@
 #pragma once
 // A training job's configuration: one struct per TOML section. Defaults here
 // are the documented defaults; config_schema.cpp lists every key with its
-// type, range and meaning, and is the only place that reads TOML.
+// type, range and meaning, and is the only place that reads TOML. A key with
+// a fixed set of values is an enum whose name table (core/enum_names.hpp)
+// the schema parses and prints with.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "meshtrain/comm/bootstrap/transport_kind.hpp"
+#include "meshtrain/comm/collectives/algorithm.hpp"
+#include "meshtrain/core/enum_names.hpp"
+#include "meshtrain/data/dataset.hpp"
+#include "meshtrain/optim/config.hpp"
+#include "meshtrain/optim/schedule.hpp"
+
 namespace meshtrain {
 
+enum class ModelKind { Gpt, Mlp, Vit };
+inline constexpr EnumName<ModelKind> kModelKindNames[] = {
+    {ModelKind::Gpt, "gpt"}, {ModelKind::Mlp, "mlp"}, {ModelKind::Vit, "vit"}};
+constexpr std::span<const EnumName<ModelKind>> enum_names(ModelKind) { return kModelKindNames; }
+
+// How workers share the training: not at all, synchronous all-reduce (and
+// ZeRO), or asynchronous parameter servers.
+enum class DataParallelism { None, AllReduce, ParameterServer };
+inline constexpr EnumName<DataParallelism> kDataParallelismNames[] = {
+    {DataParallelism::None, "none"},
+    {DataParallelism::AllReduce, "allreduce"},
+    {DataParallelism::ParameterServer, "parameter_server"}};
+constexpr std::span<const EnumName<DataParallelism>> enum_names(DataParallelism) { return kDataParallelismNames; }
+
 struct ModelSection {
-  std::string kind = "gpt";  // gpt | mlp | vit
+  ModelKind kind = ModelKind::Gpt;
   // gpt and vit
   int64_t n_layer = 4;
   int64_t n_embd = 256;
@@ -27,7 +51,7 @@ struct ModelSection {
 };
 
 struct DataSection {
-  std::string kind = "text";  // text | fashion_mnist
+  DataKind kind = DataKind::Text;
   std::string path = "data/kjv.txt";
   double val_fraction = 0.05;
   int64_t seed = 1234;
@@ -46,7 +70,7 @@ struct TrainingSection {
 };
 
 struct OptimizerSection {
-  std::string name = "adamw";  // sgd | adamw | lars | lamb
+  OptimizerKind name = OptimizerKind::AdamW;
   double lr = 3e-4;
   double weight_decay = 0.1;
   double beta1 = 0.9;
@@ -60,9 +84,9 @@ struct OptimizerSection {
 
 struct ScheduleSection {
   int64_t warmup_steps = 0;
-  std::string decay = "cosine";  // cosine | linear | constant
+  LrDecay decay = LrDecay::Cosine;
   double min_lr_ratio = 0.1;
-  std::string scale_rule = "none";  // none | linear | sqrt
+  ScaleRule scale_rule = ScaleRule::None;
   int64_t reference_batch = 0;  // batch the lr was tuned for; 0: the per-device batch
 };
 
@@ -81,13 +105,13 @@ struct MetricsSection {
 // here (workers, reducers, parameter servers, evaluators); every worker reads
 // its rank and peers from its launch environment.
 struct ParallelSection {
-  std::string data = "none";         // none | allreduce | parameter_server
-  std::string all_reduce = "auto";   // auto | ring | tree | halving_doubling | reduction_server
+  DataParallelism data = DataParallelism::None;
+  comm::AllReduceAlgorithm all_reduce = comm::AllReduceAlgorithm::Auto;
   int64_t zero_stage = 0;            // ZeRO: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters
   double bucket_mb = 25;             // gradient bucket size for the overlapped all-reduce
   int64_t micro_batches = 1;         // gradient accumulation: training.batch_size in this many micro-batches
   int64_t tensor = 1;                // tensor-parallel ways; data ways = workers / tensor (comm/mesh/device_mesh.hpp)
-  std::string transport = "auto";    // auto | shm | tcp | mpi
+  comm::TransportKind transport = comm::TransportKind::Auto;
   double timeout_s = 300;            // longest wait for a peer before the job fails
   int64_t workers = 1;               // worker processes `meshtrain run` starts
   int64_t reducers = 0;              // reducer processes (all_reduce = reduction_server)

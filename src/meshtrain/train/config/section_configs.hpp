@@ -13,7 +13,7 @@ inline DataConfig to_data_config(const DataSection& d) {
 
 inline OptimizerConfig to_optimizer_config(const OptimizerSection& o) {
   OptimizerConfig c;
-  c.name = o.name;
+  c.kind = o.name;
   c.lr = o.lr;
   c.weight_decay = o.weight_decay;
   c.beta1 = o.beta1;
@@ -41,6 +41,6 @@ inline double scaled_base_lr(const JobConfig& c, int64_t batch) {
 }
 
 // T for token data, 0 for images: what DataLoader::from_config takes.
-inline int64_t data_seq_len(const JobConfig& c) { return c.data.kind == "text" ? c.model.block_size : 0; }
+inline int64_t data_seq_len(const JobConfig& c) { return c.data.kind == DataKind::Text ? c.model.block_size : 0; }
 
 }  // namespace meshtrain

@@ -22,7 +22,7 @@ std::string mib(double bytes) {
 
 int optimizer_state_floats(const JobConfig& config) {
   const auto& o = config.optimizer;
-  if (o.name == "adamw" || o.name == "lamb") return 2;
+  if (o.name == OptimizerKind::AdamW || o.name == OptimizerKind::Lamb) return 2;
   return o.momentum != 0 ? 1 : 0;  // sgd, lars
 }
 

@@ -8,30 +8,30 @@
 namespace meshtrain {
 
 std::unique_ptr<Model> make_model(const ModelSection& m, nn::TensorParallelComm* tp) {
-  if (m.kind == "gpt") {
-    return std::make_unique<Gpt>(GptConfig{.n_layer = m.n_layer,
-                                           .n_embd = m.n_embd,
-                                           .n_head = m.n_head,
-                                           .block_size = m.block_size,
-                                           .vocab_size = m.vocab_size},
-                                 tp);
+  switch (m.kind) {
+    case ModelKind::Gpt:
+      return std::make_unique<Gpt>(GptConfig{.n_layer = m.n_layer,
+                                             .n_embd = m.n_embd,
+                                             .n_head = m.n_head,
+                                             .block_size = m.block_size,
+                                             .vocab_size = m.vocab_size},
+                                   tp);
+    case ModelKind::Mlp:
+      if (tp && tp->size() > 1) throw ConfigError("model.kind 'mlp' has no tensor-parallel form (use gpt or vit)");
+      return std::make_unique<MlpClassifier>(
+          MlpConfig{.input_dim = m.image_size * m.image_size, .hidden = m.hidden, .classes = m.classes});
+    case ModelKind::Vit:
+      return std::make_unique<Vit>(VitConfig{.image_size = m.image_size,
+                                             .patch_size = m.patch_size,
+                                             .channels = 1,
+                                             .n_layer = m.n_layer,
+                                             .n_embd = m.n_embd,
+                                             .n_head = m.n_head,
+                                             .classes = m.classes},
+                                   tp);
   }
-  if (m.kind == "mlp") {
-    if (tp && tp->size() > 1) throw ConfigError("model.kind 'mlp' has no tensor-parallel form (use gpt or vit)");
-    return std::make_unique<MlpClassifier>(
-        MlpConfig{.input_dim = m.image_size * m.image_size, .hidden = m.hidden, .classes = m.classes});
-  }
-  if (m.kind == "vit") {
-    return std::make_unique<Vit>(VitConfig{.image_size = m.image_size,
-                                           .patch_size = m.patch_size,
-                                           .channels = 1,
-                                           .n_layer = m.n_layer,
-                                           .n_embd = m.n_embd,
-                                           .n_head = m.n_head,
-                                           .classes = m.classes},
-                                 tp);
-  }
-  throw ConfigError("model.kind: unknown model '" + m.kind + "' (expected gpt, mlp, vit)");
+  throw ConfigError("model.kind: unknown model '" + enum_string(m.kind) + "' (expected " +
+                    enum_choices<ModelKind>() + ")");
 }
 
 }  // namespace meshtrain

@@ -12,17 +12,17 @@ namespace meshtrain {
 WorkerGroup::WorkerGroup(const JobConfig& config) {
   const auto& p = config.parallel;
   const int tensor = static_cast<int>(p.tensor);
-  if (p.data != "allreduce" && tensor == 1) {
+  if (p.data != DataParallelism::AllReduce && tensor == 1) {
     // Several ranks without data parallelism would each train the whole job
     // alone and overwrite one another's checkpoints.
     const comm::LaunchEnv env = comm::read_launch_env();
     if (env.world_size > 1)
       throw ConfigError("this process is rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
-                        " but parallel.data = \"" + p.data + "\": set parallel.data = \"allreduce\" to train "
+                        " but parallel.data = \"" + enum_string(p.data) + "\": set parallel.data = \"allreduce\" to train "
                         "together, or start one process");
     return;
   }
-  algorithm_ = comm::parse_all_reduce_algorithm(p.all_reduce);
+  algorithm_ = p.all_reduce;
   comm::LaunchEnv env = comm::read_launch_env();
   const bool reduction_server = algorithm_ == comm::AllReduceAlgorithm::ReductionServer;
   if (reduction_server && env.num_servers == 0)
@@ -37,9 +37,9 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
     throw ConfigError(std::to_string(env.num_workers()) + " workers do not split into tensor groups of " +
                       "parallel.tensor = " + std::to_string(tensor) + " (" + e.what() + ")");
   }
-  if (p.data != "allreduce" && size() > 1)
+  if (p.data != DataParallelism::AllReduce && size() > 1)
     throw ConfigError(std::to_string(env.num_workers()) + " workers at parallel.tensor = " + std::to_string(tensor) +
-                      " make " + std::to_string(size()) + " data-parallel ways, but parallel.data = \"" + p.data +
+                      " make " + std::to_string(size()) + " data-parallel ways, but parallel.data = \"" + enum_string(p.data) +
                       "\": set parallel.data = \"allreduce\", or start " + std::to_string(tensor) + " processes");
   worker_rank_ = env.rank;
   local_size_ = env.local_world_size;

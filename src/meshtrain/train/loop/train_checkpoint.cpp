@@ -192,7 +192,7 @@ TrainState load_train_checkpoint(const std::string& path, const JobConfig& confi
     const std::string& saved = require(meta, "optimizer", meta_path);
     if (saved != optimizer->name())
       throw CheckpointError(path + ": written with optimizer '" + saved + "', but optimizer.name is '" +
-                            config.optimizer.name + "'");
+                            enum_string(config.optimizer.name) + "'");
     states = optimizer->state_buffers();
   }
   // The same tensor-parallel width reads this rank's own files by flat

@@ -76,11 +76,11 @@ void add_memory_peaks(nlohmann::json& record) {
 }  // namespace
 
 TrainSummary train(const JobConfig& config, const TrainOptions& options) {
-  if (config.parallel.data == "parameter_server") return train_parameter_server_worker(config, options);
+  if (config.parallel.data == DataParallelism::ParameterServer) return train_parameter_server_worker(config, options);
   const auto& tc = config.training;
 
   // Everything that can fail on bad input fails here, before the first step.
-  const bool is_text = config.data.kind == "text";
+  const bool is_text = config.data.kind == DataKind::Text;
   const std::string ckpt_root = config.checkpoint_dir();
   check_writable_dir(ckpt_root, "checkpoint.dir");
   WorkerGroup workers(config);
@@ -138,13 +138,13 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
                  "%d threads, GEMM %s\n",
                  model->kind().c_str(), model->store().global_parameter_count(), (long long)tc.batch_size,
                  (long long)global_batch, world_size, world_size == 1 ? "" : "s", config.optimizer.lr,
-                 config.schedule.scale_rule.c_str(), (long long)reference_batch(config), base_lr, optimizer->name().c_str(),
-                 config.schedule.decay.c_str(), omp_get_max_threads(), kernels::gemm_backend_name());
+                 enum_string(config.schedule.scale_rule).c_str(), (long long)reference_batch(config), base_lr, optimizer->name().c_str(),
+                 enum_string(config.schedule.decay).c_str(), omp_get_max_threads(), kernels::gemm_backend_name());
     if (sync)
       std::fprintf(out,
                    "data parallel: %d workers, all-reduce %s over %s, %zu gradient buckets (up to %.3g MiB; the "
                    "first and the last, up to 1 MiB)\n",
-                   world_size, config.parallel.all_reduce.c_str(), workers.transport_name(), sync->buckets().size(),
+                   world_size, enum_string(config.parallel.all_reduce).c_str(), workers.transport_name(), sync->buckets().size(),
                    config.parallel.bucket_mb);
     if (workers.tensor_size() > 1)
       std::fprintf(out, "tensor parallel: %d ways (%s over %s); %zu of the model's parameters on this worker\n",

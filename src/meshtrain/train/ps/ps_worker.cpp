@@ -55,7 +55,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   std::fflush(options.out);
 
   MetricsLog metrics(tc.out_dir + "/worker-" + std::to_string(env.rank) + ".jsonl");
-  const bool is_text = config.data.kind == "text";
+  const bool is_text = config.data.kind == DataKind::Text;
   const int64_t preds_per_sample = is_text ? config.model.block_size : 1;
   TrainSummary summary{.first_step = clock, .last_step = clock};
   Batch batch;

@@ -131,7 +131,7 @@ Probe run_probe(const JobConfig& config, Model& model, int workers, int threads,
 // loss's row max, sum of exponentials and target logit, 3 of N floats.
 void add_tensor_parallel_comm(const JobConfig& config, const comm::CostTable& links, JobForecast& f) {
   const auto& m = config.model;
-  const bool gpt = m.kind == "gpt";
+  const bool gpt = m.kind == ModelKind::Gpt;
   const int64_t positions = gpt ? m.block_size : (m.image_size / m.patch_size) * (m.image_size / m.patch_size);
   const int64_t rows = config.training.batch_size / config.parallel.micro_batches * positions;
   const size_t wide = size_t(rows * m.n_embd) * sizeof(float), narrow = size_t(rows) * sizeof(float);
@@ -149,13 +149,13 @@ void add_tensor_parallel_comm(const JobConfig& config, const comm::CostTable& li
 
 JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
                          std::FILE* log) {
-  if (config.parallel.data == "parameter_server")
+  if (config.parallel.data == DataParallelism::ParameterServer)
     throw ConfigError("plan --config: parameter-server jobs are not forecast (workers do not wait for each other); "
                       "it covers parallel.data = \"allreduce\" at every ZeRO stage and one process");
   JobForecast f;
   const auto& tc = config.training;
   f.tensor = int(config.parallel.tensor);
-  f.workers = config.parallel.data == "allreduce" || f.tensor > 1
+  f.workers = config.parallel.data == DataParallelism::AllReduce || f.tensor > 1
                   ? int(std::max<int64_t>(f.tensor, config.parallel.workers)) : 1;
   const int data_ways = f.workers / f.tensor;
   f.zero_stage = data_ways > 1 ? int(config.parallel.zero_stage) : 0;
@@ -199,7 +199,7 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
   if (f.tensor > 1) add_tensor_parallel_comm(config, links_once(), f);
   if (n > 1) {
     const comm::CostTable& links = links_once();
-    comm::AllReduceAlgorithm algorithm = comm::parse_all_reduce_algorithm(config.parallel.all_reduce);
+    comm::AllReduceAlgorithm algorithm = config.parallel.all_reduce;
     const size_t grad_bytes = store.flat_size() * sizeof(float);
     if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
     f.algorithm = std::string(comm::algorithm_name(algorithm));

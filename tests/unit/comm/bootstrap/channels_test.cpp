@@ -53,7 +53,7 @@ std::vector<Channels> connect_two_ranks(const std::string& kind) {
       env.master_port = port;
       TransportOptions options;
       options.timeout = std::chrono::seconds(20);
-      return connect_transports(env, kind, options, {"", "tp"});
+      return connect_transports(env, *parse_enum<TransportKind>(kind), options, {"", "tp"});
     }));
   std::vector<Channels> ranks;
   for (auto& c : connecting) {

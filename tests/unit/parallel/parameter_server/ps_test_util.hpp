@@ -35,9 +35,9 @@ inline ServerOptions server_options(int index, int num_servers, int num_workers,
   o.state.index = index;
   o.state.num_workers = num_workers;
   o.state.total_steps = total_steps;
-  o.state.optimizer.name = "adamw";
+  o.state.optimizer.kind = OptimizerKind::AdamW;
   o.state.optimizer.weight_decay = 0.1;
-  o.state.schedule = ScheduleConfig{.warmup_steps = 1, .decay = "cosine", .total_steps = 10, .min_lr_ratio = 0.1};
+  o.state.schedule = ScheduleConfig{.warmup_steps = 1, .decay = LrDecay::Cosine, .total_steps = 10, .min_lr_ratio = 0.1};
   o.state.base_lr = 0.01;
   o.num_servers = num_servers;
   o.servers.assign(static_cast<size_t>(num_servers), comm::tcp::Endpoint{"127.0.0.1", 0});

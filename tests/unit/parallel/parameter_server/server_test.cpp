@@ -28,7 +28,7 @@ struct Cluster {
     // Servers 1.. first: server 0 must know their ports.
     for (int j = P - 1; j >= 0; --j) {
       ServerOptions o = testing::server_options(j, P, workers, steps);
-      o.state.optimizer.name = optimizer;
+      o.state.optimizer.kind = *parse_enum<OptimizerKind>(optimizer);
       o.state.max_staleness = max_staleness;
       for (int k = 1; k < P; ++k)
         if (k != j) o.servers[size_t(k)].port = ports[size_t(k)];
@@ -60,7 +60,7 @@ TEST_P(PsServerMatchesSerial, PushesEqualDirectSteps) {
 
   // The serial twin: the same optimizer and schedule on the whole store.
   ServerOptions so = testing::server_options(0, P, 1, steps);
-  so.state.optimizer.name = optimizer_name;
+  so.state.optimizer.kind = *parse_enum<OptimizerKind>(optimizer_name);
   ParamStore ref;
   testing::make_store(ref);
   auto ref_opt = make_optimizer(so.state.optimizer, ref);

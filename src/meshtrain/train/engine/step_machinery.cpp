@@ -42,6 +42,7 @@ StepMachinery make_step_machinery(const JobConfig& config, Model& model, WorkerG
   if (!group) {
     m.optimizer = make_optimizer(optimizer_config, store);
     attach_view_sum_reducer(*m.optimizer, store, workers, false);
+    m.gradients = solo_gradients(store);
     return m;
   }
   const int stage = static_cast<int>(config.parallel.zero_stage);
@@ -59,11 +60,13 @@ StepMachinery make_step_machinery(const JobConfig& config, Model& model, WorkerG
   if (stage == 0) {
     m.optimizer = make_optimizer(optimizer_config, store);
     attach_view_sum_reducer(*m.optimizer, store, workers, false);
+    m.gradients = all_reduce_gradients(store, *m.sync);
     return m;
   }
   m.zero = std::make_unique<parallel::ZeroEngine>(store, *group, stage);
   m.optimizer = make_optimizer(optimizer_config, store, m.zero->layout().segments());
   attach_view_sum_reducer(*m.optimizer, store, workers, true);
+  m.gradients = zero_gradients(store, *m.zero, m.sync.get());
   return m;
 }
 

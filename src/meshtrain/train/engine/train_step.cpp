@@ -1,7 +1,6 @@
 #include "meshtrain/train/engine/train_step.hpp"
 
 #include <cmath>
-#include <functional>
 #include <string>
 
 #include "meshtrain/core/error.hpp"
@@ -17,98 +16,73 @@ float gradient_norm(ParamStore& store, double max_norm) {
 
 namespace {
 
-void clip_to(double norm, double max_norm, const std::function<void(float)>& scale) {
-  if (max_norm <= 0) return;
-  const float coef = clip_coefficient(norm, static_cast<float>(max_norm));
-  if (coef < 1.0f) scale(coef);
-}
-
-// The global gradient norm before clipping, when each worker holds a shard
-// of the averaged gradients; clips the shards.
-float sharded_gradient_norm(parallel::ZeroEngine& zero, WorkerGroup& workers, double max_norm) {
-  double squares = zero.grad_squared_norm_local();
-  workers.sum({&squares, 1});
-  const double norm = std::sqrt(squares);
-  clip_to(norm, max_norm, [&](float coef) { zero.scale_grads(coef); });
-  return static_cast<float>(norm);
-}
-
-// The same under tensor parallelism: replicated tensors count once, sharded
-// ones add their squares over the tensor ranks (gradient_squares.hpp).
-float tensor_parallel_gradient_norm(ParamStore& store, parallel::ZeroEngine* sharded, WorkerGroup& workers,
-                                    double max_norm) {
-  const FlatSegments whole{{.begin = 0, .end = store.flat_size(), .local = 0}};
-  const parallel::GradSquares squares =
-      sharded ? parallel::grad_squares_by_placement(store, sharded->grad_shard(), sharded->layout().segments())
-              : parallel::grad_squares_by_placement(store, store.grads(), whole);
+// The global squared norm of the gradients the workers hold (the rule is
+// train_step.hpp's). With one tensor way the squares are one sum over what
+// the rank holds, exactly clip_grad_norm's.
+double global_squared_norm(const HeldGradients& held, const ParamStore& store, WorkerGroup& workers) {
+  if (workers.tensor_size() == 1) {
+    double squares = squared_norm_range(held.values, 0, held.values.size());
+    if (held.data_sharded) workers.sum({&squares, 1});
+    return squares;
+  }
+  const parallel::GradSquares squares = parallel::grad_squares_by_placement(store, held.values, held.segments);
   double sums[2] = {squares.replicated, squares.sharded};
-  if (sharded) workers.sum(sums);
+  if (held.data_sharded) workers.sum(sums);
   workers.tensor_sum({&sums[1], 1});
-  const double norm = std::sqrt(sums[0] + sums[1]);
-  clip_to(norm, max_norm, [&](float coef) {
-    if (sharded)
-      sharded->scale_grads(coef);
-    else
-      scale_range(store.grads(), 0, store.flat_size(), coef);
-  });
+  return sums[0] + sums[1];
+}
+
+// The global gradient norm before clipping; clips what the rank holds to
+// max_norm (> 0).
+float clip_global_norm(const HeldGradients& held, const ParamStore& store, WorkerGroup& workers, double max_norm) {
+  const double norm = std::sqrt(global_squared_norm(held, store, workers));
+  if (max_norm > 0) {
+    const float coef = clip_coefficient(norm, static_cast<float>(max_norm));
+    if (coef < 1.0f) scale_range(held.values, 0, held.values.size(), coef);
+  }
   return static_cast<float>(norm);
+}
+
+// Micro-batch m of M: the batch itself when M = 1, else its m-th equal part
+// copied into `scratch`.
+const Batch& micro_batch(const Batch& batch, int64_t m, int64_t micro_batches, Batch* scratch) {
+  if (micro_batches == 1) return batch;
+  const int64_t size = batch.batch_size / micro_batches;
+  copy_samples(batch, m * size, size, *scratch);
+  return *scratch;
 }
 
 }  // namespace
 
 StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t step) {
-  ParamStore& store = ctx.model.store();
-  parallel::ZeroEngine* zero = ctx.zero;
-  const bool sharded_grads = zero && zero->reduces_gradients();
+  GradientReduction& gradients = ctx.gradients;
   const int64_t micro_batches = ctx.micro_batches;
-  const int64_t micro_size = batch.batch_size / micro_batches;
-  store.zero_grads();  // ZeRO-2/3 have no flat gradients: their staging is zeroed per unit
-  if (zero) zero->begin_step();
-  StepResult r;
+  gradients.begin_step();
   double loss_sum = 0;
   for (int64_t m = 0; m < micro_batches; ++m) {
-    const bool last = m + 1 == micro_batches;
-    if (m > 0 && zero) zero->begin_next_micro_batch();
-    if (ctx.sync && last) ctx.sync->start_backward();
-    if (micro_batches > 1) copy_samples(batch, m * micro_size, micro_size, *ctx.micro_batch);
-    loss_sum += ctx.model.forward(micro_batches > 1 ? *ctx.micro_batch : batch).loss;
+    gradients.begin_micro_batch(m, m + 1 == micro_batches);
+    loss_sum += ctx.model.forward(micro_batch(batch, m, micro_batches, ctx.micro_batch)).loss;
     ctx.model.backward();
-    if (sharded_grads) r.comm.exposed_s += zero->finish_backward();
+    gradients.end_micro_batch();
   }
-  if (ctx.sync) r.comm = ctx.sync->finish_backward();
-  if (micro_batches > 1) {  // the sum of the micro-batches' mean gradients -> the batch's mean
-    const float inverse = 1.0f / static_cast<float>(micro_batches);
-    if (sharded_grads)
-      zero->scale_grads(inverse);
-    else
-      scale_range(store.grads(), 0, store.flat_size(), inverse);
-  }
-  r.loss = static_cast<float>(loss_sum / static_cast<double>(micro_batches));
-  if (ctx.workers.size() > 1) {
-    // The global batch's mean: every data rank's share is the same size.
-    // Tensor ranks share their batch and hold the same loss: not summed.
-    double global_sum = r.loss;
-    ctx.workers.sum({&global_sum, 1});
-    r.loss = static_cast<float>(global_sum / ctx.workers.size());
-  }
+  StepResult r;
+  r.comm = gradients.finish_backward();
+  const HeldGradients held = gradients.gradients();
+  // The sum of the micro-batches' mean gradients -> the batch's mean.
+  if (micro_batches > 1) scale_range(held.values, 0, held.values.size(), 1.0f / static_cast<float>(micro_batches));
+  // The global batch's mean: every data rank's share is the same size.
+  // Tensor ranks share their batch and hold the same loss: not summed.
+  double global_sum = static_cast<float>(loss_sum / static_cast<double>(micro_batches));
+  ctx.workers.sum({&global_sum, 1});
+  r.loss = static_cast<float>(global_sum / ctx.workers.size());
   // After an all-reduce the gradients are the same bits on every worker, so
-  // the norm, the clipping and the update are too; sharded gradients add
-  // their squares over the workers.
-  if (ctx.workers.tensor_size() > 1)
-    r.grad_norm = tensor_parallel_gradient_norm(store, sharded_grads ? zero : nullptr, ctx.workers, ctx.grad_clip);
-  else
-    r.grad_norm = sharded_grads ? sharded_gradient_norm(*zero, ctx.workers, ctx.grad_clip)
-                                : gradient_norm(store, ctx.grad_clip);
+  // the norm, the clipping and the update are too.
+  r.grad_norm = clip_global_norm(held, ctx.model.store(), ctx.workers, ctx.grad_clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
     throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
                 std::to_string(r.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");
   r.lr = scheduled_lr(ctx.schedule, ctx.base_lr, step);
-  if (zero) {
-    ctx.optimizer.update(zero->update_buffers(), static_cast<float>(r.lr));
-    zero->after_update();
-  } else {
-    ctx.optimizer.step(store, static_cast<float>(r.lr));
-  }
+  gradients.update(ctx.optimizer, static_cast<float>(r.lr));
   return r;
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 // One optimizer step of a synchronous worker, alone or one of a data-parallel
-// group: forward, backward with the gradient all-reduce overlapped (when
-// there is a GradientSync) or ZeRO's gathers and reduce-scatters (when there
-// is a ZeroEngine), the global batch's loss, clipping by global norm, a
-// finiteness check, and the update at the schedule's lr.
+// (and tensor-parallel) group, in a straight line whatever the strategy:
+// forward and backward of each micro-batch around the strategy's gradient
+// reduction (gradient_reduction.hpp: nothing, the overlapped all-reduce, or
+// ZeRO's gathers and reduce-scatters), the global batch's loss, the global
+// gradient norm and clipping, a finiteness check, and the update at the
+// schedule's lr.
 //
 // With micro_batches = M > 1 (gradient accumulation) the worker's batch runs
 // as M equal micro-batches whose gradients add up: data parallelism's
@@ -11,6 +13,12 @@
 // no_sync before it); ZeRO stages 2 and 3 reduce-scatter each micro-batch
 // into the gradient shard, adding. The sum is then divided by M, so the step
 // is the one batch's (within rounding: the sums' order differs).
+//
+// The global norm counts every gradient element once: each rank's squares
+// of what it holds, added over the data ranks when they hold shards (ZeRO-2
+// and 3); under tensor parallelism split by placement (a replicated tensor
+// counted once, a sharded one summed over the tensor ranks:
+// parallel/tensor/gradient_squares.hpp).
 #include <cstdint>
 
 #include "meshtrain/core/batch.hpp"
@@ -18,7 +26,7 @@
 #include "meshtrain/optim/optimizer.hpp"
 #include "meshtrain/optim/schedule.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
-#include "meshtrain/parallel/zero/zero_engine.hpp"
+#include "meshtrain/train/engine/gradient_reduction.hpp"
 #include "meshtrain/train/engine/worker_group.hpp"
 
 namespace meshtrain {
@@ -33,8 +41,7 @@ struct StepResult {
 struct StepContext {
   Model& model;
   Optimizer& optimizer;
-  parallel::GradientSync* sync = nullptr;  // null: one worker, or ZeRO stage 2/3
-  parallel::ZeroEngine* zero = nullptr;    // null: ZeRO stage 0 (the optimizer owns the whole store)
+  GradientReduction& gradients;  // the strategy (step_machinery.hpp)
   WorkerGroup& workers;
   const ScheduleConfig& schedule;
   double base_lr = 0;     // after the scaling rule

@@ -167,9 +167,9 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   Progress progress(out ? out : options.out, options.interactive && lead);
   Batch batch, eval_batch, micro_batch;
   auto run_eval = [&](int64_t at_step) {
-    if (zero) zero->begin_evaluation();
+    machinery.gradients->begin_evaluation();
     EvalResult r = evaluate(*model, loader, tc.eval_batches, eval_batch, config.parallel.micro_batches);
-    if (zero) zero->end_evaluation();
+    machinery.gradients->end_evaluation();
     if (world_size > 1) {
       double sums[3] = {r.loss_sum, double(r.correct), double(r.predictions)};
       workers.sum(sums);
@@ -196,8 +196,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
 
   const StepContext step_ctx{.model = *model,
                              .optimizer = *optimizer,
-                             .sync = sync,
-                             .zero = zero,
+                             .gradients = *machinery.gradients,
                              .workers = workers,
                              .schedule = schedule,
                              .base_lr = base_lr,

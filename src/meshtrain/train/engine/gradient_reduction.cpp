@@ -1,0 +1,115 @@
+#include "meshtrain/train/engine/gradient_reduction.hpp"
+
+namespace meshtrain {
+namespace {
+
+// Every rank holds the whole gradient and updates the whole store.
+class SoloGradients : public GradientReduction {
+ public:
+  explicit SoloGradients(ParamStore& store)
+      : store_(store), whole_{{.begin = 0, .end = store.flat_size(), .local = 0}} {}
+
+  void begin_step() override { store_.zero_grads(); }
+  void begin_micro_batch(int64_t, bool) override {}
+  parallel::GradientSyncStats finish_backward() override { return {}; }
+  HeldGradients gradients() override { return {store_.grads(), whole_, false}; }
+  void update(Optimizer& optimizer, float lr) override { optimizer.step(store_, lr); }
+
+ protected:
+  ParamStore& store_;
+  const FlatSegments whole_;
+};
+
+// The overlapped all-reduce runs during the last micro-batch's backward
+// only: the ones before add into the gradients (DDP's no_sync).
+class AllReduceGradients : public SoloGradients {
+ public:
+  AllReduceGradients(ParamStore& store, parallel::GradientSync& sync) : SoloGradients(store), sync_(sync) {}
+
+  void begin_micro_batch(int64_t, bool last) override {
+    if (last) sync_.start_backward();
+  }
+  parallel::GradientSyncStats finish_backward() override { return sync_.finish_backward(); }
+
+ private:
+  parallel::GradientSync& sync_;
+};
+
+// What every ZeRO stage shares: the engine around the step and evaluation,
+// and the update on this rank's shard, after which the engine all-gathers
+// the parameters (stages 1, 2) or drops its gathered copies (stage 3).
+class ZeroUpdate {
+ protected:
+  explicit ZeroUpdate(parallel::ZeroEngine& zero) : zero_(zero) {}
+
+  void begin(ParamStore& store) {
+    store.zero_grads();  // stages 2, 3 have no flat gradients: their staging is zeroed per unit
+    zero_.begin_step();
+  }
+  void next_micro_batch(int64_t m) {
+    if (m > 0) zero_.begin_next_micro_batch();
+  }
+  void update_shard(Optimizer& optimizer, float lr) {
+    optimizer.update(zero_.update_buffers(), lr);
+    zero_.after_update();
+  }
+
+  parallel::ZeroEngine& zero_;
+};
+
+// Stage 1: gradients all-reduced whole; optimizer state sharded.
+class Zero1Gradients : public AllReduceGradients, ZeroUpdate {
+ public:
+  Zero1Gradients(ParamStore& store, parallel::ZeroEngine& zero, parallel::GradientSync& sync)
+      : AllReduceGradients(store, sync), ZeroUpdate(zero) {}
+
+  void begin_step() override { begin(store_); }
+  void begin_micro_batch(int64_t m, bool last) override {
+    next_micro_batch(m);
+    AllReduceGradients::begin_micro_batch(m, last);
+  }
+  void update(Optimizer& optimizer, float lr) override { update_shard(optimizer, lr); }
+  void begin_evaluation() override { zero_.begin_evaluation(); }
+  void end_evaluation() override { zero_.end_evaluation(); }
+};
+
+// Stages 2 and 3: each micro-batch's backward reduce-scatters into the
+// rank's gradient shard, adding.
+class ShardedGradients : public GradientReduction, ZeroUpdate {
+ public:
+  ShardedGradients(ParamStore& store, parallel::ZeroEngine& zero) : ZeroUpdate(zero), store_(store) {}
+
+  void begin_step() override {
+    begin(store_);
+    exposed_s_ = 0;
+  }
+  void begin_micro_batch(int64_t m, bool) override { next_micro_batch(m); }
+  void end_micro_batch() override { exposed_s_ += zero_.finish_backward(); }
+  parallel::GradientSyncStats finish_backward() override { return {.exposed_s = exposed_s_}; }
+  HeldGradients gradients() override { return {zero_.grad_shard(), zero_.layout().segments(), true}; }
+  void update(Optimizer& optimizer, float lr) override { update_shard(optimizer, lr); }
+  void begin_evaluation() override { zero_.begin_evaluation(); }
+  void end_evaluation() override { zero_.end_evaluation(); }
+
+ private:
+  ParamStore& store_;
+  double exposed_s_ = 0;  // waited for this step's reduce-scatters
+};
+
+}  // namespace
+
+std::unique_ptr<GradientReduction> solo_gradients(ParamStore& store) {
+  return std::make_unique<SoloGradients>(store);
+}
+
+std::unique_ptr<GradientReduction> all_reduce_gradients(ParamStore& store, parallel::GradientSync& sync) {
+  return std::make_unique<AllReduceGradients>(store, sync);
+}
+
+std::unique_ptr<GradientReduction> zero_gradients(ParamStore& store, parallel::ZeroEngine& zero,
+                                                  parallel::GradientSync* sync) {
+  if (sync) return std::make_unique<Zero1Gradients>(store, zero, *sync);
+  return std::make_unique<ShardedGradients>(store, zero);
+}
+
+}  // namespace meshtrain

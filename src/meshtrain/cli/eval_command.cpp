@@ -8,8 +8,8 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
-#include "meshtrain/train/loop/evaluator.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
+#include "meshtrain/train/loop/evaluator.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 
 namespace meshtrain::cli {
@@ -38,8 +38,7 @@ void add_eval_command(CLI::App& app, CommandSet& commands) {
     const JobConfig& config = loaded.config;
     const std::string& path = loaded.path;
     Model& model = *loaded.model;
-    DataLoader loader =
-        DataLoader::from_config(to_data_config(config.data), data_seq_len(config), config.training.batch_size, 0, 1);
+    DataLoader loader = job_data_loader(config, 0, 1);
     Batch scratch;
     const int64_t batches = sub->count("--batches") ? args->batches : config.training.eval_batches;
     EvalResult r = evaluate(model, loader, batches, scratch);

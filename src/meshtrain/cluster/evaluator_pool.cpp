@@ -14,8 +14,8 @@
 #include "meshtrain/checkpoint/checkpoint_dir.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
-#include "meshtrain/train/loop/evaluator.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
+#include "meshtrain/train/loop/evaluator.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 
 namespace meshtrain {
@@ -91,8 +91,7 @@ class Evaluator {
     }
     const JobConfig& c = loaded.config;
     if (!loader_)  // the data is the job's: read it once
-      loader_ = std::make_unique<DataLoader>(
-          DataLoader::from_config(to_data_config(c.data), data_seq_len(c), c.training.batch_size, 0, 1));
+      loader_ = std::make_unique<DataLoader>(job_data_loader(c, 0, 1));
     EvalResult r = evaluate(*loaded.model, *loader_, c.training.eval_batches, scratch_);
     nlohmann::json record = {{"step", loaded.step},         {"val_loss", r.loss},       {"val_accuracy", r.accuracy},
                              {"predictions", r.predictions}, {"batches", r.batches},     {"checkpoint", loaded.path}};

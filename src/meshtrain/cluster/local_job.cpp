@@ -26,7 +26,7 @@ std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobReque
                       : ps     ? static_cast<int>(p.servers)
                                : 0;
   const int evaluators = static_cast<int>(p.evaluators);
-  check_pools_fit_config({workers, servers, evaluators}, config, "run: ");
+  check_pools_fit_config({workers, servers, evaluators}, p, "run: ");
 
   WorldInfo world = new_local_world(workers + servers, servers);
   world.transport = p.transport;

@@ -4,8 +4,7 @@
 
 namespace meshtrain {
 
-void check_pools_fit_config(const PoolCounts& pools, const JobConfig& config, const std::string& where) {
-  const ParallelSection& p = config.parallel;
+void check_pools_fit_config(const PoolCounts& pools, const ParallelSection& p, const std::string& where) {
   const std::string settings =
       "parallel.data = \"" + enum_string(p.data) + "\" and parallel.all_reduce = \"" + enum_string(p.all_reduce) + "\"";
   const bool wants_servers =

@@ -17,6 +17,6 @@ struct PoolCounts {
 };
 
 // Throws ConfigError starting with `where` when the pools do not fit.
-void check_pools_fit_config(const PoolCounts& pools, const JobConfig& config, const std::string& where);
+void check_pools_fit_config(const PoolCounts& pools, const ParallelSection& parallel, const std::string& where);
 
 }  // namespace meshtrain

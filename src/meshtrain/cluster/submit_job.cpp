@@ -76,7 +76,7 @@ void check_submit_against_config(const CustomJobSpec& job, const std::string& or
     if (is_override(argv[k])) overrides.push_back(argv[k]);
   apply_overrides(config, overrides);
   const PoolCounts pools{1 + job.pools[1].replica_count, job.pools[2].replica_count, job.pools[3].replica_count};
-  check_pools_fit_config(pools, config, origin + ": the primary's config " + argv[2] + ": ");
+  check_pools_fit_config(pools, config.parallel, origin + ": the primary's config " + argv[2] + ": ");
 }
 
 }  // namespace meshtrain

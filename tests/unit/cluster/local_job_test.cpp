@@ -82,16 +82,16 @@ TEST(LocalJob, SupervisionFollowsTheParallelSection) {
 }
 
 TEST(PoolCheck, RefusesPoolsTheConfigHasNoRoleFor) {
-  JobConfig none;
+  ParallelSection none;
   EXPECT_NO_THROW(check_pools_fit_config({1, 0, 2}, none, ""));
   EXPECT_THROW(check_pools_fit_config({2, 0, 0}, none, ""), ConfigError);
   EXPECT_THROW(check_pools_fit_config({1, 1, 0}, none, ""), ConfigError);
-  JobConfig ring;
-  ring.parallel.data = DataParallelism::AllReduce;
+  ParallelSection ring;
+  ring.data = DataParallelism::AllReduce;
   EXPECT_NO_THROW(check_pools_fit_config({4, 0, 0}, ring, ""));
   EXPECT_THROW(check_pools_fit_config({4, 1, 0}, ring, ""), ConfigError);
-  JobConfig ps;
-  ps.parallel.data = DataParallelism::ParameterServer;
+  ParallelSection ps;
+  ps.data = DataParallelism::ParameterServer;
   EXPECT_THROW(check_pools_fit_config({2, 0, 0}, ps, ""), ConfigError);
   try {
     check_pools_fit_config({1, 3, 0}, none, "spec: ");

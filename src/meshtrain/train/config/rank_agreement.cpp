@@ -30,8 +30,8 @@ int64_t fnv1a(const std::string& text) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> shared_settings(const JobConfig& config) {
-  std::vector<std::pair<std::string, std::string>> out;
+SharedSettings shared_settings(const JobConfig& config) {
+  SharedSettings out;
   std::istringstream toml(job_config_to_toml(config));
   std::string line, section;
   while (std::getline(toml, line)) {
@@ -48,8 +48,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const JobConfig
   return out;
 }
 
-void check_ranks_agree(const JobConfig& config, comm::ProcessGroup& workers) {
-  const auto settings = shared_settings(config);
+void check_ranks_agree(const SharedSettings& settings, comm::ProcessGroup& workers) {
   const int n = workers.size();
   // First the number of settings: ranks built from different versions may
   // not even have the same keys, and the next exchange needs equal sizes.

@@ -17,11 +17,12 @@
 namespace meshtrain {
 
 // ("section.key", value as TOML) for every setting the workers must share.
-std::vector<std::pair<std::string, std::string>> shared_settings(const JobConfig& config);
+using SharedSettings = std::vector<std::pair<std::string, std::string>>;
+SharedSettings shared_settings(const JobConfig& config);
 
 // All-gathers a hash of each shared setting. Where any differs, every rank
 // throws the same kind of ConfigError naming each differing setting, this
 // rank's value and the ranks that hold another.
-void check_ranks_agree(const JobConfig& config, comm::ProcessGroup& workers);
+void check_ranks_agree(const SharedSettings& settings, comm::ProcessGroup& workers);
 
 }  // namespace meshtrain

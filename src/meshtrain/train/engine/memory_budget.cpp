@@ -20,9 +20,8 @@ std::string mib(double bytes) {
 
 }  // namespace
 
-int optimizer_state_floats(const JobConfig& config) {
-  const auto& o = config.optimizer;
-  if (o.name == OptimizerKind::AdamW || o.name == OptimizerKind::Lamb) return 2;
+int optimizer_state_floats(const OptimizerConfig& o) {
+  if (o.kind == OptimizerKind::AdamW || o.kind == OptimizerKind::Lamb) return 2;
   return o.momentum != 0 ? 1 : 0;  // sgd, lars
 }
 
@@ -47,12 +46,12 @@ MemoryPrediction predict_memory(const ParamStore& store, int world, int stage, i
   return p;
 }
 
-void check_memory_budget(const JobConfig& config, const ParamStore& store, int world) {
-  const double limit = config.training.max_memory_mb * kMiB;
+void check_memory_budget(double max_memory_mb, const StepSettings& step, const ParamStore& store, int world) {
+  const double limit = max_memory_mb * kMiB;
   if (limit <= 0) return;
-  const int stage = world > 1 ? int(config.parallel.zero_stage) : 0;
-  const int k = optimizer_state_floats(config);
-  const int64_t m = config.parallel.micro_batches;
+  const int stage = world > 1 ? step.zero_stage : 0;
+  const int k = optimizer_state_floats(step.optimizer);
+  const int64_t m = step.micro_batches;
   const MemoryPrediction p = predict_memory(store, world, stage, k, m);
   if (double(p.total()) <= limit) return;
   std::string advice;
@@ -73,8 +72,8 @@ void check_memory_budget(const JobConfig& config, const ParamStore& store, int w
                     mib(double(p.communication)) + " = " + mib(double(p.total())) + advice);
 }
 
-void check_memory_peak(const JobConfig& config, int64_t step) {
-  const double limit = config.training.max_memory_mb * kMiB;
+void check_memory_peak(double max_memory_mb, int64_t step) {
+  const double limit = max_memory_mb * kMiB;
   const auto& tracker = MemoryTracker::global();
   if (limit <= 0 || double(tracker.peak_total()) <= limit) return;
   std::string kinds;

@@ -20,7 +20,8 @@
 #include <string>
 
 #include "meshtrain/core/param_store.hpp"
-#include "meshtrain/train/config/job_config.hpp"
+#include "meshtrain/optim/config.hpp"
+#include "meshtrain/train/config/section_configs.hpp"
 
 namespace meshtrain {
 
@@ -30,8 +31,8 @@ struct MemoryPrediction {
   size_t total() const { return model_state() + communication; }
 };
 
-// Optimizer state floats per parameter for optimizer.name and its settings.
-int optimizer_state_floats(const JobConfig& config);
+// Optimizer state floats per parameter for the optimizer and its settings.
+int optimizer_state_floats(const OptimizerConfig& optimizer);
 
 // Rank 0's prediction (the largest shard) at `stage` over `world` workers.
 // micro_batches > 1 (gradient accumulation): stages 2 and 3 keep a second
@@ -39,14 +40,15 @@ int optimizer_state_floats(const JobConfig& config);
 MemoryPrediction predict_memory(const ParamStore& store, int world, int stage, int state_floats,
                                 int64_t micro_batches = 1);
 
-// Throws ConfigError before training when training.max_memory_mb is set and
-// the prediction at parallel.zero_stage exceeds it, naming the smallest
-// stage that would fit (or saying that none does on this many workers).
-void check_memory_budget(const JobConfig& config, const ParamStore& store, int world);
+// Throws ConfigError before training when max_memory_mb (training.max_memory_mb,
+// > 0) is below the prediction for the step's settings on `world` workers,
+// naming the smallest ZeRO stage that would fit (or saying that none does on
+// this many workers).
+void check_memory_budget(double max_memory_mb, const StepSettings& step, const ParamStore& store, int world);
 
-// Throws Error when the tracked peak exceeds training.max_memory_mb (a step
+// Throws Error when the tracked peak exceeds max_memory_mb (> 0; a step
 // whose activations did not fit), naming the kinds.
-void check_memory_peak(const JobConfig& config, int64_t step);
+void check_memory_peak(double max_memory_mb, int64_t step);
 
 // A table of tracked peak bytes per kind beside the prediction, for
 // --memory-report and the end of a run.

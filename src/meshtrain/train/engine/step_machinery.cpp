@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "meshtrain/optim/factory.hpp"
-#include "meshtrain/train/config/section_configs.hpp"
 
 namespace meshtrain {
 namespace {
@@ -34,10 +33,10 @@ void attach_view_sum_reducer(Optimizer& optimizer, const ParamStore& store, Work
 
 }  // namespace
 
-StepMachinery make_step_machinery(const JobConfig& config, Model& model, WorkerGroup& workers) {
+StepMachinery make_step_machinery(const StepSettings& settings, Model& model, WorkerGroup& workers) {
   StepMachinery m;
   ParamStore& store = model.store();
-  const auto optimizer_config = to_optimizer_config(config.optimizer);
+  const OptimizerConfig& optimizer_config = settings.optimizer;
   comm::ProcessGroup* group = workers.group();
   if (!group) {
     m.optimizer = make_optimizer(optimizer_config, store);
@@ -45,9 +44,9 @@ StepMachinery make_step_machinery(const JobConfig& config, Model& model, WorkerG
     m.gradients = solo_gradients(store);
     return m;
   }
-  const int stage = static_cast<int>(config.parallel.zero_stage);
+  const int stage = settings.zero_stage;
   if (stage <= 1) {
-    const size_t bucket_bytes = static_cast<size_t>(config.parallel.bucket_mb * (1 << 20));
+    const size_t bucket_bytes = settings.bucket_bytes;
     m.sync = std::make_unique<parallel::GradientSync>(
         store, *group,
         parallel::GradientSyncOptions{.algorithm = workers.algorithm(),

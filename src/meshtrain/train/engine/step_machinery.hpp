@@ -11,7 +11,7 @@
 #include "meshtrain/optim/optimizer.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
 #include "meshtrain/parallel/zero/zero_engine.hpp"
-#include "meshtrain/train/config/job_config.hpp"
+#include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
 #include "meshtrain/train/engine/worker_group.hpp"
 
@@ -25,8 +25,8 @@ struct StepMachinery {
 };
 
 // The model's parameters must be initialized (on the lead at least: the
-// others receive the lead's). With one worker, parallel.zero_stage has
-// nothing to shard and is ignored.
-StepMachinery make_step_machinery(const JobConfig& config, Model& model, WorkerGroup& workers);
+// others receive the lead's). With one data-parallel way there is nothing to
+// shard and settings.zero_stage is ignored.
+StepMachinery make_step_machinery(const StepSettings& settings, Model& model, WorkerGroup& workers);
 
 }  // namespace meshtrain

@@ -56,7 +56,7 @@ const Batch& micro_batch(const Batch& batch, int64_t m, int64_t micro_batches, B
 
 StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t step) {
   GradientReduction& gradients = ctx.gradients;
-  const int64_t micro_batches = ctx.micro_batches;
+  const int64_t micro_batches = ctx.settings.micro_batches;
   gradients.begin_step();
   double loss_sum = 0;
   for (int64_t m = 0; m < micro_batches; ++m) {
@@ -77,11 +77,11 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   r.loss = static_cast<float>(global_sum / ctx.workers.size());
   // After an all-reduce the gradients are the same bits on every worker, so
   // the norm, the clipping and the update are too.
-  r.grad_norm = clip_global_norm(held, ctx.model.store(), ctx.workers, ctx.grad_clip);
+  r.grad_norm = clip_global_norm(held, ctx.model.store(), ctx.workers, ctx.settings.grad_clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
     throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
                 std::to_string(r.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");
-  r.lr = scheduled_lr(ctx.schedule, ctx.base_lr, step);
+  r.lr = scheduled_lr(ctx.settings.schedule, ctx.settings.base_lr, step);
   gradients.update(ctx.optimizer, static_cast<float>(r.lr));
   return r;
 }

@@ -26,6 +26,7 @@
 #include "meshtrain/optim/optimizer.hpp"
 #include "meshtrain/optim/schedule.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
+#include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
 #include "meshtrain/train/engine/worker_group.hpp"
 
@@ -43,10 +44,7 @@ struct StepContext {
   Optimizer& optimizer;
   GradientReduction& gradients;  // the strategy (step_machinery.hpp)
   WorkerGroup& workers;
-  const ScheduleConfig& schedule;
-  double base_lr = 0;     // after the scaling rule
-  double grad_clip = 0;   // max global norm; 0: none
-  int64_t micro_batches = 1;
+  const StepSettings& settings;  // schedule, base lr, clipping, micro-batches
   Batch* micro_batch = nullptr;  // scratch for one micro-batch; needed when micro_batches > 1
 };
 

@@ -5,27 +5,38 @@
 #include "meshtrain/comm/bootstrap/connect.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
-#include "meshtrain/train/config/rank_agreement.hpp"
 
 namespace meshtrain {
 
-WorkerGroup::WorkerGroup(const JobConfig& config) {
-  const auto& p = config.parallel;
-  const int tensor = static_cast<int>(p.tensor);
-  if (p.data != DataParallelism::AllReduce && tensor == 1) {
-    // Several ranks without data parallelism would each train the whole job
-    // alone and overwrite one another's checkpoints.
-    const comm::LaunchEnv env = comm::read_launch_env();
-    if (env.world_size > 1)
-      throw ConfigError("this process is rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
-                        " but parallel.data = \"" + enum_string(p.data) + "\": set parallel.data = \"allreduce\" to train "
-                        "together, or start one process");
+namespace {
+
+// Without data parallelism and tensor parallelism a job is one process:
+// several ranks would each train the whole job alone and overwrite one
+// another's checkpoints.
+void check_lone_process(const ParallelSection& p) {
+  const comm::LaunchEnv env = comm::read_launch_env();
+  if (env.world_size > 1)
+    throw ConfigError("this process is rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+                      " but parallel.data = \"" + enum_string(p.data) + "\": set parallel.data = \"allreduce\" to train "
+                      "together, or start one process");
+}
+
+}  // namespace
+
+WorkerGroup::WorkerGroup(const ParallelSection& p, const SharedSettings& shared) {
+  if (p.data != DataParallelism::AllReduce && p.tensor == 1) {
+    check_lone_process(p);
     return;
   }
-  algorithm_ = p.all_reduce;
   comm::LaunchEnv env = comm::read_launch_env();
-  const bool reduction_server = algorithm_ == comm::AllReduceAlgorithm::ReductionServer;
-  if (reduction_server && env.num_servers == 0)
+  place(p, env);
+  if (env.world_size > 1) connect(p, env, shared);
+}
+
+void WorkerGroup::place(const ParallelSection& p, const comm::LaunchEnv& env) {
+  const int tensor = static_cast<int>(p.tensor);
+  algorithm_ = p.all_reduce;
+  if (algorithm_ == comm::AllReduceAlgorithm::ReductionServer && env.num_servers == 0)
     throw ConfigError("parallel.all_reduce = \"reduction_server\" needs reducer processes: start the job with "
                       "`meshtrain run` (parallel.reducers) or `meshtrain launch --reducers R`");
   if (env.role == "server")
@@ -43,15 +54,17 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
                       "\": set parallel.data = \"allreduce\", or start " + std::to_string(tensor) + " processes");
   worker_rank_ = env.rank;
   local_size_ = env.local_world_size;
-  if (env.world_size == 1) return;
+}
 
+void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const SharedSettings& shared) {
+  const bool tensor = p.tensor > 1;
   comm::TransportOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
   // The tensor axis gets a channel of its own (its own transport and
   // communication thread), so its all-reduces inside every layer never
   // queue behind a data-parallel gradient bucket (connect.hpp).
   auto transports = comm::connect_transports(env, p.transport, options,
-                                             tensor > 1 ? std::vector<std::string>{"", "tp"} : std::vector<std::string>{""});
+                                             tensor ? std::vector<std::string>{"", "tp"} : std::vector<std::string>{""});
   communicator_ = std::make_shared<comm::Communicator>(std::move(transports[0]));
   tensor_communicator_ =
       transports.size() > 1 ? std::make_shared<comm::Communicator>(std::move(transports[1])) : communicator_;
@@ -59,15 +72,15 @@ WorkerGroup::WorkerGroup(const JobConfig& config) {
   std::vector<int> workers(static_cast<size_t>(mesh_.workers()));
   std::iota(workers.begin(), workers.end(), 0);
   all_workers_ = std::make_unique<comm::ProcessGroup>(communicator_, workers);
-  check_ranks_agree(config, *all_workers_);  // before anything waits on a collective the others may never make
+  check_ranks_agree(shared, *all_workers_);  // before anything waits on a collective the others may never make
   data_group_ = std::make_unique<comm::ProcessGroup>(communicator_,
                                                      mesh_.group_ranks(comm::MeshAxis::Data, worker_rank_));
-  if (tensor > 1) {
+  if (tensor) {
     tensor_group_ = std::make_unique<comm::ProcessGroup>(tensor_communicator_,
                                                          mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_));
     tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_);
   }
-  if (reduction_server) {
+  if (algorithm_ == comm::AllReduceAlgorithm::ReductionServer) {
     std::vector<int> reducers(static_cast<size_t>(env.num_servers));
     std::iota(reducers.begin(), reducers.end(), mesh_.workers());
     data_group_->use_reducers(reducers);

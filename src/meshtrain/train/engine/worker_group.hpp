@@ -10,20 +10,23 @@
 // single worker, gets rank 0 of 1 and no communication at all.
 #include <memory>
 
+#include "meshtrain/comm/bootstrap/launch_env.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/comm/mesh/device_mesh.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
 #include "meshtrain/train/config/job_config.hpp"
+#include "meshtrain/train/config/rank_agreement.hpp"
 
 namespace meshtrain {
 
 class WorkerGroup {
  public:
   // Connects to the other workers (and the reducers, when the all-reduce is
-  // reduction_server). Throws ConfigError for an environment that does not
+  // reduction_server), then checks that they all run the job of `shared`
+  // (rank_agreement.hpp). Throws ConfigError for an environment that does not
   // fit the config (a world that is not a multiple of parallel.tensor, ...),
   // CommError when peers do not show up within parallel.timeout_s.
-  explicit WorkerGroup(const JobConfig& config);
+  WorkerGroup(const ParallelSection& parallel, const SharedSettings& shared);
   // Lets the reducers go (when there are any) and closes the connections.
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
@@ -62,6 +65,11 @@ class WorkerGroup {
   int64_t broadcast_from_lead(int64_t value);
 
  private:
+  // This process's place in the mesh of workers `env` describes.
+  void place(const ParallelSection& p, const comm::LaunchEnv& env);
+  // Its transports, the groups cut from the mesh, and the agreement check.
+  void connect(const ParallelSection& p, comm::LaunchEnv& env, const SharedSettings& shared);
+
   int worker_rank_ = 0, local_size_ = 1;
   comm::DeviceMesh mesh_{comm::MeshShape{}, 1};
   comm::AllReduceAlgorithm algorithm_ = comm::AllReduceAlgorithm::Auto;

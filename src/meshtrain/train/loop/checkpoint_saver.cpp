@@ -8,15 +8,14 @@
 #include "meshtrain/checkpoint/checkpoint_dir.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
-#include "meshtrain/train/config/config_schema.hpp"
 
 namespace meshtrain {
 namespace fs = std::filesystem;
 
-CheckpointSaver::CheckpointSaver(const JobConfig& config, const Model& model, Optimizer& optimizer,
+CheckpointSaver::CheckpointSaver(const CheckpointSettings& settings, const Model& model, Optimizer& optimizer,
                                  parallel::ZeroEngine* zero, WorkerGroup& workers)
-    : config_(config), model_(model), optimizer_(optimizer), zero_(zero), workers_(workers),
-      async_(config.checkpoint.async) {
+    : settings_(settings), model_(model), optimizer_(optimizer), zero_(zero), workers_(workers),
+      async_(settings.async) {
   const ParamStore& store = model.store();
   if (zero) {
     zero_stage_ = zero->stage();
@@ -72,13 +71,13 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
                             std::optional<checkpoint::CheckpointWriter> writer) {
   const int world = workers_.size(), tensor_ways = workers_.tensor_size();
   if (workers_.workers() == 1) {
-    write_whole_checkpoint(dir, state, config_, model_, share);
+    write_whole_checkpoint(dir, state, settings_.config_toml, model_, share);
   } else {
     try {
       write_checkpoint_shard(dir,
                              {.rank = workers_.rank(), .world = world, .tensor_rank = workers_.tensor_rank(),
                               .tensor_ways = tensor_ways, .zero_stage = zero_stage_},
-                             state, config_, model_.store(), share);
+                             state, settings_.config_toml, model_.store(), share);
     } catch (...) {
       // The others may still be writing their shards into this directory:
       // removing it would turn their errors into "no such file".
@@ -90,7 +89,7 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
   // The lead commits once every worker's shard has appeared (each by an
   // atomic rename, so appearing means complete).
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(config_.parallel.timeout_s);
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(settings_.timeout_s);
   for (int t = 0; t < tensor_ways && workers_.workers() > 1; ++t)
     for (int r = 0; r < world; ++r) {
       const fs::path shard = dir / checkpoint::shard_file_name(r, world, t, tensor_ways);
@@ -99,19 +98,19 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
         if (std::chrono::steady_clock::now() > deadline)
           throw CheckpointError("checkpoint step " + std::to_string(state.step) + ": " + shard.filename().string() +
                                 " did not arrive in " + dir.string() + " within parallel.timeout_s (" +
-                                std::to_string(config_.parallel.timeout_s) + " s)");
+                                std::to_string(settings_.timeout_s) + " s)");
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
   auto info = writer->commit({.workers = workers_.workers(), .zero_stage = zero_stage_, .dp = world,
-                              .tp = tensor_ways, .config = job_config_to_toml(config_)});
-  checkpoint::prune(config_.checkpoint_dir(), static_cast<size_t>(config_.checkpoint.keep));
+                              .tp = tensor_ways, .config = settings_.config_toml});
+  checkpoint::prune(settings_.root, static_cast<size_t>(settings_.keep));
   committed_ = info.path.string();
 }
 
 std::string CheckpointSaver::save(const TrainState& state, bool last) {
   std::string previous = wait();
-  const std::string root = config_.checkpoint_dir();
+  const std::string& root = settings_.root;
   std::optional<checkpoint::CheckpointWriter> writer;
   int64_t writer_pid = 0;
   if (workers_.is_lead()) {

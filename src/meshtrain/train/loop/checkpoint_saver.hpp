@@ -29,17 +29,16 @@
 #include "meshtrain/nn/model.hpp"
 #include "meshtrain/optim/optimizer.hpp"
 #include "meshtrain/parallel/zero/zero_engine.hpp"
-#include "meshtrain/train/config/job_config.hpp"
-#include "meshtrain/train/loop/train_checkpoint.hpp"
 #include "meshtrain/train/engine/worker_group.hpp"
+#include "meshtrain/train/loop/train_checkpoint.hpp"
 
 namespace meshtrain {
 
 class CheckpointSaver {
  public:
   // zero: the worker's ZeRO engine, or null (stage 0 or one worker).
-  CheckpointSaver(const JobConfig& config, const Model& model, Optimizer& optimizer, parallel::ZeroEngine* zero,
-                  WorkerGroup& workers);
+  CheckpointSaver(const CheckpointSettings& settings, const Model& model, Optimizer& optimizer,
+                  parallel::ZeroEngine* zero, WorkerGroup& workers);
   // Abandons a checkpoint still in flight (it never becomes complete).
   ~CheckpointSaver();
   CheckpointSaver(const CheckpointSaver&) = delete;
@@ -62,7 +61,7 @@ class CheckpointSaver {
   // The worker's part: the live buffers, or (copy) a copy of them.
   SavedShare snapshot(bool copy);
 
-  const JobConfig& config_;
+  const CheckpointSettings& settings_;
   const Model& model_;
   Optimizer& optimizer_;
   parallel::ZeroEngine* zero_;

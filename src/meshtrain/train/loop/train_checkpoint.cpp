@@ -40,14 +40,14 @@ int64_t parse_int(const std::string& text, const std::string& key, const fs::pat
 }
 
 // The training state every checkpoint's metadata carries (train_state's, or shard 0's).
-checkpoint::Metadata state_metadata(const TrainState& state, const JobConfig& config, const SavedShare& share) {
+checkpoint::Metadata state_metadata(const TrainState& state, const std::string& config_toml, const SavedShare& share) {
   return {{"format", kStateFormat},
           {"step", std::to_string(state.step)},
           {"data_epoch", std::to_string(state.data.epoch)},
           {"data_position", std::to_string(state.data.position)},
           {"optimizer", share.optimizer_name},
           {"optimizer_steps", std::to_string(share.optimizer_steps)},
-          {"config", job_config_to_toml(config)}};
+          {"config", config_toml}};
 }
 
 // Files of `dir` whose names start with one of `prefixes`, in name order.
@@ -129,16 +129,16 @@ SavedShare whole_share(const Model& model, Optimizer& optimizer) {
   return share;
 }
 
-std::string save_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
-                                  const Model& model, Optimizer& optimizer, int64_t keep) {
-  auto writer = checkpoint::CheckpointWriter::begin(root, state.step);
-  write_whole_checkpoint(writer.tmp_path(), state, config, model, whole_share(model, optimizer));
-  auto info = writer.commit({.config = job_config_to_toml(config)});
-  checkpoint::prune(root, static_cast<size_t>(keep));
+std::string save_train_checkpoint(const CheckpointSettings& settings, const TrainState& state, const Model& model,
+                                  Optimizer& optimizer) {
+  auto writer = checkpoint::CheckpointWriter::begin(settings.root, state.step);
+  write_whole_checkpoint(writer.tmp_path(), state, settings.config_toml, model, whole_share(model, optimizer));
+  auto info = writer.commit({.config = settings.config_toml});
+  checkpoint::prune(settings.root, static_cast<size_t>(settings.keep));
   return info.path.string();
 }
 
-void write_whole_checkpoint(const fs::path& dir, const TrainState& state, const JobConfig& config,
+void write_whole_checkpoint(const fs::path& dir, const TrainState& state, const std::string& config_toml,
                             const Model& model, const SavedShare& share) {
   const ParamStore& store = model.store();
   if (share.segments.size() != 1 || share.segments[0].size() != store.flat_size() || share.buffers.empty())
@@ -151,13 +151,13 @@ void write_whole_checkpoint(const fs::path& dir, const TrainState& state, const 
     auto views = checkpoint::view_tensors(store, share.buffers[b].data, share.buffers[b].name + ".");
     entries.insert(entries.end(), views.begin(), views.end());
   }
-  checkpoint::write_safetensors(dir / kStateFile, entries, state_metadata(state, config, share));
+  checkpoint::write_safetensors(dir / kStateFile, entries, state_metadata(state, config_toml, share));
 }
 
 void write_checkpoint_shard(const fs::path& dir, const ShardCoordinate& at, const TrainState& state,
-                            const JobConfig& config, const ParamStore& store, const SavedShare& share) {
+                            const std::string& config_toml, const ParamStore& store, const SavedShare& share) {
   const bool first = at.rank == 0 && at.tensor_rank == 0;
-  checkpoint::Metadata meta = first ? state_metadata(state, config, share) : checkpoint::Metadata{};
+  checkpoint::Metadata meta = first ? state_metadata(state, config_toml, share) : checkpoint::Metadata{};
   meta["zero_stage"] = std::to_string(at.zero_stage);
   meta["workers"] = std::to_string(at.world);
   meta["tensor_parallel"] = std::to_string(at.tensor_ways);
@@ -173,8 +173,8 @@ std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::stri
   return latest;
 }
 
-TrainState load_train_checkpoint(const std::string& path, const JobConfig& config, Model& model,
-                                 Optimizer* optimizer, parallel::ZeroEngine* zero) {
+TrainState load_train_checkpoint(const std::string& path, Model& model, Optimizer* optimizer,
+                                 parallel::ZeroEngine* zero) {
   const fs::path dir(path);
   const fs::path meta_path = state_file(dir);
   const checkpoint::Metadata meta = checkpoint::SafetensorsReader(meta_path).metadata();
@@ -192,7 +192,7 @@ TrainState load_train_checkpoint(const std::string& path, const JobConfig& confi
     const std::string& saved = require(meta, "optimizer", meta_path);
     if (saved != optimizer->name())
       throw CheckpointError(path + ": written with optimizer '" + saved + "', but optimizer.name is '" +
-                            enum_string(config.optimizer.name) + "'");
+                            optimizer->name() + "'");
     states = optimizer->state_buffers();
   }
   // The same tensor-parallel width reads this rank's own files by flat
@@ -243,7 +243,7 @@ CheckpointModel load_checkpoint_model(const std::string& user_path, const std::v
   loaded.config = checkpoint_config(loaded.path);
   apply_overrides(loaded.config, overrides);
   loaded.model = make_model(loaded.config.model);
-  loaded.step = load_train_checkpoint(loaded.path, loaded.config, *loaded.model, nullptr).step;
+  loaded.step = load_train_checkpoint(loaded.path, *loaded.model, nullptr).step;
   return loaded;
 }
 

@@ -33,6 +33,7 @@
 #include "meshtrain/optim/optimizer.hpp"
 #include "meshtrain/parallel/zero/zero_engine.hpp"
 #include "meshtrain/train/config/job_config.hpp"
+#include "meshtrain/train/config/section_configs.hpp"
 
 namespace meshtrain {
 
@@ -54,15 +55,15 @@ struct SavedShare {
 // The live buffers of a model and optimizer that own the whole store.
 SavedShare whole_share(const Model& model, Optimizer& optimizer);
 
-// Writes and commits a whole checkpoint of them under root, then keeps the
-// newest `keep` complete ones (one process: a parameter server's model).
-// Returns the committed directory.
-std::string save_train_checkpoint(const std::string& root, const TrainState& state, const JobConfig& config,
-                                  const Model& model, Optimizer& optimizer, int64_t keep);
+// Writes and commits a whole checkpoint of them under settings.root, then
+// keeps the newest settings.keep complete ones (one process: a parameter
+// server's model). Returns the committed directory.
+std::string save_train_checkpoint(const CheckpointSettings& settings, const TrainState& state, const Model& model,
+                                  Optimizer& optimizer);
 
-// The whole layout into `dir` (a checkpoint being written); share.segments
-// must be the whole store.
-void write_whole_checkpoint(const std::filesystem::path& dir, const TrainState& state, const JobConfig& config,
+// The whole layout into `dir` (a checkpoint being written), with the job
+// config's TOML; share.segments must be the whole store.
+void write_whole_checkpoint(const std::filesystem::path& dir, const TrainState& state, const std::string& config_toml,
                             const Model& model, const SavedShare& share);
 // Which shard a worker writes: its data-parallel rank of `world` (the shard
 // of its tensor rank's store), its tensor rank of `tensor_ways`.
@@ -72,22 +73,22 @@ struct ShardCoordinate {
   int zero_stage = 0;
 };
 // Writes a worker's shard into `dir`; the first worker's (rank 0, tensor
-// rank 0) carries the training state.
+// rank 0) carries the training state and the job config's TOML.
 void write_checkpoint_shard(const std::filesystem::path& dir, const ShardCoordinate& at, const TrainState& state,
-                            const JobConfig& config, const ParamStore& store, const SavedShare& share);
+                            const std::string& config_toml, const ParamStore& store, const SavedShare& share);
 
 // The newest checkpoint under root that passes its checksums; corrupt newer
 // ones are reported on `log` (when given) and skipped. nullopt when there is none.
 std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::string& root, std::FILE* log);
 
 // Loads parameters (and optimizer state, when given) into a model built from
-// `config`, whatever layout the checkpoint has: into the whole store, or,
-// with `zero`, into this worker's shard (stage 3's parameters) and its
+// the job's config, whatever layout the checkpoint has: into the whole store,
+// or, with `zero`, into this worker's shard (stage 3's parameters) and its
 // optimizer's segments. A checkpoint of another model shape or optimizer is
 // refused with a CheckpointError naming the difference, before anything is
 // overwritten.
-TrainState load_train_checkpoint(const std::string& path, const JobConfig& config, Model& model,
-                                 Optimizer* optimizer, parallel::ZeroEngine* zero = nullptr);
+TrainState load_train_checkpoint(const std::string& path, Model& model, Optimizer* optimizer,
+                                 parallel::ZeroEngine* zero = nullptr);
 
 // A checkpoint directory given by a user: a step directory itself, or a
 // directory of them (the newest verified one is taken). Verified either way.

@@ -6,7 +6,7 @@
 
 namespace meshtrain {
 
-PsJob read_ps_job(const JobConfig& config, const char* role) {
+PsJob read_ps_job(const ParallelSection& parallel, const char* role) {
   PsJob job;
   job.env = comm::read_launch_env();
   const comm::LaunchEnv& e = job.env;
@@ -14,8 +14,8 @@ PsJob read_ps_job(const JobConfig& config, const char* role) {
   if (e.num_servers < 1)
     throw ConfigError("parallel.data = parameter_server: MESHTRAIN_NUM_SERVERS is not set; the last "
                       "parallel.servers ranks of WORLD_SIZE are the servers (`meshtrain run` sets it)");
-  if (e.num_servers != config.parallel.servers)
-    throw ConfigError("parallel.servers = " + std::to_string(config.parallel.servers) +
+  if (e.num_servers != parallel.servers)
+    throw ConfigError("parallel.servers = " + std::to_string(parallel.servers) +
                       " but MESHTRAIN_NUM_SERVERS = " + std::to_string(e.num_servers));
   if (e.server_addrs.size() != static_cast<size_t>(e.num_servers))
     throw ConfigError("MESHTRAIN_SERVER_ADDRS: need " + std::to_string(e.num_servers) +
@@ -33,7 +33,7 @@ PsJob read_ps_job(const JobConfig& config, const char* role) {
       throw ConfigError("MESHTRAIN_SERVER_ADDRS: '" + a + "': " + err.what());
     }
   }
-  job.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.parallel.timeout_s * 1000));
+  job.timeout = std::chrono::milliseconds(static_cast<int64_t>(parallel.timeout_s * 1000));
   return job;
 }
 

@@ -19,8 +19,8 @@ struct PsJob {
 };
 
 // Reads the environment; ConfigError naming the variable or key when it does
-// not describe a parameter-server job whose `role` ("worker" or "server")
-// this rank is.
-PsJob read_ps_job(const JobConfig& config, const char* role);
+// not describe a parameter-server job of the [parallel] section whose `role`
+// ("worker" or "server") this rank is.
+PsJob read_ps_job(const ParallelSection& parallel, const char* role);
 
 }  // namespace meshtrain

@@ -18,12 +18,12 @@
 #include "meshtrain/optim/factory.hpp"
 #include "meshtrain/optim/schedule.hpp"
 #include "meshtrain/parallel/parameter_server/server.hpp"
-#include "meshtrain/train/loop/evaluator.hpp"
-#include "meshtrain/train/report/metrics_log.hpp"
-#include "meshtrain/train/engine/model_factory.hpp"
-#include "meshtrain/train/ps/ps_job.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
+#include "meshtrain/train/engine/model_factory.hpp"
+#include "meshtrain/train/loop/evaluator.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
+#include "meshtrain/train/ps/ps_job.hpp"
+#include "meshtrain/train/report/metrics_log.hpp"
 
 namespace meshtrain {
 namespace {
@@ -41,10 +41,11 @@ nlohmann::json staleness_json(const ps::StalenessStats& s) {
 
 // Server 0: the gathered state into a model and optimizer of the job's
 // shape, saved through the trainer's checkpoint code.
-std::string save_final(const JobConfig& config, const ps::FinalState& f, Model& model) {
+std::string save_final(const CheckpointSettings& checkpoints, const OptimizerConfig& optimizer_config,
+                       const ps::FinalState& f, Model& model) {
   ParamStore& store = model.store();
   std::memcpy(store.params().data(), f.params.data(), store.flat_size() * sizeof(float));
-  auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), store);
+  auto optimizer = make_optimizer(optimizer_config, store);
   for (auto& [name, buf] : optimizer->state_buffers()) {
     auto it = std::find_if(f.state.begin(), f.state.end(), [&](const auto& s) { return s.first == name; });
     if (it == f.state.end()) throw Error("parameter server: no final '" + name + "' state gathered");
@@ -52,8 +53,7 @@ std::string save_final(const JobConfig& config, const ps::FinalState& f, Model& 
   }
   optimizer->set_steps_taken(f.step);
   // The data position is per worker here; a checkpoint holds one, so none.
-  return save_train_checkpoint(config.checkpoint_dir(), TrainState{.step = f.step, .data = {}}, config, model,
-                               *optimizer, config.checkpoint.keep);
+  return save_train_checkpoint(checkpoints, TrainState{.step = f.step, .data = {}}, model, *optimizer);
 }
 
 // Each server checkpoints its own shard (parameters and optimizer state as
@@ -64,8 +64,8 @@ std::string save_final(const JobConfig& config, const ps::FinalState& f, Model& 
 constexpr const char* kShardFile = "shard.safetensors";
 constexpr const char* kParamPrefix = "param.";  // then "<state>." for each optimizer state buffer
 
-std::string server_checkpoint_dir(const JobConfig& config, int index) {
-  return config.checkpoint_dir() + "/server-" + std::to_string(index);
+std::string server_checkpoint_dir(const std::string& root, int index) {
+  return root + "/server-" + std::to_string(index);
 }
 
 void save_server_shard(const std::string& dir, int64_t step, int64_t keep, const ParamStore& shard,
@@ -88,19 +88,19 @@ void save_server_shard(const std::string& dir, int64_t step, int64_t keep, const
 // the shards resume together; `checkpoint.keep` > 1 leaves older common
 // ones), loaded into this server's `shard` and `optimizer`; 0 when there is
 // none. A checkpoint of this server's that fails its checksums is skipped.
-int64_t restore_server_shard(const JobConfig& config, int index, int num_servers, ParamStore& shard,
+int64_t restore_server_shard(const std::string& root, int index, int num_servers, ParamStore& shard,
                              Optimizer& optimizer, std::FILE* out) {
   std::set<int64_t> common;
   for (int j = 0; j < num_servers; ++j) {
     std::set<int64_t> steps;
-    for (const auto& c : checkpoint::list_complete(server_checkpoint_dir(config, j))) steps.insert(c.step);
+    for (const auto& c : checkpoint::list_complete(server_checkpoint_dir(root, j))) steps.insert(c.step);
     if (j == 0) {
       common = std::move(steps);
     } else {
       std::erase_if(common, [&](int64_t s) { return !steps.count(s); });
     }
   }
-  const fs::path own = server_checkpoint_dir(config, index);
+  const fs::path own = server_checkpoint_dir(root, index);
   for (auto it = common.rbegin(); it != common.rend(); ++it) {
     const fs::path dir = own / checkpoint::step_dir_name(*it);
     try {
@@ -132,58 +132,39 @@ int64_t restore_server_shard(const JobConfig& config, int index, int num_servers
   return 0;
 }
 
-}  // namespace
-
-PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
-  const PsJob job = read_ps_job(config, "server");
+// The server's part of the job: the state it keeps, its reports on `out` and
+// in `metrics`, and its checkpoints under checkpoints.root.
+ps::ServerOptions server_options(const JobConfig& config, const PsJob& job, const CheckpointSettings& checkpoints,
+                                 MetricsLog& metrics, std::FILE* out) {
   const comm::LaunchEnv& env = job.env;
   const int index = env.role_index;
-  const auto& tc = config.training;
-  if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
-
-  // The same initial parameters on every server: the trainer's seed and init.
-  std::unique_ptr<Model> model = make_model(config.model);
-  Rng init_rng(static_cast<uint64_t>(tc.seed));
-  model->init_parameters(init_rng);
-  // Server 0 evaluates and checkpoints at the end: fail on bad data or an
-  // unwritable directory now, not after training.
-  std::optional<DataLoader> loader;
-  if (index == 0) {
-    loader.emplace(DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size, 0, 1));
-    std::error_code ec;
-    std::filesystem::create_directories(config.checkpoint_dir(), ec);
-    if (ec) throw IoError("checkpoint.dir: cannot create '" + config.checkpoint_dir() + "': " + ec.message());
-  }
-
+  const int64_t steps = config.training.steps;
   ps::ServerOptions o;
   o.state.index = index;
   o.state.num_workers = env.num_workers();
-  o.state.total_steps = tc.steps;
+  o.state.total_steps = steps;
   o.state.max_staleness = config.parallel.max_staleness;
   o.state.optimizer = to_optimizer_config(config.optimizer);
   o.state.schedule = to_schedule_config(config);
   // Every push is one worker's batch: the batch the lr is scaled for.
-  o.state.base_lr = scaled_base_lr(config, tc.batch_size);
-  MetricsLog metrics(tc.out_dir + "/server-" + std::to_string(index) + ".jsonl");
-  o.state.report_every = tc.log_every;
-  o.state.on_report = [&](const ps::ServerReport& r) {
+  o.state.base_lr = scaled_base_lr(config, config.training.batch_size);
+  o.state.report_every = config.training.log_every;
+  o.state.on_report = [&metrics, out, index, steps](const ps::ServerReport& r) {
     nlohmann::json rec = staleness_json(r.window);
     rec["step"] = r.step;
     rec["lr"] = r.lr;
     rec["live_workers"] = r.live_workers;
     metrics.write(rec);
     std::fprintf(out, "ps-server %d: step %lld/%lld | lr %.3g | %d workers | staleness mean %.2f max %lld\n", index,
-                 (long long)r.step, (long long)tc.steps, r.lr, r.live_workers, r.window.mean(),
-                 (long long)r.window.max);
+                 (long long)r.step, (long long)steps, r.lr, r.live_workers, r.window.mean(), (long long)r.window.max);
     std::fflush(out);
   };
-  const std::string own_dir = server_checkpoint_dir(config, index);
-  o.state.checkpoint_every = config.checkpoint.every;
-  o.state.on_checkpoint = [&](int64_t step, const ParamStore& shard, Optimizer& optimizer) {
-    save_server_shard(own_dir, step, config.checkpoint.keep, shard, optimizer);
+  o.state.checkpoint_every = checkpoints.every;
+  o.state.on_checkpoint = [&checkpoints, index](int64_t step, const ParamStore& shard, Optimizer& optimizer) {
+    save_server_shard(server_checkpoint_dir(checkpoints.root, index), step, checkpoints.keep, shard, optimizer);
   };
-  o.state.restore = [&](ParamStore& shard, Optimizer& optimizer) {
-    return restore_server_shard(config, index, env.num_servers, shard, optimizer, out);
+  o.state.restore = [&checkpoints, index, servers = env.num_servers, out](ParamStore& shard, Optimizer& optimizer) {
+    return restore_server_shard(checkpoints.root, index, servers, shard, optimizer, out);
   };
   o.num_servers = env.num_servers;
   o.servers = job.servers;
@@ -192,12 +173,11 @@ PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
   o.job_id = env.job_id;
   o.timeout = job.timeout;
   o.drain = std::min(job.timeout, std::chrono::milliseconds(30000));
+  return o;
+}
 
-  ps::Server server(model->store(), o);
-  ps::ServerResult result = server.serve();
-
-  PsServerSummary summary{.step = result.step, .staleness_mean = result.staleness.mean(),
-                          .staleness_max = result.staleness.max};
+// The server's summary record and lines: staleness, pushes and joins per worker.
+nlohmann::json report_result(const ps::ServerResult& result, int index, std::FILE* out) {
   nlohmann::json rec = staleness_json(result.staleness);
   rec["event"] = "summary";
   rec["step"] = result.step;
@@ -212,8 +192,41 @@ PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
   for (size_t r = 0; r < result.workers.size(); ++r)
     std::fprintf(out, "ps-server %d:   worker rank %zu: %lld pushes, %lld joins\n", index, r,
                  (long long)result.workers[r].pushes, (long long)result.workers[r].joins);
+  return rec;
+}
+
+}  // namespace
+
+PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
+  const PsJob job = read_ps_job(config.parallel, "server");
+  const int index = job.env.role_index;
+  const auto& tc = config.training;
+  if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
+  const CheckpointSettings checkpoints = to_checkpoint_settings(config);
+
+  // The same initial parameters on every server: the trainer's seed and init.
+  std::unique_ptr<Model> model = make_model(config.model);
+  Rng init_rng(static_cast<uint64_t>(tc.seed));
+  model->init_parameters(init_rng);
+  // Server 0 evaluates and checkpoints at the end: fail on bad data or an
+  // unwritable directory now, not after training.
+  std::optional<DataLoader> loader;
+  if (index == 0) {
+    loader.emplace(job_data_loader(config, 0, 1));
+    std::error_code ec;
+    std::filesystem::create_directories(checkpoints.root, ec);
+    if (ec) throw IoError("checkpoint.dir: cannot create '" + checkpoints.root + "': " + ec.message());
+  }
+  MetricsLog metrics(tc.out_dir + "/server-" + std::to_string(index) + ".jsonl");
+  ps::Server server(model->store(), server_options(config, job, checkpoints, metrics, out));
+  const ps::ServerResult result = server.serve();
+
+  PsServerSummary summary{.step = result.step, .staleness_mean = result.staleness.mean(),
+                          .staleness_max = result.staleness.max};
+  nlohmann::json rec = report_result(result, index, out);
   if (result.final_state) {
-    const std::string path = save_final(config, *result.final_state, *model);
+    const std::string path =
+        save_final(checkpoints, to_optimizer_config(config.optimizer), *result.final_state, *model);
     std::fprintf(out, "ps-server 0: checkpoint %s\n", path.c_str());
     Batch scratch;
     EvalResult ev = evaluate(*model, *loader, tc.eval_batches, scratch);

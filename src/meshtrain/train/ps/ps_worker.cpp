@@ -9,12 +9,13 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/parallel/parameter_server/client.hpp"
-#include "meshtrain/train/loop/heartbeat.hpp"
-#include "meshtrain/train/report/metrics_log.hpp"
-#include "meshtrain/train/engine/model_factory.hpp"
-#include "meshtrain/train/ps/ps_job.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
+#include "meshtrain/train/engine/model_factory.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
+#include "meshtrain/train/loop/heartbeat.hpp"
+#include "meshtrain/train/ps/ps_job.hpp"
+#include "meshtrain/train/report/metrics_log.hpp"
+#include "meshtrain/train/report/throughput.hpp"
 
 namespace meshtrain {
 namespace {
@@ -28,18 +29,33 @@ SamplerState state_after(const DistributedSampler& sampler, int64_t steps) {
   return SamplerState{.epoch = steps / per_epoch, .position = steps % per_epoch * sampler.global_batch_size()};
 }
 
+// One batch's gradient, clipped: the synchronous trainer clips the gradient
+// of each step, and here each push is a step. Returns the loss and the norm
+// before clipping; throws Error when either is not finite.
+std::pair<float, float> batch_gradient(Model& model, const Batch& batch, double grad_clip, int rank, int64_t clock) {
+  ParamStore& store = model.store();
+  store.zero_grads();
+  const ForwardResult fwd = model.forward(batch);
+  model.backward();
+  const float grad_norm = gradient_norm(store, grad_clip);
+  if (!std::isfinite(fwd.loss) || !std::isfinite(grad_norm))
+    throw Error("worker rank " + std::to_string(rank) + " at clock " + std::to_string(clock) +
+                ": loss or gradient is not finite (loss " + std::to_string(fwd.loss) +
+                "); lower optimizer.lr or enable optimizer.grad_clip");
+  return {fwd.loss, grad_norm};
+}
+
 }  // namespace
 
 TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainOptions& options) {
   if (options.stop_at_step > 0)
     throw ConfigError("--stop-at-step does not apply to parallel.data = parameter_server: the servers end the job");
-  const PsJob job = read_ps_job(config, "worker");
+  const PsJob job = read_ps_job(config.parallel, "worker");
   const comm::LaunchEnv& env = job.env;
   const auto& tc = config.training;
   if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
 
-  DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config), tc.batch_size,
-                                              env.rank, env.num_workers());
+  DataLoader loader = job_data_loader(config, env.rank, env.num_workers());
   std::unique_ptr<Model> model = make_model(config.model);
   ParamStore& store = model->store();
 
@@ -55,8 +71,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   std::fflush(options.out);
 
   MetricsLog metrics(tc.out_dir + "/worker-" + std::to_string(env.rank) + ".jsonl");
-  const bool is_text = config.data.kind == DataKind::Text;
-  const int64_t preds_per_sample = is_text ? config.model.block_size : 1;
+  const ThroughputUnit unit = throughput_unit(config.data.kind, config.model.block_size);
   TrainSummary summary{.first_step = clock, .last_step = clock};
   Batch batch;
   const auto start = Clock::now();
@@ -64,33 +79,24 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   while (client.pull(store)) {
     const auto t0 = Clock::now();
     loader.next_batch(batch);
-    store.zero_grads();
-    ForwardResult fwd = model->forward(batch);
-    model->backward();
-    // The synchronous trainer clips the gradient of each step; here each push is a step.
-    const float grad_norm = gradient_norm(store, config.optimizer.grad_clip);
-    if (!std::isfinite(fwd.loss) || !std::isfinite(grad_norm))
-      throw Error("worker rank " + std::to_string(env.rank) + " at clock " + std::to_string(clock) +
-                  ": loss or gradient is not finite (loss " + std::to_string(fwd.loss) +
-                  "); lower optimizer.lr or enable optimizer.grad_clip");
+    const auto [loss, grad_norm] = batch_gradient(*model, batch, config.optimizer.grad_clip, env.rank, clock);
     if (!client.push(store)) break;
     ++clock;
     heartbeat.beat();
-    summary.final_loss = fwd.loss;
+    summary.final_loss = loss;
     summary.last_step = clock;
     const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (clock % tc.log_every == 0) {
-      const double per_s = static_cast<double>(batch.batch_size * preds_per_sample) / step_s;
-      nlohmann::json rec = {{"clock", clock}, {"server_step", client.server_step()}, {"loss", fwd.loss},
-                            {"grad_norm", grad_norm}, {"staleness", client.last_staleness()},
-                            {"step_ms", step_s * 1e3}, {"rank", env.rank}};
-      rec[is_text ? "tokens_per_s" : "samples_per_s"] = per_s;
-      metrics.write(rec);
-      std::fprintf(options.out, "ps-worker rank %d: clock %lld | server step %lld/%lld | loss %.4f | staleness %lld | %.0f %s\n",
-                   env.rank, (long long)clock, (long long)client.server_step(), (long long)tc.steps, fwd.loss,
-                   (long long)client.last_staleness(), per_s, is_text ? "tok/s" : "samples/s");
-      std::fflush(options.out);
-    }
+    if (clock % tc.log_every != 0) continue;
+    const double per_s = static_cast<double>(batch.batch_size * unit.per_sample) / step_s;
+    nlohmann::json rec = {{"clock", clock}, {"server_step", client.server_step()}, {"loss", loss},
+                          {"grad_norm", grad_norm}, {"staleness", client.last_staleness()},
+                          {"step_ms", step_s * 1e3}, {"rank", env.rank}};
+    rec[unit.metric] = per_s;
+    metrics.write(rec);
+    std::fprintf(options.out, "ps-worker rank %d: clock %lld | server step %lld/%lld | loss %.4f | staleness %lld | %.0f %s\n",
+                 env.rank, (long long)clock, (long long)client.server_step(), (long long)tc.steps, loss,
+                 (long long)client.last_staleness(), per_s, unit.unit);
+    std::fflush(options.out);
   }
   std::fprintf(options.out, "ps-worker rank %d: done: %lld pushes in %.1f s (clock %lld), last loss %.4f\n",
                env.rank, (long long)(clock - summary.first_step),

@@ -17,8 +17,8 @@
 #include "meshtrain/optim/factory.hpp"
 #include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
-#include "meshtrain/train/engine/model_factory.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
+#include "meshtrain/train/engine/model_factory.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
 
 namespace meshtrain {
@@ -49,8 +49,7 @@ std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worke
 // batch, on `threads` OpenMP threads of the calling thread.
 StepTimes time_steps(const JobConfig& config, Model& model, int workers, int rank, int threads, int steps) {
   const auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model.store());
-  DataLoader loader = DataLoader::from_config(to_data_config(config.data), data_seq_len(config),
-                                              config.training.batch_size, rank, workers);
+  DataLoader loader = job_data_loader(config, rank, workers);
   omp_set_num_threads(threads);
   // Micro-batches (gradient accumulation) run one after another, so the
   // activations are one micro-batch's (train_step.hpp).
@@ -145,6 +144,28 @@ void add_tensor_parallel_comm(const JobConfig& config, const comm::CostTable& li
                         double(config.parallel.micro_batches);
 }
 
+// The data-parallel collectives of a step over `n` > 1 ways (job_forecast.hpp's
+// comm term) at f.zero_stage, plus the loss and norm sums.
+void add_data_parallel_comm(comm::AllReduceAlgorithm algorithm, const ParamStore& store, int n,
+                            const comm::CostTable& links, JobForecast& f) {
+  const size_t grad_bytes = store.flat_size() * sizeof(float);
+  if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
+  f.algorithm = std::string(comm::algorithm_name(algorithm));
+  const comm::AlgorithmCost& ring = links.row(comm::AllReduceAlgorithm::Ring);
+  const double units = double(store.units().size()), bytes = double(grad_bytes);
+  // One gather (or reduce-scatter) per unit: the bytes once, the latency per unit.
+  const double gather = comm::all_gather_seconds(links, grad_bytes, n) + (units - 1) * (n - 1) * ring.alpha_s;
+  const double gather_bytes = double(n - 1) / n * bytes;
+  const double all_reduce = comm::all_reduce_seconds(links, algorithm, grad_bytes, n);
+  switch (f.zero_stage) {
+    case 0: f.comm_s = all_reduce, f.comm_bytes = 2 * gather_bytes; break;
+    case 1: f.comm_s = all_reduce + gather, f.comm_bytes = 3 * gather_bytes; break;
+    case 2: f.comm_s = 2 * gather, f.comm_bytes = 2 * gather_bytes; break;
+    default: f.comm_s = 3 * gather, f.comm_bytes = 3 * gather_bytes; break;
+  }
+  f.comm_s += 2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), n);
+}
+
 }  // namespace
 
 JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
@@ -178,7 +199,7 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
   const ParamStore& store = model->store();
   f.model_kind = model->kind();
   f.parameters = store.global_parameter_count();
-  const int k = optimizer_state_floats(config);
+  const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
   f.model_state = predict_memory(store, data_ways, f.zero_stage, k, config.parallel.micro_batches);
   // Checkpoint copies (checkpoint_saver.hpp): the worker's part of the
   // parameters and of each optimizer state buffer, when a checkpoint is
@@ -197,28 +218,10 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
     return *measured;
   };
   if (f.tensor > 1) add_tensor_parallel_comm(config, links_once(), f);
-  if (n > 1) {
-    const comm::CostTable& links = links_once();
-    comm::AllReduceAlgorithm algorithm = config.parallel.all_reduce;
-    const size_t grad_bytes = store.flat_size() * sizeof(float);
-    if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
-    f.algorithm = std::string(comm::algorithm_name(algorithm));
-    const comm::AlgorithmCost& ring = links.row(comm::AllReduceAlgorithm::Ring);
-    const double units = double(store.units().size()), bytes = double(grad_bytes);
-    // One gather (or reduce-scatter) per unit: the bytes once, the latency per unit.
-    const double gather = comm::all_gather_seconds(links, grad_bytes, n) + (units - 1) * (n - 1) * ring.alpha_s;
-    const double gather_bytes = double(n - 1) / n * bytes;
-    const double all_reduce = comm::all_reduce_seconds(links, algorithm, grad_bytes, n);
-    switch (f.zero_stage) {
-      case 0: f.comm_s = all_reduce, f.comm_bytes = 2 * gather_bytes; break;
-      case 1: f.comm_s = all_reduce + gather, f.comm_bytes = 3 * gather_bytes; break;
-      case 2: f.comm_s = 2 * gather, f.comm_bytes = 2 * gather_bytes; break;
-      default: f.comm_s = 3 * gather, f.comm_bytes = 3 * gather_bytes; break;
-    }
-    f.comm_s += 2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), n);
-  } else {
+  if (n > 1)
+    add_data_parallel_comm(config.parallel.all_reduce, store, n, links_once(), f);
+  else
     f.algorithm = "none";
-  }
   return f;
 }
 

@@ -1,0 +1,28 @@
+#include "meshtrain/train/config/section_configs.hpp"
+
+#include "meshtrain/train/config/config_schema.hpp"
+
+namespace meshtrain {
+
+StepSettings to_step_settings(const JobConfig& c, int data_ways) {
+  StepSettings s{.optimizer = to_optimizer_config(c.optimizer),
+                 .schedule = to_schedule_config(c),
+                 .base_lr = scaled_base_lr(c, c.training.batch_size * data_ways),
+                 .grad_clip = c.optimizer.grad_clip,
+                 .micro_batches = c.parallel.micro_batches,
+                 .zero_stage = data_ways > 1 ? static_cast<int>(c.parallel.zero_stage) : 0,
+                 .bucket_bytes = static_cast<size_t>(c.parallel.bucket_mb * (1 << 20))};
+  validate_schedule(s.schedule);
+  return s;
+}
+
+CheckpointSettings to_checkpoint_settings(const JobConfig& c) {
+  return {.root = c.checkpoint_dir(),
+          .every = c.checkpoint.every,
+          .keep = c.checkpoint.keep,
+          .async = c.checkpoint.async,
+          .timeout_s = c.parallel.timeout_s,
+          .config_toml = job_config_to_toml(c)};
+}
+
+}  // namespace meshtrain

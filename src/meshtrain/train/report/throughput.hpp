@@ -1,0 +1,21 @@
+#pragma once
+// What a run's throughput counts: tokens for text (block_size predictions
+// per sample), samples for images.
+#include <cstdint>
+
+#include "meshtrain/data/dataset.hpp"
+
+namespace meshtrain {
+
+struct ThroughputUnit {
+  int64_t per_sample = 1;                // predictions per sample
+  const char* unit = "samples/s";        // in progress lines
+  const char* metric = "samples_per_s";  // the metrics record's key
+};
+
+inline ThroughputUnit throughput_unit(DataKind data, int64_t block_size) {
+  if (data == DataKind::Text) return {block_size, "tok/s", "tokens_per_s"};
+  return {};
+}
+
+}  // namespace meshtrain

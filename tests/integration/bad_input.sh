@@ -61,6 +61,11 @@ expect_failure "parallel.workers = 6 is not a multiple of parallel.tensor = 4" \
   "$MESHTRAIN" train job.toml --parallel.data=allreduce --parallel.tensor=4 --model.n_head=4 --parallel.workers=6
 expect_failure "model.vocab_size = 257 does not split over parallel.tensor = 3 ways" \
   "$MESHTRAIN" train job.toml --parallel.data=allreduce --parallel.tensor=3 --model.n_head=3 --model.n_embd=48 --model.vocab_size=257
+expect_failure "parallel.sequence_parallel: splits the tokens over tensor ranks" \
+  "$MESHTRAIN" train job.toml --parallel.sequence_parallel=true
+expect_failure "parallel.reducers: 3 reducers do not split among the 2 data-parallel groups" \
+  "$MESHTRAIN" train job.toml --parallel.data=allreduce --parallel.tensor=2 --parallel.all_reduce=reduction_server \
+  --parallel.reducers=3
 if timeout 60 "$MESHTRAIN" launch --nproc 3 -- "$MESHTRAIN" train job.toml --parallel.data=allreduce \
   --parallel.tensor=2 --training.out_dir="$WORK/tp3" > tp3.log 2>&1; then fail "3 workers ran at tensor = 2"; fi
 grep -q "3 workers do not split into tensor groups of parallel.tensor = 2" tp3.log || { cat tp3.log; fail "tp3's message"; }

@@ -1,6 +1,7 @@
 # Tensor parallelism trains the same numbers as one process on the same
 # global batch: dp x tp = 1x2, 1x4, 2x2 (and 2x2 under ZeRO-3, over TCP, and
-# with LAMB, whose trust ratios need whole-tensor norms) against one process,
+# with LAMB, whose trust ratios need whole-tensor norms; with sequence
+# parallelism; with the Reduction Server on the data axis) against one process,
 # loss and gradient norm at every step and parameters after 20 steps within
 # 1e-5 (relative); the tensor ranks' shards consolidate under the Hugging
 # Face names. A checkpoint written at 2 tensor ways resumes at 2 ways with
@@ -21,11 +22,13 @@ single() {  # NAME global-batch [overrides...]
     > "$name.log" 2>&1 || { cat "$name.log"; fail "single process $name"; }
 }
 
-# mesh NAME DP TP [overrides...]: dp x tp workers, per-worker batch 8 / dp.
+# mesh NAME DP TP [overrides...]: dp x tp workers, per-worker batch 8 / dp
+# (and $REDUCERS reducer processes when set).
 mesh() {
   local name=$1 dp=$2 tp=$3
   shift 3
-  "$MESHTRAIN" launch --nproc $((dp * tp)) -- "$MESHTRAIN" train job.toml "${common[@]}" --parallel.data=allreduce \
+  "$MESHTRAIN" launch --nproc $((dp * tp)) --reducers "${REDUCERS:-0}" -- "$MESHTRAIN" train job.toml "${common[@]}" \
+    --parallel.data=allreduce \
     --parallel.tensor="$tp" --training.batch_size=$((8 / dp)) --training.out_dir="$WORK/$name" "$@" \
     > "$name.log" 2>&1 || { cat "$name.log"; fail "$name"; }
   grep -q "tensor parallel: $tp ways (pp=1 x dp=$dp (ep=1) x tp=$tp" "$name.log" || { cat "$name.log"; fail "$name: no mesh line"; }
@@ -57,6 +60,16 @@ mesh dp2-tp2-zero3 2 2 --parallel.zero_stage=3
 same one dp2-tp2-zero3
 mesh dp2-tp2-tcp 2 2 --parallel.transport=tcp --parallel.zero_stage=1
 same one dp2-tp2-tcp
+# Sequence parallelism: layernorm regions on each tensor rank's tokens.
+mesh dp2-tp2-sp 2 2 --parallel.sequence_parallel=true
+same one dp2-tp2-sp
+mesh tp4-sp-m2 1 4 --parallel.sequence_parallel=true --parallel.micro_batches=2 --parallel.zero_stage=0
+same one tp4-sp-m2
+# The Reduction Server on the data axis: each tensor rank's data group gets
+# its own reducer.
+REDUCERS=2 mesh dp2-tp2-rs 2 2 --parallel.all_reduce=reduction_server
+grep -q "all-reduce reduction_server" dp2-tp2-rs.log || { cat dp2-tp2-rs.log; fail "dp2-tp2-rs did not use the reducers"; }
+same one dp2-tp2-rs
 single one-lamb 8 --optimizer.name=lamb
 mesh dp2-tp2-lamb 2 2 --optimizer.name=lamb --parallel.zero_stage=2
 same one-lamb dp2-tp2-lamb

@@ -4,10 +4,10 @@
 // spec, with the job's launch environment; the last R ranks are reducers.
 #include <cstdio>
 #include <memory>
-#include <numeric>
 
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/comm/bootstrap/connect.hpp"
+#include "meshtrain/comm/reduction_server/groups.hpp"
 #include "meshtrain/comm/reduction_server/reducer.hpp"
 #include "meshtrain/core/error.hpp"
 
@@ -47,10 +47,13 @@ void add_reducer_command(CLI::App& app, CommandSet& commands) {
     comm::TransportOptions options;
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args->timeout_s * 1000));
     auto transport = comm::connect_transport(env, *parse_enum<comm::TransportKind>(args->transport), options);
-    std::vector<int> worker_ranks(static_cast<size_t>(workers)), reducer_ranks(static_cast<size_t>(reducers));
-    std::iota(worker_ranks.begin(), worker_ranks.end(), 0);
-    std::iota(reducer_ranks.begin(), reducer_ranks.end(), workers);
-    auto stats = comm::reduction_server::serve(*transport, {worker_ranks, reducer_ranks});
+    // Worker 0 says how many data-parallel groups share the reducers (the
+    // tensor-parallel ways); this reducer serves one of them.
+    namespace rs = comm::reduction_server;
+    const int groups = static_cast<int>(rs::receive_groups(*transport));
+    const rs::GroupRanks mine = rs::group_ranks(workers, reducers, groups,
+                                                rs::reducer_group(workers, reducers, groups, env.rank));
+    auto stats = rs::serve(*transport, {mine.workers, mine.reducers});
     std::fprintf(stderr, "reducer rank %d: served %llu all-reduces, %.1f MB in\n", env.rank,
                  (unsigned long long)stats.requests, double(stats.bytes_in) / 1e6);
     return 0;

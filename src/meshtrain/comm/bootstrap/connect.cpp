@@ -68,6 +68,16 @@ std::unique_ptr<Transport> connect_tcp_transport(const LaunchEnv& env, const Tra
   return connect_tcp(o);
 }
 
+// The launch environment of the worker ranks alone (the pool-2 ranks come
+// last, so the workers keep their ranks).
+LaunchEnv workers_only(const LaunchEnv& env) {
+  LaunchEnv workers = env;
+  workers.world_size = env.num_workers();
+  workers.num_servers = 0;
+  if (env.local_world_size == env.world_size) workers.local_world_size = workers.world_size;  // one host
+  return workers;
+}
+
 }  // namespace
 
 std::unique_ptr<Transport> connect_transport(LaunchEnv& env, TransportKind kind,
@@ -114,9 +124,16 @@ std::vector<std::unique_ptr<Transport>> connect_transports(LaunchEnv& env, Trans
   if (env.rank == 0 && !note.empty()) log_line(note);
   if (chosen == TransportKind::Auto) chosen = choose();
   // `rdzv` stays open until the transport is connected (job_rendezvous.hpp).
-  for (const std::string& channel : channels)
-    transports.push_back(chosen == TransportKind::Shm ? connect_shm_transport(env, options, channel)
-                                         : connect_tcp_transport(env, options, rdzv->store(), listen_addr, channel));
+  // The main channel spans every rank; the others only the workers (ranks
+  // 0 .. num_workers-1: reducers and servers talk on the main one).
+  const LaunchEnv workers = workers_only(env);
+  for (const std::string& channel : channels) {
+    const LaunchEnv& members = channel.empty() ? env : workers;
+    if (env.rank >= members.world_size) continue;
+    transports.push_back(chosen == TransportKind::Shm
+                             ? connect_shm_transport(members, options, channel)
+                             : connect_tcp_transport(members, options, rdzv->store(), listen_addr, channel));
+  }
   return transports;
 }
 

@@ -29,8 +29,11 @@ std::unique_ptr<Transport> connect_transport(LaunchEnv& env, TransportKind kind,
 // (its own shared-memory segment, or its own sockets), so an operation on
 // one never waits behind another's: a channel per mesh axis keeps a
 // tensor-parallel all-reduce on the critical path from queueing behind a
-// data-parallel gradient bucket. MPI gives one transport whatever is asked
-// (its ranks are one communicator); the caller then shares it.
+// data-parallel gradient bucket. The main channel spans every rank, the
+// others the workers only (reducers and servers need one channel, and are
+// not asked for more); a reducer or server rank gets the main one alone.
+// MPI gives one transport whatever is asked (its ranks are one
+// communicator); the caller then shares it.
 std::vector<std::unique_ptr<Transport>> connect_transports(LaunchEnv& env, TransportKind kind,
                                                            const TransportOptions& options,
                                                            const std::vector<std::string>& channels);

@@ -129,6 +129,9 @@ const std::vector<Field>& fields() {
       MT_FIELD(parallel, tensor, Int, closed(1, 4096),
                "tensor-parallel ways (Megatron): each transformer block's attention heads, MLP units and the "
                "vocabulary split over this many consecutive workers; data-parallel ways = workers / tensor"),
+      MT_FIELD(parallel, sequence_parallel, Bool, {},
+               "with tensor > 1 (gpt): the residual stream and layernorms run on each tensor rank's share of the "
+               "batch's tokens; the tensor all-reduces become reduce-scatters and all-gathers"),
       MT_ENUM(parallel, transport, "auto: shared memory on one host, TCP across hosts"),
       MT_FIELD(parallel, timeout_s, Float, left_open(0, 86400 * 7), "longest wait for a peer, in seconds"),
       MT_FIELD(parallel, workers, Int, closed(1, 4096), "worker processes `meshtrain run` starts"),
@@ -346,6 +349,16 @@ namespace {
 // change the model's shapes and its Hugging Face checkpoint).
 void validate_tensor_parallel(const JobConfig& c, const std::string& origin) {
   const int64_t t = c.parallel.tensor;
+  if (c.parallel.sequence_parallel) {
+    if (t == 1) fail(origin, "parallel.sequence_parallel", "splits the tokens over tensor ranks: set parallel.tensor > 1");
+    if (c.model.kind != ModelKind::Gpt)
+      fail(origin, "parallel.sequence_parallel", "is built for model.kind = \"gpt\"");
+    const int64_t tokens = c.training.batch_size / c.parallel.micro_batches * c.model.block_size;
+    if (tokens % t != 0)
+      fail(origin, "parallel.sequence_parallel", "a micro-batch's " + std::to_string(tokens) +
+                                                     " tokens (batch x block_size) do not split over parallel.tensor = " +
+                                                     std::to_string(t) + " ways");
+  }
   if (t == 1) return;
   const std::string ways = " over parallel.tensor = " + std::to_string(t) + " ways";
   if (c.model.kind == ModelKind::Mlp)
@@ -369,9 +382,11 @@ void validate_tensor_parallel(const JobConfig& c, const std::string& origin) {
   if (c.model.kind == ModelKind::Gpt && c.model.vocab_size % t != 0)
     fail(origin, "parallel.tensor", "model.vocab_size = " + std::to_string(c.model.vocab_size) +
                                         " does not split" + ways + " (the embedding is vocabulary-parallel)");
-  if (c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
-    fail(origin, "parallel.tensor", "the Reduction Server serves one data-parallel group; with tensor > 1 there are " +
-                                        std::to_string(t) + " (use another parallel.all_reduce)");
+  // Each tensor rank's data-parallel group gets its own share of the reducers.
+  if (c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer && c.parallel.reducers % t != 0)
+    fail(origin, "parallel.reducers", std::to_string(c.parallel.reducers) + " reducers do not split among the " +
+                                          std::to_string(t) + " data-parallel groups of parallel.tensor = " +
+                                          std::to_string(t) + " (one share per tensor rank)");
 }
 
 }  // namespace

@@ -111,6 +111,7 @@ struct ParallelSection {
   double bucket_mb = 25;             // gradient bucket size for the overlapped all-reduce
   int64_t micro_batches = 1;         // gradient accumulation: training.batch_size in this many micro-batches
   int64_t tensor = 1;                // tensor-parallel ways; data ways = workers / tensor (comm/mesh/device_mesh.hpp)
+  bool sequence_parallel = false;    // tensor > 1: layernorm regions split along the tokens (Megatron-SP)
   comm::TransportKind transport = comm::TransportKind::Auto;
   double timeout_s = 300;            // longest wait for a peer before the job fails
   int64_t workers = 1;               // worker processes `meshtrain run` starts

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "meshtrain/comm/bootstrap/connect.hpp"
+#include "meshtrain/comm/reduction_server/groups.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
 
@@ -78,13 +79,22 @@ void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const 
   if (tensor) {
     tensor_group_ = std::make_unique<comm::ProcessGroup>(tensor_communicator_,
                                                          mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_));
-    tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_);
+    tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_, p.sequence_parallel);
   }
-  if (algorithm_ == comm::AllReduceAlgorithm::ReductionServer) {
-    std::vector<int> reducers(static_cast<size_t>(env.num_servers));
-    std::iota(reducers.begin(), reducers.end(), mesh_.workers());
-    data_group_->use_reducers(reducers);
+  if (algorithm_ == comm::AllReduceAlgorithm::ReductionServer) use_reducers(env.num_servers);
+}
+
+// The reducers split among the data-parallel groups, one per tensor rank
+// (reduction_server/groups.hpp); worker 0 tells them how.
+void WorkerGroup::use_reducers(int reducers) {
+  namespace rs = comm::reduction_server;
+  const int workers = mesh_.workers(), groups = tensor_size();
+  const rs::GroupRanks mine = rs::group_ranks(workers, reducers, groups, tensor_rank());
+  if (is_lead()) {
+    communicator_->run_blocking([] { return std::string("telling the reducers the data-parallel groups"); },
+                                [&](comm::Transport& t) { rs::announce_groups(t, workers, reducers, uint32_t(groups)); });
   }
+  data_group_->use_reducers(mine.reducers);
 }
 
 WorkerGroup::~WorkerGroup() {

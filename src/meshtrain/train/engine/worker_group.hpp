@@ -65,6 +65,8 @@ class WorkerGroup {
   int64_t broadcast_from_lead(int64_t value);
 
  private:
+  // The data group's share of the reducers (reduction_server/groups.hpp).
+  void use_reducers(int reducers);
   // This process's place in the mesh of workers `env` describes.
   void place(const ParallelSection& p, const comm::LaunchEnv& env);
   // Its transports, the groups cut from the mesh, and the agreement check.

@@ -38,7 +38,8 @@ struct StepTimes {
 std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worker,
                                               std::unique_ptr<parallel::SoloTensorGroup>& tp) {
   const int tensor = int(config.parallel.tensor);
-  if (tensor > 1) tp = std::make_unique<parallel::SoloTensorGroup>(worker % tensor, tensor);
+  if (tensor > 1)
+    tp = std::make_unique<parallel::SoloTensorGroup>(worker % tensor, tensor, config.parallel.sequence_parallel);
   std::unique_ptr<Model> model = make_model(config.model, tp.get());
   Rng rng(static_cast<uint64_t>(config.training.seed));
   model->init_parameters(rng);

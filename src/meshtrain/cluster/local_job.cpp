@@ -17,8 +17,7 @@ std::vector<std::string> config_command(const LocalJobRequest& r, const char* su
 
 }  // namespace
 
-std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobRequest& request) {
-  const ParallelSection& p = config.parallel;
+std::vector<Replica> plan_local_job(const ParallelSection& p, const LocalJobRequest& request) {
   const int workers = request.nproc > 0 ? request.nproc : static_cast<int>(p.workers);
   const bool reducers = p.all_reduce == comm::AllReduceAlgorithm::ReductionServer;
   const bool ps = p.data == DataParallelism::ParameterServer;
@@ -60,13 +59,13 @@ std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobReque
   return replicas;
 }
 
-SupervisorOptions local_job_supervision(const JobConfig& config) {
+SupervisorOptions local_job_supervision(const ParallelSection& parallel) {
   const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000 + 0.5)); };
   SupervisorOptions options;
   options.name = "run";
-  options.max_restarts = static_cast<int>(config.parallel.max_restarts);
-  options.restart_backoff = ms(config.parallel.restart_backoff_s);
-  options.heartbeat_timeout = ms(config.parallel.heartbeat_timeout_s);
+  options.max_restarts = static_cast<int>(parallel.max_restarts);
+  options.restart_backoff = ms(parallel.restart_backoff_s);
+  options.heartbeat_timeout = ms(parallel.heartbeat_timeout_s);
   return options;
 }
 

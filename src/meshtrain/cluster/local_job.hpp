@@ -32,13 +32,14 @@ struct LocalJobRequest {
   int nproc = 0;                       // workers; 0: parallel.workers
 };
 
-// The replicas of the job, in rank order, evaluators last. Throws
-// ConfigError when the pools do not fit the config (pool_check.hpp).
-std::vector<Replica> plan_local_job(const JobConfig& config, const LocalJobRequest& request);
+// The replicas of the job its [parallel] section describes, in rank order,
+// evaluators last. Throws ConfigError when the pools do not fit it
+// (pool_check.hpp).
+std::vector<Replica> plan_local_job(const ParallelSection& parallel, const LocalJobRequest& request);
 
 // How the supervisor treats the job: parallel.max_restarts whole-job
 // restarts after parallel.restart_backoff_s, heartbeats after
 // parallel.heartbeat_timeout_s (0: none).
-SupervisorOptions local_job_supervision(const JobConfig& config);
+SupervisorOptions local_job_supervision(const ParallelSection& parallel);
 
 }  // namespace meshtrain

@@ -26,7 +26,7 @@ TEST(LocalJob, ReductionServerJobHasReducersLast) {
   c.parallel.workers = 2;
   c.parallel.evaluators = 1;
   c.parallel.timeout_s = 7;
-  std::vector<Replica> r = plan_local_job(c, request());
+  std::vector<Replica> r = plan_local_job(c.parallel, request());
   ASSERT_EQ(r.size(), 5u);  // 2 workers, 2 reducers (0: as many as workers), 1 evaluator
   EXPECT_EQ(r[1].label, "worker 1");
   // Always --resume: a restarted group continues from the newest checkpoint.
@@ -53,7 +53,7 @@ TEST(LocalJob, ParameterServersGetAddresses) {
   c.parallel.servers = 2;
   LocalJobRequest req = request();
   req.nproc = 3;
-  std::vector<Replica> r = plan_local_job(c, req);
+  std::vector<Replica> r = plan_local_job(c.parallel, req);
   ASSERT_EQ(r.size(), 5u);
   EXPECT_EQ(r[3].label, "server 0");
   EXPECT_EQ(r[3].argv[1], "ps-server");
@@ -67,7 +67,7 @@ TEST(LocalJob, ParameterServersGetAddresses) {
 
 TEST(LocalJob, SupervisionFollowsTheParallelSection) {
   JobConfig c;
-  SupervisorOptions defaults = local_job_supervision(c);
+  SupervisorOptions defaults = local_job_supervision(c.parallel);
   EXPECT_EQ(defaults.name, "run");
   EXPECT_EQ(defaults.max_restarts, 3);
   EXPECT_EQ(defaults.restart_backoff, std::chrono::milliseconds(1000));
@@ -75,7 +75,7 @@ TEST(LocalJob, SupervisionFollowsTheParallelSection) {
   c.parallel.max_restarts = 5;
   c.parallel.restart_backoff_s = 0.25;
   c.parallel.heartbeat_timeout_s = 90;
-  SupervisorOptions o = local_job_supervision(c);
+  SupervisorOptions o = local_job_supervision(c.parallel);
   EXPECT_EQ(o.max_restarts, 5);
   EXPECT_EQ(o.restart_backoff, std::chrono::milliseconds(250));
   EXPECT_EQ(o.heartbeat_timeout, std::chrono::milliseconds(90000));

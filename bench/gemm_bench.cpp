@@ -4,7 +4,8 @@
 // OPENBLAS_CORETYPE=Haswell applies) on the model's GEMM shapes, at 1 and 2
 // threads, as a percentage of the FMA peak measured in the same run.
 //
-// Peak: 24 independent zmm FMA chains per thread in registers only, no loads.
+// Peak: 24 independent zmm FMA chains per thread in registers only, no loads
+// (ymm on a CPU without AVX-512; `--peak` prints only that).
 // Shapes: tokens M = batch 8 x ctx. Config A d=256 ctx=128 (M=1024), config
 // B d=384 ctx=256 (M=2048), vocab 256. Forward y = x W is NN with W (in, out);
 // backward dx = dy W^T is NT, dW += x^T dy is TN with beta = 1. Attention
@@ -64,17 +65,40 @@ __attribute__((target("avx512f"), noinline)) float fma_chains(long iters) {
   return _mm512_reduce_add_ps(s);
 }
 
+// The same with ymm registers, for CPUs without AVX-512 (AVX2 + FMA).
+__attribute__((target("avx2,fma"), noinline)) float fma_chains_avx2(long iters) {
+  __m256 acc[kChains];
+  __m256 m = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+#pragma GCC unroll 24
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(float(i));
+  for (long t = 0; t < iters; ++t) {
+#pragma GCC unroll 24
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, b);
+  }
+  __m256 s = acc[0];
+#pragma GCC unroll 24
+  for (int i = 1; i < kChains; ++i) s = _mm256_add_ps(s, acc[i]);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, s);
+  return lanes[0] + lanes[7];
+}
+
+// The widest FMA this CPU runs, chosen at run time: flops per FMA instruction.
+bool has_avx512() { return __builtin_cpu_supports("avx512f"); }
+double flops_per_fma() { return has_avx512() ? 32.0 : 16.0; }
+
 // Best of 20 runs of ~30 ms each, GFLOP/s summed over threads.
 double measure_peak(int threads) {
   const long iters = 4'000'000;
+  const bool wide = has_avx512();
   double best = 0;
   for (int rep = 0; rep < 20; ++rep) {
     float sink = 0;
     double t0 = now();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += fma_chains(iters);
+    sink += wide ? fma_chains(iters) : fma_chains_avx2(iters);
     double s = now() - t0;
-    best = std::max(best, threads * iters * kChains * 32.0 / s / 1e9);
+    best = std::max(best, threads * iters * kChains * flops_per_fma() / s / 1e9);
     if (sink == 1234.5f) std::printf(" ");
   }
   return best;
@@ -244,9 +268,10 @@ void sweep() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, do_sweep = false;
+  bool quick = false, do_sweep = false, peak_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--peak")) peak_only = true;
     if (!std::strcmp(argv[i], "--sweep")) do_sweep = true;
     if (!std::strcmp(argv[i], "--cpu-clock")) g_cpu_clock = true;
   }
@@ -255,11 +280,14 @@ int main(int argc, char** argv) {
     sweep();
     return 0;
   }
-  load_openblas();
   double ghz = measure_clock_ghz();
   double peak[3] = {0, measure_peak(1), measure_peak(2)};
-  std::printf("clock ~%.2f GHz; FMA peak (%d zmm chains): 1 thread %.1f GFLOP/s (%.1f flop/cycle), 2 threads %.1f\n",
-              ghz, kChains, peak[1], peak[1] / ghz, peak[2]);
+  std::printf("clock ~%.2f GHz; FMA peak (%d %s chains): 1 thread %.1f GFLOP/s (%.1f flop/cycle), 2 threads %.1f\n",
+              ghz, kChains, has_avx512() ? "zmm" : "ymm", peak[1], peak[1] / ghz, peak[2]);
+  // --peak: the machine's FMA peak only (the GEMM table needs AVX-512 for
+  // meshtrain's packed kernel).
+  if (peak_only || !has_avx512()) return 0;
+  load_openblas();
   // The two vCPUs are separate cores, so the 2-thread peak is at least twice
   // the 1-thread one; a lower measurement means another job held a core.
   peak[2] = std::max(peak[2], 2 * peak[1]);

@@ -4,7 +4,7 @@
 // placements) and runs that rank's compute, while every collective leaves
 // the data as it is. For what needs a rank's layout or its compute time but
 // not its numbers: reading a checkpoint saved at another tensor width
-// (train/train_checkpoint.cpp) and `plan --config`'s probe.
+// (train/loop/train_checkpoint.cpp) and `plan --config`'s probe.
 #include <algorithm>
 
 #include "meshtrain/nn/tensor_parallel.hpp"

@@ -23,6 +23,7 @@
 #include "meshtrain/cluster/local_launcher.hpp"
 #include "meshtrain/comm/bench/all_reduce_bench.hpp"
 #include "meshtrain/comm/bootstrap/connect.hpp"
+#include "meshtrain/comm/reduction_server/groups.hpp"
 #include "meshtrain/comm/reduction_server/reducer.hpp"
 #include "meshtrain/core/error.hpp"
 
@@ -135,10 +136,15 @@ int run_rank(const BenchArgs& a, comm::LaunchEnv env) {
   std::vector<int> worker_ranks(static_cast<size_t>(workers)), reducer_ranks(static_cast<size_t>(reducers));
   std::iota(worker_ranks.begin(), worker_ranks.end(), 0);
   std::iota(reducer_ranks.begin(), reducer_ranks.end(), workers);
+  // One data-parallel group; the reducers (this command's, or `meshtrain
+  // reducer`) learn that from worker 0 as in training (reduction_server/groups.hpp).
+  namespace rs = comm::reduction_server;
   if (env.rank >= workers) {
-    comm::reduction_server::serve(*transport, {worker_ranks, reducer_ranks});
+    const rs::GroupRanks mine = rs::receive_assignment(*transport, workers, reducers, env.rank);
+    rs::serve(*transport, {mine.workers, mine.reducers});
     return 0;
   }
+  if (reducers > 0 && env.rank == 0) rs::announce_groups(*transport, workers, reducers, 1);
   auto communicator = std::make_shared<comm::Communicator>(std::move(transport));
   comm::ProcessGroup group(communicator, worker_ranks);
   if (reducers > 0) group.use_reducers(reducer_ranks, comm::bench::parse_bytes(a.rs_chunk), a.rs_in_flight);

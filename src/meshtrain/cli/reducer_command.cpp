@@ -50,9 +50,7 @@ void add_reducer_command(CLI::App& app, CommandSet& commands) {
     // Worker 0 says how many data-parallel groups share the reducers (the
     // tensor-parallel ways); this reducer serves one of them.
     namespace rs = comm::reduction_server;
-    const int groups = static_cast<int>(rs::receive_groups(*transport));
-    const rs::GroupRanks mine = rs::group_ranks(workers, reducers, groups,
-                                                rs::reducer_group(workers, reducers, groups, env.rank));
+    const rs::GroupRanks mine = rs::receive_assignment(*transport, workers, reducers, env.rank);
     auto stats = rs::serve(*transport, {mine.workers, mine.reducers});
     std::fprintf(stderr, "reducer rank %d: served %llu all-reduces, %.1f MB in\n", env.rank,
                  (unsigned long long)stats.requests, double(stats.bytes_in) / 1e6);

@@ -37,11 +37,12 @@ void announce_groups(Transport& transport, int workers, int reducers, uint32_t g
   transport.exchange(sends, {});
 }
 
-uint32_t receive_groups(Transport& transport) {
+GroupRanks receive_assignment(Transport& transport, int workers, int reducers, int rank) {
   uint32_t groups = 0;
   const RecvOp recv{0, &groups, sizeof groups, nullptr};
   transport.exchange({}, {&recv, 1});
-  return groups;
+  const int count = static_cast<int>(groups);
+  return group_ranks(workers, reducers, count, reducer_group(workers, reducers, count, rank));
 }
 
 }  // namespace meshtrain::comm::reduction_server

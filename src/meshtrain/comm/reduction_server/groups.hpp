@@ -29,8 +29,11 @@ GroupRanks group_ranks(int workers, int reducers, int groups, int group);
 int reducer_group(int workers, int reducers, int groups, int rank);
 
 // Worker 0: tells every reducer (global ranks workers .. workers+reducers-1)
-// how many groups there are. Reducer: receives it from worker 0.
+// how many groups there are, before any request; every program whose
+// workers use reducers does (meshtrain train, bench collectives).
 void announce_groups(Transport& transport, int workers, int reducers, uint32_t groups);
-uint32_t receive_groups(Transport& transport);
+// Reducer of global rank `rank`: receives the group count from worker 0 and
+// returns the workers and reducers of the group it serves.
+GroupRanks receive_assignment(Transport& transport, int workers, int reducers, int rank);
 
 }  // namespace meshtrain::comm::reduction_server

@@ -20,6 +20,16 @@ size_t global_index(const Shape& global, const Placement& p, size_t local) {
 }
 
 size_t ParamStore::declare(std::string name, Shape global_shape, bool weight_decay, Placement placement) {
+  if (replica_) {
+    auto it = by_name_.find(name);
+    const ParamView* v = it == by_name_.end() ? nullptr : &views_[it->second];
+    if (!v || v->global_shape != global_shape || v->placement.dim != placement.dim ||
+        v->placement.parts != placement.parts || v->placement.index != placement.index ||
+        v->placement.blocks != placement.blocks)
+      throw Error("ParamStore: a replica declares tensor '" + name + "' " + shape_string(global_shape) +
+                  (v ? ", which was declared with another shape or placement" : ", which was never declared"));
+    return it->second;
+  }
   Shape shape = global_shape;
   if (!placement.replicated()) {
     const bool fits = placement.dim < static_cast<int>(shape.size()) && placement.parts >= 1 && placement.blocks >= 1 &&
@@ -38,6 +48,7 @@ size_t ParamStore::declare(std::string name, Shape global_shape, bool weight_dec
 }
 
 size_t ParamStore::declare(std::string name, Shape shape, bool weight_decay) {
+  if (replica_) return declare(std::move(name), std::move(shape), weight_decay, Placement{});
   if (allocated_) throw Error("ParamStore: declare('" + name + "') after allocate()");
   if (by_name_.count(name)) throw Error("ParamStore: tensor '" + name + "' declared twice");
   ParamView view;
@@ -63,6 +74,11 @@ size_t ParamStore::declare(std::string name, Shape shape, bool weight_decay) {
 }
 
 size_t ParamStore::begin_unit(std::string name) {
+  if (replica_) {
+    for (size_t u = 0; u < units_.size(); ++u)
+      if (units_[u].name == name && !units_[u].whole_step) return u;
+    throw Error("ParamStore: a replica opens unit '" + name + "', which was never declared");
+  }
   if (allocated_) throw Error("ParamStore: begin_unit('" + name + "') after allocate()");
   if (in_named_unit_) throw Error("ParamStore: begin_unit('" + name + "') inside unit '" + units_.back().name + "'");
   units_.push_back({.name = std::move(name), .first_view = views_.size(), .end_view = views_.size(),
@@ -73,9 +89,18 @@ size_t ParamStore::begin_unit(std::string name) {
 }
 
 void ParamStore::end_unit() {
+  if (replica_) return;
   if (!in_named_unit_) throw Error("ParamStore: end_unit() without begin_unit()");
   in_named_unit_ = false;
 }
+
+void ParamStore::begin_replica() {
+  if (!allocated_) throw Error("ParamStore: a replica binds to allocated views; allocate() first");
+  if (replica_) throw Error("ParamStore: replica scopes do not nest");
+  replica_ = true;
+}
+
+void ParamStore::end_replica() { replica_ = false; }
 
 void ParamStore::allocate() {
   if (allocated_) throw Error("ParamStore: allocate() called twice");

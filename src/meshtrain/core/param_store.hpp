@@ -17,6 +17,13 @@
 // gathered copy, a gradient staging buffer) and free the flat buffers.
 //
 // Life cycle: a model declares every tensor, then calls allocate() once.
+//
+// Replicas: layers built while a ReplicaScope is open (after allocate())
+// declare nothing new: each declare() and begin_unit() returns the view or
+// unit already declared under that name (same global shape and placement, or
+// an Error). A pipeline stage keeps one replica of its layers per micro-batch
+// in flight: the replicas share the parameters and gradients and own their
+// activations (nn/gpt.hpp's activation slots).
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -95,6 +102,9 @@ class ParamStore {
   // among the declared units. Units do not nest.
   size_t begin_unit(std::string name);
   void end_unit();
+  // While open, declarations bind to existing views (the header comment).
+  void begin_replica();
+  void end_replica();
   // Allocates both buffers (zeroed) and closes the unit list. Only once.
   void allocate();
   bool allocated() const { return allocated_; }
@@ -161,11 +171,24 @@ class ParamStore {
   std::vector<size_t> unit_of_view_;
   bool in_named_unit_ = false;   // between begin_unit() and end_unit()
   bool open_whole_step_ = false;  // the last unit is an anonymous one still growing
+  bool replica_ = false;          // between begin_replica() and end_replica()
   std::vector<float*> param_ptr_, grad_ptr_;
   UnitObserver* unit_observer_ = nullptr;
   AlignedBuffer<float> params_{MemoryKind::Parameters};
   AlignedBuffer<float> grads_{MemoryKind::Gradients};
   std::function<void(size_t)> grad_ready_hook_;
+};
+
+// begin_replica() on construction, end_replica() on destruction.
+class ReplicaScope {
+ public:
+  explicit ReplicaScope(ParamStore& store) : store_(store) { store_.begin_replica(); }
+  ~ReplicaScope() { store_.end_replica(); }
+  ReplicaScope(const ReplicaScope&) = delete;
+  ReplicaScope& operator=(const ReplicaScope&) = delete;
+
+ private:
+  ParamStore& store_;
 };
 
 // before_unit on construction, after_unit on destruction.

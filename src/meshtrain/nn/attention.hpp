@@ -34,6 +34,17 @@ class SelfAttention {
   // The residual's own gradient is dout itself, left to the caller.
   void backward(float* dinp, const float* dout, Workspace& ws);
 
+  // Zero-bubble split (linear.hpp): backward() leaves the weight GEMMs of
+  // both linears to backward_weight().
+  void defer_weight_gradients(bool on) {
+    c_attn_.defer_weight_gradient(on);
+    c_proj_.defer_weight_gradient(on);
+  }
+  void backward_weight() {
+    c_proj_.backward_weight();
+    c_attn_.backward_weight();
+  }
+
  private:
   int64_t C_, NH_;  // this rank's: C/T channels of NH/T heads
   bool causal_;

@@ -42,4 +42,11 @@ void Block::backward(float* dres, Workspace& ws) {
   ln_1_.backward(dres, dln, dres);  // dres = d x = d x1 + ln_1 branch
 }
 
+// No UnitScope: W reads no parameters, and the ZeRO stages that bracket
+// units (2, 3) do not run under a split backward (config_schema.cpp).
+void Block::backward_weight() {
+  mlp_.backward_weight();
+  attn_.backward_weight();
+}
+
 }  // namespace meshtrain::nn

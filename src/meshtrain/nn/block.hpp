@@ -41,6 +41,15 @@ class Block {
   // which add the branch gradients into it.
   void backward(float* dres, Workspace& ws);
 
+  // Zero-bubble split: backward() computes the input gradient (and the
+  // layernorms' and biases' gradients), backward_weight() the four linears'
+  // weight gradients (linear.hpp).
+  void defer_weight_gradients(bool on) {
+    attn_.defer_weight_gradients(on);
+    mlp_.defer_weight_gradients(on);
+  }
+  void backward_weight();
+
  private:
   ParamStore& store_;
   size_t unit_;  // declared before the layers: begin_unit() runs before they declare

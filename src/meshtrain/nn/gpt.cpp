@@ -5,6 +5,7 @@
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/nn/init.hpp"
 
 namespace meshtrain {
 
@@ -30,32 +31,98 @@ const GptConfig& checked(const GptConfig& c, const nn::TensorParallelComm* tp) {
   return c;
 }
 
-// Declared in order h.0 ... h.{L-1}, between wpe and ln_f, as GPT2Model lists them.
-std::vector<std::unique_ptr<nn::Block>> make_blocks(ParamStore& store, const GptConfig& c,
-                                                    nn::TensorParallelComm* tp) {
-  std::vector<std::unique_ptr<nn::Block>> blocks;
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    blocks.push_back(std::make_unique<nn::Block>(store, "h." + std::to_string(i), c.n_embd, c.n_head, true, tp));
-  return blocks;
+std::vector<GptPiece> whole_model_piece(const GptConfig& c) {
+  return {GptPiece{.first_layer = 0, .end_layer = c.n_layer, .embedding = true, .head = true}};
+}
+
+void check_pieces(const std::vector<GptPiece>& pieces, int64_t n_layer) {
+  if (pieces.empty()) throw Error("gpt: a model needs at least one piece");
+  for (const GptPiece& p : pieces) {
+    const bool empty = p.first_layer == p.end_layer && !p.embedding && !p.head;
+    if (p.first_layer < 0 || p.end_layer < p.first_layer || p.end_layer > n_layer || empty)
+      throw Error("gpt: a pipeline piece holds layers [" + std::to_string(p.first_layer) + ", " +
+                  std::to_string(p.end_layer) + ") of " + std::to_string(n_layer) +
+                  (empty ? " and nothing else" : ", which is outside the model"));
+  }
 }
 }  // namespace
 
-Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp)
-    : config_(checked(config, tp)),
-      tp_(tp),
-      embed_(store_, "wte.weight", "wpe.weight", config.vocab_size, config.block_size, config.n_embd, tp),
-      blocks_(make_blocks(store_, config_, tp)),
-      ln_f_(store_, "ln_f", config.n_embd, tp),
-      xent_(tp, config.vocab_size) {
+Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp) : Gpt(config, tp, whole_model_piece(config)) {}
+
+Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPiece> pieces)
+    : config_(checked(config, tp)), tp_(tp) {
+  check_pieces(pieces, config_.n_layer);
+  // Slot 0 of every piece declares the tensors, in the pieces' order (for the
+  // whole model GPT2Model's: wte, wpe, h.0 ... h.{L-1}, ln_f).
+  bool has_embedding = false, has_head = false;
+  for (const GptPiece& piece : pieces) {
+    PieceState state{.piece = piece, .slots = {}};
+    state.slots.push_back(make_slot(piece));
+    if (piece.embedding) {
+      has_embedding = true;
+      head_wte_ = state.slots[0]->embed->wte_index();
+    }
+    has_head = has_head || piece.head;
+    pieces_.push_back(std::move(state));
+  }
+  // The tied output layer on a last stage without the embedding: a copy of
+  // wte of its own.
+  if (has_head && !has_embedding) {
+    const Shape shape{config_.vocab_size, config_.n_embd};
+    head_wte_ = tp_ ? store_.declare("wte.weight", shape, true, Placement::sharded(0, tp_->size(), tp_->rank()))
+                    : store_.declare("wte.weight", shape, true);
+  }
+  if (has_head || has_embedding) vocab_rows_ = store_.view(head_wte_).shape[0];
   store_.allocate();
+}
+
+std::unique_ptr<Gpt::Slot> Gpt::make_slot(const GptPiece& piece) {
+  const GptConfig& c = config_;
+  auto s = std::make_unique<Slot>();
+  if (piece.embedding)
+    s->embed = std::make_unique<nn::Embedding>(store_, "wte.weight", "wpe.weight", c.vocab_size, c.block_size,
+                                               c.n_embd, tp_);
+  for (int64_t i = piece.first_layer; i < piece.end_layer; ++i)
+    s->blocks.push_back(std::make_unique<nn::Block>(store_, "h." + std::to_string(i), c.n_embd, c.n_head, true, tp_));
+  if (piece.head) {
+    s->ln_f = std::make_unique<nn::LayerNorm>(store_, "ln_f", c.n_embd, tp_);
+    s->xent = std::make_unique<nn::VocabParallelCrossEntropy>(tp_, c.vocab_size);
+  }
+  return s;
+}
+
+Gpt::Slot& Gpt::slot(size_t piece, size_t index) {
+  if (piece >= pieces_.size())
+    throw Error("gpt: piece " + std::to_string(piece) + " of " + std::to_string(pieces_.size()));
+  auto& slots = pieces_[piece].slots;
+  // New slots are replicas of slot 0's layers: they bind its tensors.
+  if (index >= slots.size()) {
+    ReplicaScope replica(store_);
+    while (slots.size() <= index) slots.push_back(make_slot(pieces_[piece].piece));
+  }
+  return *slots[index];
+}
+
+bool Gpt::whole_model() const {
+  const GptPiece& p = pieces_[0].piece;
+  return pieces_.size() == 1 && p.embedding && p.head && p.first_layer == 0 && p.end_layer == config_.n_layer;
 }
 
 void Gpt::init_parameters(Rng& rng) {
   const float stddev = 0.02f;
   const float proj_stddev = 0.02f / std::sqrt(2.0f * config_.n_layer);
-  embed_.init(rng, stddev);
-  for (auto& block : blocks_) block->init(rng, stddev, proj_stddev);
-  ln_f_.init();
+  bool embedding = false;
+  for (auto& state : pieces_) {
+    Slot& s = *state.slots[0];
+    if (s.embed) {
+      s.embed->init(rng, stddev);
+      embedding = true;
+    }
+    for (auto& block : s.blocks) block->init(rng, stddev, proj_stddev);
+    if (s.ln_f) s.ln_f->init();
+  }
+  // The tied copy draws wte's own values (its stream follows its name).
+  if (!embedding && vocab_rows_ > 0) nn::fill_normal(store_, head_wte_, rng, stddev);
 }
 
 int64_t Gpt::local_rows(int64_t B, int64_t T) const {
@@ -68,61 +135,127 @@ int64_t Gpt::local_rows(int64_t B, int64_t T) const {
   return B * T / ways;
 }
 
-const float* Gpt::trunk_forward(const int32_t* tokens, int64_t B, int64_t T) {
+int64_t Gpt::activation_floats(int64_t B, int64_t T) const { return local_rows(B, T) * config_.n_embd; }
+
+const float* Gpt::run_layers(Slot& s, const GptPiece& piece, const int32_t* tokens, int64_t B, int64_t T) {
   const int64_t rows = local_rows(B, T);
-  const float* x = embed_.forward(tokens, B, T);  // (B, T, C), this rank's rows
-  for (auto& block : blocks_) x = block->forward(x, B, T);
-  return ln_f_.forward(x, rows);
+  const float* x = piece.embedding ? s.embed->forward(tokens, B, T) : s.input.data();  // (B, T, C), this rank's rows
+  for (auto& block : s.blocks) x = block->forward(x, B, T);
+  return s.ln_f ? s.ln_f->forward(x, rows) : x;
 }
 
-ForwardResult Gpt::forward(const Batch& batch) {
-  const int64_t B = batch.batch_size, T = batch.seq_len, C = config_.n_embd, V = embed_.vocab_rows();
-  if (B <= 0 || T <= 0 || T > config_.block_size)
-    throw Error("gpt: batch (" + std::to_string(B) + ", " + std::to_string(T) + ") needs B > 0 and 0 < T <= " +
-                std::to_string(config_.block_size));
-  if (batch.tokens.size() < static_cast<size_t>(B * T) || batch.targets.size() < static_cast<size_t>(B * T))
-    throw Error("gpt: batch holds fewer than B*T = " + std::to_string(B * T) + " tokens or targets");
-  B_ = B;
-  T_ = T;
-  lnf_ = trunk_forward(batch.tokens.data(), B, T);
+ForwardResult Gpt::head_forward(Slot& s, const int32_t* targets) {
+  const int64_t B = s.B, T = s.T, C = config_.n_embd, V = vocab_rows_;
   if (nn::sequence_parallel(tp_)) {
-    lnf_all_.ensure(B * T * C);
-    tp_->all_gather(lnf_, lnf_all_.data(), static_cast<size_t>(local_rows(B, T) * C));  // -> (B*T, C)
-    lnf_ = lnf_all_.data();
+    s.lnf_all.ensure(B * T * C);
+    tp_->all_gather(s.lnf, s.lnf_all.data(), static_cast<size_t>(local_rows(B, T) * C));  // -> (B*T, C)
+    s.lnf = s.lnf_all.data();
   }
-  logits_.ensure(B * T * V);
+  s.logits.ensure(B * T * V);
   // logits (B*T, V) = ln_f (B*T, C) wte^T (C, V), V: this rank's vocabulary rows
   kernels::gemm(Trans::No, Trans::Yes, static_cast<int>(B * T), static_cast<int>(V), static_cast<int>(C), 1.0f,
-                lnf_, static_cast<int>(C), store_.param(embed_.wte_index()), static_cast<int>(C), 0.0f,
-                logits_.data(), static_cast<int>(V));
-  return xent_.forward(logits_.data(), batch.targets.data(), B * T);
+                s.lnf, static_cast<int>(C), store_.param(head_wte_), static_cast<int>(C), 0.0f, s.logits.data(),
+                static_cast<int>(V));
+  return s.xent->forward(s.logits.data(), targets, B * T);
 }
 
-void Gpt::backward() {
-  if (!lnf_) throw Error("gpt: backward() called before forward()");
-  const int64_t N = B_ * T_, C = config_.n_embd, V = embed_.vocab_rows(), rows = local_rows(B_, T_);
+void Gpt::head_backward(Slot& s, bool split) {
+  const int64_t N = s.B * s.T, C = config_.n_embd, V = vocab_rows_, rows = local_rows(s.B, s.T);
   const bool seq = nn::sequence_parallel(tp_);
   const int n = static_cast<int>(N), c = static_cast<int>(C), v = static_cast<int>(V);
-  float* dlogits = logits_.data();  // in place
-  xent_.backward(dlogits);
+  float* dlogits = s.logits.data();  // in place
+  s.xent->backward(dlogits);
   float* dlnf = nn::Workspace::get(ws_.dln, rows * C);  // (B, T, C), this rank's rows
-  float* dres = (dres_.ensure(rows * C), dres_.data());
   // Under sequence parallelism the whole-row dlnf goes over the gathered
   // ln_f output, which the dwte GEMM reads first.
-  float* dlnf_all = seq ? lnf_all_.data() : dlnf;  // (B*T, C)
-  // Tied output layer: dwte (V, C) += dlogits^T (V, N) lnf (N, C); dlnf = dlogits wte.
-  kernels::gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, dlogits, v, lnf_, c, 1.0f, store_.grad(embed_.wte_index()), c);
-  kernels::gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(embed_.wte_index()), c, 0.0f, dlnf_all,
-                c);
+  float* dlnf_all = seq ? s.lnf_all.data() : dlnf;  // (B*T, C)
+  if (!split) head_backward_weight(s);
+  // Tied output layer: dlnf = dlogits wte.
+  kernels::gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(head_wte_), c, 0.0f, dlnf_all, c);
   // Each rank's dlnf covers its vocabulary columns only.
   if (seq)
     tp_->reduce_scatter_sum(dlnf_all, dlnf, static_cast<size_t>(rows * C));  // -> (B*T/TP, C)
   else if (tp_)
     tp_->all_reduce_sum(dlnf, static_cast<size_t>(N * C));
-  ln_f_.backward(dres, dlnf);
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(dres, ws_);
-  embed_.backward(dres);
-  lnf_ = nullptr;  // a second backward() without forward() would read dlogits as logits
+  s.ln_f->backward(s.dres.data(), dlnf);
+}
+
+void Gpt::head_backward_weight(Slot& s) {
+  const int n = static_cast<int>(s.B * s.T), c = static_cast<int>(config_.n_embd), v = static_cast<int>(vocab_rows_);
+  // dwte (V, C) += dlogits^T (V, N) lnf (N, C)
+  kernels::gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, s.logits.data(), v, s.lnf, c, 1.0f, store_.grad(head_wte_), c);
+}
+
+float* Gpt::input_buffer(size_t piece, size_t index, int64_t B, int64_t T) {
+  Slot& s = slot(piece, index);
+  s.input.ensure(activation_floats(B, T));
+  return s.input.data();
+}
+
+float* Gpt::output_gradient_buffer(size_t piece, size_t index, int64_t B, int64_t T) {
+  Slot& s = slot(piece, index);
+  s.dres.ensure(activation_floats(B, T));
+  return s.dres.data();
+}
+
+const float* Gpt::forward_piece(size_t piece, size_t index, const Batch& batch, ForwardResult* loss) {
+  const int64_t B = batch.batch_size, T = batch.seq_len;
+  if (B <= 0 || T <= 0 || T > config_.block_size)
+    throw Error("gpt: batch (" + std::to_string(B) + ", " + std::to_string(T) + ") needs B > 0 and 0 < T <= " +
+                std::to_string(config_.block_size));
+  const GptPiece& p = pieces_.at(piece).piece;
+  if ((p.embedding && batch.tokens.size() < static_cast<size_t>(B * T)) ||
+      (p.head && batch.targets.size() < static_cast<size_t>(B * T)))
+    throw Error("gpt: batch holds fewer than B*T = " + std::to_string(B * T) + " tokens or targets");
+  Slot& s = slot(piece, index);
+  if (!p.embedding && s.input.size() < static_cast<size_t>(activation_floats(B, T)))
+    throw Error("gpt: piece " + std::to_string(piece) + " runs forward before its input arrived");
+  s.B = B;
+  s.T = T;
+  const float* x = run_layers(s, p, batch.tokens.data(), B, T);
+  s.forwarded = true;
+  if (!p.head) return x;
+  s.lnf = x;
+  *loss = head_forward(s, batch.targets.data());
+  return nullptr;
+}
+
+const float* Gpt::backward_piece(size_t piece, size_t index, bool split) {
+  Slot& s = slot(piece, index);
+  if (!s.forwarded) throw Error("gpt: backward() called before forward()");
+  const GptPiece& p = pieces_[piece].piece;
+  s.dres.ensure(local_rows(s.B, s.T) * config_.n_embd);
+  float* dres = s.dres.data();  // (B, T, C) residual-stream gradient, this rank's rows
+  if (p.head) head_backward(s, split);  // else the next stage's gradient is in dres already
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) {
+    (*it)->defer_weight_gradients(split);
+    (*it)->backward(dres, ws_);
+  }
+  if (s.embed) s.embed->backward(dres);
+  // A second backward without forward would read dlogits as logits.
+  s.forwarded = false;
+  s.weights_pending = split;
+  return s.embed ? nullptr : dres;
+}
+
+void Gpt::backward_piece_weights(size_t piece, size_t index) {
+  Slot& s = slot(piece, index);
+  if (!s.weights_pending) throw Error("gpt: backward_piece_weights without a split backward before it");
+  s.weights_pending = false;
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) (*it)->backward_weight();
+  if (s.ln_f) head_backward_weight(s);
+}
+
+ForwardResult Gpt::forward(const Batch& batch) {
+  if (!whole_model()) throw Error("gpt: forward() runs the whole model; this one holds pipeline pieces");
+  ForwardResult loss;
+  forward_piece(0, 0, batch, &loss);
+  return loss;
+}
+
+void Gpt::backward() {
+  if (!whole_model()) throw Error("gpt: backward() runs the whole model; this one holds pipeline pieces");
+  backward_piece(0, 0, false);
 }
 
 std::span<const float> Gpt::last_logits(std::span<const int32_t> tokens) {
@@ -131,17 +264,19 @@ std::span<const float> Gpt::last_logits(std::span<const int32_t> tokens) {
     throw Error("gpt: generation runs in one process, but this model is split over " +
                 std::to_string(tp_->size()) + " tensor-parallel ranks; consolidate the checkpoint " +
                 "(meshtrain consolidate) and generate from one process");
+  if (!whole_model()) throw Error("gpt: generation needs the whole model, not pipeline pieces");
   if (T <= 0 || T > config_.block_size)
     throw Error("gpt: last_logits needs 1 to " + std::to_string(config_.block_size) + " tokens, got " +
                 std::to_string(T));
-  const float* lnf = trunk_forward(tokens.data(), 1, T);
-  lnf_ = nullptr;  // saved activations now belong to this sequence, not a training batch
-  logits_.ensure(V);
+  Slot& s = slot(0, 0);
+  const float* lnf = run_layers(s, pieces_[0].piece, tokens.data(), 1, T);
+  s.forwarded = false;  // saved activations now belong to this sequence, not a training batch
+  s.logits.ensure(V);
   // Only the last row: logits (1, V) = lnf[T-1] (1, C) wte^T.
   kernels::gemm(Trans::No, Trans::Yes, 1, static_cast<int>(V), static_cast<int>(C), 1.0f, lnf + (T - 1) * C,
-                static_cast<int>(C), store_.param(embed_.wte_index()), static_cast<int>(C), 0.0f, logits_.data(),
+                static_cast<int>(C), store_.param(head_wte_), static_cast<int>(C), 0.0f, s.logits.data(),
                 static_cast<int>(V));
-  return {logits_.data(), static_cast<size_t>(V)};
+  return {s.logits.data(), static_cast<size_t>(V)};
 }
 
 double Gpt::flops_per_sample() const {

@@ -25,6 +25,18 @@
 // (B*T, C) before the logits, and its input gradient is reduce-scattered back
 // to the rank's rows. The loss is computed as without it, over every row.
 // B*T must divide by TP.
+//
+// Pipeline parallelism: a Gpt may hold only some pieces of the model (a
+// GptPiece each: consecutive blocks, the first also the embeddings, the
+// last also ln_f, the tied output layer and the loss), one per virtual stage
+// a pipeline rank runs. It declares only those pieces' tensors, under their
+// global names; the last piece without the first declares its own wte (the
+// tied copy), whose gradient the pipeline sums with the first stage's.
+// Each piece runs micro-batches in activation slots (pipeline_model.hpp):
+// slot k of a piece is a replica of its layers that shares the parameters
+// (ReplicaScope, core/param_store.hpp) and owns one micro-batch's activations, made on
+// first use, so a schedule that keeps k micro-batches in flight holds k
+// slots' activations.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -35,6 +47,7 @@
 #include "meshtrain/nn/embedding.hpp"
 #include "meshtrain/nn/layernorm.hpp"
 #include "meshtrain/nn/model.hpp"
+#include "meshtrain/nn/pipeline_model.hpp"
 #include "meshtrain/nn/vocab_parallel_cross_entropy.hpp"
 #include "meshtrain/nn/workspace.hpp"
 
@@ -48,21 +61,34 @@ struct GptConfig {
   int64_t vocab_size = 256;  // bytes
 };
 
-class Gpt final : public Model {
+// One virtual pipeline stage's share of the GPT.
+struct GptPiece {
+  int64_t first_layer = 0, end_layer = 0;  // blocks h.first_layer .. h.(end_layer-1)
+  bool embedding = false;                  // wte and wpe: the first stage
+  bool head = false;                       // ln_f, the tied output layer and the loss: the last stage
+};
+
+class Gpt final : public Model, public nn::PipelineModel {
  public:
   // Declares and allocates every parameter (zeroed); call init_parameters() next.
   // Throws ConfigError on non-positive sizes, n_embd not divisible by n_head,
   // or, with a tensor-parallel group, n_head or vocab_size not divisible by
   // TP (the vocabulary is not padded: pick a multiple of TP).
   explicit Gpt(const GptConfig& config, nn::TensorParallelComm* tp = nullptr);
+  // Only `pieces` (in the order this rank runs them: its virtual stages'
+  // order); Error when a piece's layers are outside [0, n_layer) or empty
+  // without the embedding or head.
+  Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPiece> pieces);
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
   std::string kind() const override { return "gpt"; }
   // GPT-2 init: weights ~ N(0, 0.02), the c_proj weights ~ N(0, 0.02 / sqrt(2 L)),
-  // biases 0, layernorm weight 1 and bias 0.
+  // biases 0, layernorm weight 1 and bias 0. A piece draws exactly its
+  // tensors' values of the whole model's init (nn/init.hpp).
   void init_parameters(Rng& rng) override;
-  // Reads batch.tokens and batch.targets (B, T) with T = batch.seq_len <= block_size.
+  // The whole model only (Error otherwise). Reads batch.tokens and
+  // batch.targets (B, T) with T = batch.seq_len <= block_size.
   ForwardResult forward(const Batch& batch) override;
   void backward() override;
   // Per token: 6 * N_matmul + 12 * L * C * T with T = block_size, where
@@ -70,37 +96,79 @@ class Gpt final : public Model {
   // output layer): the PaLM/Chinchilla count (biases, norms, embedding lookups left out).
   double flops_per_sample() const override;
 
+  // Pipeline pieces (pipeline_model.hpp).
+  size_t pieces() const override { return pieces_.size(); }
+  bool piece_has_embedding(size_t piece) const override { return pieces_[piece].piece.embedding; }
+  bool piece_has_head(size_t piece) const override { return pieces_[piece].piece.head; }
+  int64_t activation_floats(int64_t B, int64_t T) const override;  // this rank's rows x C
+  float* input_buffer(size_t piece, size_t slot, int64_t B, int64_t T) override;
+  float* output_gradient_buffer(size_t piece, size_t slot, int64_t B, int64_t T) override;
+  const float* forward_piece(size_t piece, size_t slot, const Batch& batch, ForwardResult* loss) override;
+  const float* backward_piece(size_t piece, size_t slot, bool split) override;
+  void backward_piece_weights(size_t piece, size_t slot) override;
+  size_t slots_made(size_t piece) const override { return pieces_[piece].slots.size(); }
+  const GptPiece& piece(size_t index) const { return pieces_[index].piece; }
+  // The tied output layer's wte on a piece that has the head (the first
+  // piece's own wte when it has both).
+  size_t head_wte_index() const { return head_wte_; }
+
   // Logits (V) of the last position of one sequence tokens (1, T), T in
   // [1, block_size], for generation (no KV cache). Clobbers what forward()
   // saved for backward(); the span lives until the next call. Generation is
-  // one process: throws Error under a tensor-parallel group of more than one
-  // rank (each holds V/TP of the logits; consolidate the checkpoint first).
+  // one process and the whole model: throws Error under a tensor-parallel
+  // group of more than one rank (each holds V/TP of the logits; consolidate
+  // the checkpoint first) or on a pipeline piece.
   std::span<const float> last_logits(std::span<const int32_t> tokens);
 
   const GptConfig& config() const { return config_; }
 
  private:
-  // Embedding, blocks and ln_f over (B, T); returns ln_f's output (B, T, C),
-  // under sequence parallelism this rank's rows (B T / TP, C).
-  const float* trunk_forward(const int32_t* tokens, int64_t B, int64_t T);
+  // One micro-batch's layers of a piece: replicas sharing the parameters,
+  // each with its own activations.
+  struct Slot {
+    std::unique_ptr<nn::Embedding> embed;  // the first stage's
+    std::vector<std::unique_ptr<nn::Block>> blocks;
+    std::unique_ptr<nn::LayerNorm> ln_f;  // the last stage's
+    std::unique_ptr<nn::VocabParallelCrossEntropy> xent;
+    int64_t B = 0, T = 0;
+    const float* lnf = nullptr;                              // (B, T, C), owned by ln_f (or lnf_all)
+    AlignedBuffer<float> input{MemoryKind::Activations};     // (B, T, C) from the previous stage
+    AlignedBuffer<float> logits{MemoryKind::Activations};    // (B, T, V/TP); dlogits in place in backward
+    AlignedBuffer<float> dres{MemoryKind::Activations};      // (B, T, C) residual-stream gradient (rank's rows)
+    // Sequence parallelism only: ln_f's output gathered (B, T, C), then in
+    // backward the output layer's whole-row input gradient before its reduce-scatter.
+    AlignedBuffer<float> lnf_all{MemoryKind::Activations};
+    bool forwarded = false;       // forward ran, backward not yet
+    bool weights_pending = false;  // a split backward ran, backward_piece_weights not yet
+  };
+  struct PieceState {
+    GptPiece piece;
+    std::vector<std::unique_ptr<Slot>> slots;
+  };
+
+  // The layers of `piece` (declaring or, as a replica, binding their tensors).
+  std::unique_ptr<Slot> make_slot(const GptPiece& piece);
+  Slot& slot(size_t piece, size_t index);
+  // Embedding (first stage) or `input`, blocks, and ln_f (last stage);
+  // returns the last layer's output, under sequence parallelism this rank's
+  // rows (B T / TP, C).
+  const float* run_layers(Slot& s, const GptPiece& piece, const int32_t* tokens, int64_t B, int64_t T);
+  // The tied output layer and the loss over ln_f's output.
+  ForwardResult head_forward(Slot& s, const int32_t* targets);
+  // dlogits -> dlnf -> s.dres (rows of this rank).
+  void head_backward(Slot& s, bool split);
+  void head_backward_weight(Slot& s);
   // The rows of B T this rank holds: all, or B T / TP under sequence
   // parallelism (Error naming B, T and TP when they do not divide).
   int64_t local_rows(int64_t B, int64_t T) const;
+  bool whole_model() const;
 
   GptConfig config_;
   nn::TensorParallelComm* tp_;
-  nn::Embedding embed_;
-  std::vector<std::unique_ptr<nn::Block>> blocks_;
-  nn::LayerNorm ln_f_;
-  nn::VocabParallelCrossEntropy xent_;
+  std::vector<PieceState> pieces_;
+  size_t head_wte_ = 0;
+  int64_t vocab_rows_ = 0;  // this rank's wte rows (V/TP)
   nn::Workspace ws_;
-  int64_t B_ = 0, T_ = 0;
-  const float* lnf_ = nullptr;                            // (B, T, C), owned by ln_f_ (or lnf_all_)
-  AlignedBuffer<float> logits_{MemoryKind::Activations};  // (B, T, V/TP); dlogits in place in backward
-  AlignedBuffer<float> dres_{MemoryKind::Activations};    // (B, T, C) residual-stream gradient (rank's rows)
-  // Sequence parallelism only: ln_f's output gathered (B, T, C), then in
-  // backward the output layer's whole-row input gradient before its reduce-scatter.
-  AlignedBuffer<float> lnf_all_{MemoryKind::Activations};
 };
 
 }  // namespace meshtrain

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/elementwise.hpp"
 #include "meshtrain/kernels/gemm.hpp"
@@ -92,6 +94,9 @@ void Linear::backward(float* dinp, const float* dout) {
   const bool seq = sequence_parallel();
   const bool column = shard_.kind == LinearShard::Kind::Column;
   const int64_t rows = local_rows(M_);
+  if (defer_weight_ && seq && column)
+    throw Error("Linear: a deferred weight gradient needs the gathered input, which a column shard under "
+                "sequence parallelism reuses in backward");
   if (seq && !column) {
     shard_.tp->all_gather(dout, seq_.data(), static_cast<size_t>(rows * out_));  // (M/T, out) -> (M, out)
     dout = seq_.data();
@@ -100,9 +105,8 @@ void Linear::backward(float* dinp, const float* dout) {
   // gradient over the gathered input, once the weight gradient has read it.
   float* dinp_all = dinp && seq && column ? seq_.data() : dinp;  // (M, in)
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
-  // dW (in, out) += inp^T (in, M) dout (M, out)
   auto weight_grad = [&] {
-    kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, 1.0f, store_.grad(weight_), out);
+    gemm_weight_grad(dout);
     if (has_bias_) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
   };
   auto announce = [&] {
@@ -114,11 +118,21 @@ void Linear::backward(float* dinp, const float* dout) {
     kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp_all,
                   in);
   };
-  // The two GEMMs are independent and equally large (2 M in out FLOPs). On
-  // 2 threads, one each runs faster than splitting each across both
-  // (measured: small GEMMs such as 1024x256x256 scale poorly when split);
-  // inside a parallel region gemm() runs on its calling thread.
-  if (dinp && dinp_all == dinp && !omp_in_parallel() && omp_get_max_threads() == 2) {
+  if (defer_weight_) {
+    // Input half now; the weight GEMM waits for backward_weight().
+    dout_saved_.ensure(M_ * out_);
+    std::copy(dout, dout + M_ * out_, dout_saved_.data());
+    weight_pending_ = true;
+    if (has_bias_) {
+      kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
+      store_.grad_ready(bias_);
+    }
+    if (dinp) input_grad();
+  } else if (dinp && dinp_all == dinp && !omp_in_parallel() && omp_get_max_threads() == 2) {
+    // The two GEMMs are independent and equally large (2 M in out FLOPs). On
+    // 2 threads, one each runs faster than splitting each across both
+    // (measured: small GEMMs such as 1024x256x256 scale poorly when split);
+    // inside a parallel region gemm() runs on its calling thread.
 #pragma omp parallel num_threads(2)
     {
       if (omp_get_thread_num() == 0)
@@ -138,6 +152,19 @@ void Linear::backward(float* dinp, const float* dout) {
     shard_.tp->reduce_scatter_sum(dinp_all, dinp, static_cast<size_t>(rows * in_));  // -> (M/T, in)
   else
     shard_.tp->all_reduce_sum(dinp, static_cast<size_t>(M_ * in_));
+}
+
+void Linear::gemm_weight_grad(const float* dout) {
+  const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
+  // dW (in, out) += inp^T (in, M) dout (M, out)
+  kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, 1.0f, store_.grad(weight_), out);
+}
+
+void Linear::backward_weight() {
+  if (!weight_pending_) throw Error("Linear::backward_weight called without a deferred backward before it");
+  weight_pending_ = false;
+  gemm_weight_grad(dout_saved_.data());
+  store_.grad_ready(weight_);
 }
 
 }  // namespace meshtrain::nn

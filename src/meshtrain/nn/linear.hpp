@@ -72,6 +72,15 @@ class Linear {
   // Under sequence parallelism a Column's dinp and a Row's dout hold M/T rows.
   void backward(float* dinp, const float* dout);
 
+  // Zero-bubble pipelines split backward in two (Qi et al. 2023): with
+  // deferral on, backward() computes the input and bias gradients and keeps
+  // a copy of dout (M, out); backward_weight() later adds dW += inp^T dout
+  // and announces it. inp must stay alive until then. Not under sequence
+  // parallelism for a column shard (its gathered input is backward's work
+  // area): Error.
+  void defer_weight_gradient(bool on) { defer_weight_ = on; }
+  void backward_weight();
+
   int64_t in_features() const { return in_; }    // this rank's (Row: in/T)
   int64_t out_features() const { return out_; }  // this rank's (Column: out/T)
   size_t weight_index() const { return weight_; }
@@ -86,6 +95,8 @@ class Linear {
   bool sequence_parallel() const;
   // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
   int64_t local_rows(int64_t M) const;
+  // dW += inp^T dout over the last forward's rows.
+  void gemm_weight_grad(const float* dout);
 
   const float* inp_ = nullptr;  // (M, in), borrowed from the caller (Column under SP: seq_)
   int64_t M_ = 0;
@@ -94,6 +105,9 @@ class Linear {
   // work area of backward's input-gradient reduce-scatter. Row: the partial
   // output (M, out), then backward's gathered dout (M, out).
   AlignedBuffer<float> seq_{MemoryKind::Activations};
+  bool defer_weight_ = false;
+  bool weight_pending_ = false;                               // backward() ran, backward_weight() not yet
+  AlignedBuffer<float> dout_saved_{MemoryKind::Activations};  // (M, out) deferral only
 };
 
 }  // namespace meshtrain::nn

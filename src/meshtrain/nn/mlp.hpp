@@ -29,6 +29,17 @@ class Mlp {
   // dinp (N, C) written (rows as forward's); dout must not alias dinp.
   void backward(float* dinp, const float* dout, Workspace& ws);
 
+  // Zero-bubble split (linear.hpp): backward() leaves the weight GEMMs of
+  // both linears to backward_weight().
+  void defer_weight_gradients(bool on) {
+    c_fc_.defer_weight_gradient(on);
+    c_proj_.defer_weight_gradient(on);
+  }
+  void backward_weight() {
+    c_proj_.backward_weight();
+    c_fc_.backward_weight();
+  }
+
  private:
   int64_t C_;
   Linear c_fc_, c_proj_;

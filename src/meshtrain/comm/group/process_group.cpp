@@ -231,4 +231,27 @@ WorkHandle ProcessGroup::recv_async(Buffer data, int peer) {
                 [=](Transport& t, const CollectiveOptions&) { t.recv(peer, data.data, data.bytes()); });
 }
 
+WorkHandle ProcessGroup::exchange_async(std::vector<SendOp> sends, std::vector<RecvOp> recvs) {
+  for (const SendOp& op : sends) {
+    check_group_rank("exchange", "send peer", op.peer);
+    if (op.peer == rank_) throw CommError("exchange: a rank cannot send to itself (group rank " + std::to_string(op.peer) + ")");
+  }
+  for (const RecvOp& op : recvs) {
+    check_group_rank("exchange", "receive peer", op.peer);
+    if (op.peer == rank_)
+      throw CommError("exchange: a rank cannot receive from itself (group rank " + std::to_string(op.peer) + ")");
+  }
+  return submit(
+      [&] {
+        std::string text = "exchange(";
+        for (const SendOp& op : sends) text += "send " + std::to_string(op.bytes) + " B to " + std::to_string(op.peer) + ", ";
+        for (const RecvOp& op : recvs)
+          text += "recv " + std::to_string(op.bytes) + " B from " + std::to_string(op.peer) + ", ";
+        return text.substr(0, text.size() - 2) + ")";
+      },
+      [sends = std::move(sends), recvs = std::move(recvs)](Transport& t, const CollectiveOptions&) {
+        t.exchange(sends, recvs);
+      });
+}
+
 }  // namespace meshtrain::comm

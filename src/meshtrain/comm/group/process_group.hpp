@@ -66,6 +66,11 @@ class ProcessGroup {
   WorkHandle barrier_async();
   WorkHandle send_async(ConstBuffer data, int peer);
   WorkHandle recv_async(Buffer data, int peer);
+  // Point-to-point sends and receives (peers are group ranks) posted
+  // together and progressed at once (Transport::exchange): two ranks that
+  // send to each other in one exchange never wait on each other, as
+  // pipeline schedules' paired sends and receives need.
+  WorkHandle exchange_async(std::vector<SendOp> sends, std::vector<RecvOp> recvs);
 
   void all_reduce(Buffer data, ReduceKind op = ReduceKind::Sum,
                   AllReduceAlgorithm algorithm = AllReduceAlgorithm::Auto) {
@@ -108,6 +113,10 @@ class ProcessGroup {
   void recv(Buffer data, int peer) {
     BlockingCall now(*this);
     recv_async(data, peer)->wait();
+  }
+  void exchange(std::vector<SendOp> sends, std::vector<RecvOp> recvs) {
+    BlockingCall now(*this);
+    exchange_async(std::move(sends), std::move(recvs))->wait();
   }
 
  private:

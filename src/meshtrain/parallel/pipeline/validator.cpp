@@ -41,6 +41,7 @@ class Simulation {
     }
     report_deadlock();
     check_complete();
+    check_message_order();
     return report();
   }
 
@@ -59,6 +60,46 @@ class Simulation {
       for (const Action& a : schedule_.actions[r]) {
         if (a.micro_batch < 0 || a.micro_batch >= schedule_.micro_batches) fail(r, a, "micro-batch out of range");
         if (a.chunk < 0 || a.chunk >= schedule_.chunks) fail(r, a, "chunk out of range");
+      }
+  }
+
+  // Transports match the messages between two ranks in the order they were
+  // sent (transport.hpp), so the receiver must post its receives from a
+  // rank in the order that rank sends: otherwise micro-batches of equal
+  // size would swap silently. A message is (activation?, micro-batch, the
+  // sender's stage).
+  void check_message_order() const {
+    struct Message {
+      bool activation;
+      int micro_batch, from_stage;
+      bool operator==(const Message&) const = default;
+    };
+    const int P = schedule_.ranks;
+    std::vector<std::vector<Message>> sent(size_t(P * P)), received(size_t(P * P));  // [from * P + to]
+    for (int r = 0; r < P; ++r)
+      for (const Action& a : schedule_.actions[r]) {
+        if (is_compute(a.kind)) continue;
+        const int s = schedule_.stage_of(r, a.chunk), peer = peer_rank(schedule_, r, a);
+        const bool activation = a.kind == ActionKind::SendActivation || a.kind == ActionKind::RecvActivation;
+        if (is_send(a.kind))
+          sent[size_t(r * P + peer)].push_back({activation, a.micro_batch, s});
+        else
+          received[size_t(peer * P + r)].push_back({activation, a.micro_batch, peer_stage(schedule_, r, a)});
+      }
+    for (int from = 0; from < P; ++from)
+      for (int to = 0; to < P; ++to) {
+        const auto& out = sent[size_t(from * P + to)];
+        const auto& in = received[size_t(from * P + to)];
+        for (size_t i = 0; i < std::min(out.size(), in.size()); ++i)
+          if (!(out[i] == in[i]))
+            throw Error("pipeline schedule: rank " + std::to_string(to) + " receives message " + std::to_string(i) +
+                        " from rank " + std::to_string(from) + " out of order: it expects the " +
+                        (in[i].activation ? "activation" : "gradient") + " of micro-batch " +
+                        std::to_string(in[i].micro_batch) + " from stage " + std::to_string(in[i].from_stage) +
+                        ", but rank " + std::to_string(from) + " sends the " +
+                        (out[i].activation ? "activation" : "gradient") + " of micro-batch " +
+                        std::to_string(out[i].micro_batch) + " from stage " + std::to_string(out[i].from_stage) +
+                        " then (transports match messages in order)");
       }
   }
 

@@ -24,6 +24,8 @@
 //   below the last stage, after receiving its output gradient (so after stage
 //   s+1's backward); BackwardWeight after BackwardInput; a send after the
 //   compute that produced what it sends;
+// - between two ranks, messages are received in the order they are sent
+//   (transports match them in order, transport.hpp);
 // - every send is received exactly once, every receive has its send, and
 //   none crosses past the first or last stage.
 #include <vector>

@@ -106,6 +106,17 @@ TEST(PipelineValidator, CatchesBrokenSchedules) {
       {"receive twice", make_schedule(ScheduleKind::OneFOneB, 2, 1),
        [](Schedule& s) { s.actions[1].push_back({K::RecvActivation, 0, 0}); },
        at + "1, recv_activation(micro-batch 0, chunk 0) (stage 1): received twice"},
+      // Buffered sends would match by identity, but a transport matches in
+      // order: rank 1 must not take micro-batch 1's activation first.
+      {"receives out of order", make_schedule(ScheduleKind::GPipe, 2, 2),
+       [](Schedule& s) {
+         std::swap(s.actions[1][position(s, 1, {K::RecvActivation, 0, 0})],
+                   s.actions[1][position(s, 1, {K::RecvActivation, 1, 0})]);
+         std::swap(s.actions[1][position(s, 1, {K::Forward, 0, 0})], s.actions[1][position(s, 1, {K::Forward, 1, 0})]);
+       },
+       "pipeline schedule: rank 1 receives message 0 from rank 0 out of order: it expects the activation of "
+       "micro-batch 1 from stage 0, but rank 0 sends the activation of micro-batch 0 from stage 0 then (transports "
+       "match messages in order)"},
       {"micro-batch out of range", make_schedule(ScheduleKind::OneFOneB, 2, 1),
        [](Schedule& s) { s.actions[1].push_back({K::Forward, 5, 0}); },
        at + "1, forward(micro-batch 5, chunk 0) (stage 1): micro-batch out of range"},

@@ -1,0 +1,189 @@
+#include "meshtrain/parallel/pipeline/executor.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::parallel::pipeline {
+
+PipelineExecutor::PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group)
+    : schedule_(std::move(schedule)), rank_(rank), model_(model), group_(group) {
+  const int V = schedule_.chunks;
+  if (model_.pieces() != static_cast<size_t>(V))
+    throw Error("pipeline executor: the schedule runs " + std::to_string(V) + " chunk(s) on rank " +
+                std::to_string(rank_) + ", but the model holds " + std::to_string(model_.pieces()) + " piece(s)");
+  for (int c = 0; c < V; ++c)
+    if (model_.piece_has_embedding(size_t(c)) != first_stage(c) || model_.piece_has_head(size_t(c)) != last_stage(c))
+      throw Error("pipeline executor: piece " + std::to_string(c) + " of rank " + std::to_string(rank_) +
+                  " (virtual stage " + std::to_string(stage(c)) + ") must hold the embedding exactly when it is the "
+                  "first stage and the head exactly when it is the last");
+  if (schedule_.ranks > 1 && (!group_ || group_->size() != schedule_.ranks || group_->rank() != rank_))
+    throw Error("pipeline executor: rank " + std::to_string(rank_) + " of " + std::to_string(schedule_.ranks) +
+                " needs the pipeline group with its rank there");
+  slot_busy_.resize(size_t(V));
+}
+
+double PipelineExecutor::now_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+}
+
+size_t PipelineExecutor::peak_slots() const {
+  size_t peak = 0;
+  for (size_t c = 0; c < model_.pieces(); ++c) peak = std::max(peak, model_.slots_made(c));
+  return peak;
+}
+
+int PipelineExecutor::take_slot(const Action& a) {
+  MicroBatchState& st = state(a);
+  if (st.slot >= 0) return st.slot;
+  auto& busy = slot_busy_[size_t(a.chunk)];
+  const auto free = std::find(busy.begin(), busy.end(), false);
+  st.slot = static_cast<int>(free - busy.begin());
+  if (free == busy.end())
+    busy.push_back(true);
+  else
+    *free = true;
+  return st.slot;
+}
+
+void PipelineExecutor::release_if_done(const Action& a) {
+  MicroBatchState& st = state(a);
+  if (st.slot < 0 || !st.backward_done || (!first_stage(a.chunk) && !st.input_grad_sent)) return;
+  slot_busy_[size_t(a.chunk)][size_t(st.slot)] = false;
+  st.slot = -1;
+}
+
+void PipelineExecutor::compute(const Action& a, std::span<const Batch> micro_batches, PipelineLoss& loss) {
+  const auto piece = static_cast<size_t>(a.chunk);
+  MicroBatchState& st = state(a);
+  switch (a.kind) {
+    case ActionKind::Forward: {
+      const int slot = take_slot(a);
+      ForwardResult r;
+      st.output = model_.forward_piece(piece, size_t(slot), micro_batches[size_t(a.micro_batch)], &r);
+      if (last_stage(a.chunk)) {
+        loss.loss_sum += r.loss;
+        loss.correct += r.correct;
+        loss.count += r.count;
+      }
+      return;
+    }
+    case ActionKind::Backward:
+    case ActionKind::BackwardInput: {
+      const bool split = a.kind == ActionKind::BackwardInput;
+      st.input_grad = model_.backward_piece(piece, size_t(st.slot), split);
+      st.backward_done = !split;
+      release_if_done(a);
+      return;
+    }
+    case ActionKind::BackwardWeight:
+      model_.backward_piece_weights(piece, size_t(st.slot));
+      st.backward_done = true;
+      release_if_done(a);
+      return;
+    default:
+      throw Error("pipeline executor: " + describe(a) + " is not a compute action");
+  }
+}
+
+void PipelineExecutor::communicate(std::span<const Action> run, const Batch& shape) {
+  const int64_t B = shape.batch_size, T = shape.seq_len;
+  const size_t bytes = static_cast<size_t>(model_.activation_floats(B, T)) * sizeof(float);
+  std::vector<comm::SendOp> sends;
+  std::vector<comm::RecvOp> recvs;
+  for (const Action& a : run) {
+    const int peer = peer_rank(schedule_, rank_, a);
+    MicroBatchState& st = state(a);
+    const auto piece = static_cast<size_t>(a.chunk);
+    switch (a.kind) {
+      case ActionKind::SendActivation:
+        if (!st.output) throw Error("pipeline executor: rank " + std::to_string(rank_) + " " + describe(a) + " before its forward");
+        sends.push_back({peer, st.output, bytes});
+        break;
+      case ActionKind::SendGradient:
+        if (!st.input_grad)
+          throw Error("pipeline executor: rank " + std::to_string(rank_) + " " + describe(a) + " before its backward");
+        sends.push_back({peer, st.input_grad, bytes});
+        break;
+      case ActionKind::RecvActivation:
+        recvs.push_back({peer, model_.input_buffer(piece, size_t(take_slot(a)), B, T), bytes, nullptr});
+        break;
+      case ActionKind::RecvGradient:
+        if (st.slot < 0)
+          throw Error("pipeline executor: rank " + std::to_string(rank_) + " " + describe(a) + " before its forward");
+        recvs.push_back({peer, model_.output_gradient_buffer(piece, size_t(st.slot), B, T), bytes, nullptr});
+        break;
+      default:
+        throw Error("pipeline executor: " + describe(a) + " is not a communication action");
+    }
+  }
+  group_->exchange(std::move(sends), std::move(recvs));
+  for (const Action& a : run)
+    if (a.kind == ActionKind::SendGradient) {
+      state(a).input_grad_sent = true;
+      release_if_done(a);
+    }
+}
+
+PipelineLoss PipelineExecutor::run(std::span<const Batch> micro_batches, FunctionRef<void()> before_last_compute) {
+  const int M = schedule_.micro_batches;
+  if (static_cast<int>(micro_batches.size()) != M)
+    throw Error("pipeline executor: the schedule runs " + std::to_string(M) + " micro-batches, given " +
+                std::to_string(micro_batches.size()));
+  step_start_ = std::chrono::steady_clock::now();
+  spans_.clear();
+  states_.assign(size_t(schedule_.chunks), std::vector<MicroBatchState>(size_t(M)));
+  for (auto& busy : slot_busy_) std::fill(busy.begin(), busy.end(), false);
+  const std::vector<Action>& actions = schedule_.actions[size_t(rank_)];
+  size_t last_compute = actions.size();
+  for (size_t i = 0; i < actions.size(); ++i)
+    if (is_compute(actions[i].kind)) last_compute = i;
+  PipelineLoss loss;
+  for (size_t i = 0; i < actions.size();) {
+    const double start = now_s();
+    if (is_compute(actions[i].kind)) {
+      if (i == last_compute) before_last_compute();
+      compute(actions[i], micro_batches, loss);
+      spans_.push_back({actions[i], start, now_s()});
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < actions.size() && !is_compute(actions[end].kind)) ++end;
+    communicate(std::span(actions).subspan(i, end - i), micro_batches[0]);
+    spans_.push_back({actions[i], start, now_s()});
+    i = end;
+  }
+  return loss;
+}
+
+PipelineLoss PipelineExecutor::forward_only(std::span<const Batch> micro_batches) {
+  PipelineLoss loss;
+  const int P = schedule_.ranks, S = schedule_.stages();
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    const Batch& batch = micro_batches[m];
+    const int64_t B = batch.batch_size, T = batch.seq_len;
+    const size_t bytes = static_cast<size_t>(model_.activation_floats(B, T)) * sizeof(float);
+    // Stage by stage: stage s runs on rank s % P, as its chunk s / P.
+    for (int s = 0; s < S; ++s) {
+      const int r = s % P, chunk = s / P;
+      if (r != rank_) continue;
+      const auto piece = static_cast<size_t>(chunk);
+      if (s > 0) group_->recv(comm::Buffer(model_.input_buffer(piece, 0, B, T), bytes / sizeof(float), comm::DataType::F32),
+                                (r - 1 + P) % P);
+      ForwardResult result;
+      const float* out = model_.forward_piece(piece, 0, batch, &result);
+      if (s == S - 1) {
+        loss.loss_sum += result.loss;
+        loss.correct += result.correct;
+        loss.count += result.count;
+      } else {
+        group_->send(comm::ConstBuffer(out, bytes / sizeof(float), comm::DataType::F32), (r + 1) % P);
+      }
+    }
+  }
+  return loss;
+}
+
+}  // namespace meshtrain::parallel::pipeline

@@ -1,0 +1,98 @@
+#pragma once
+// Runs one pipeline rank's actions of a Schedule (action.hpp) on the pieces
+// of a model this rank holds (nn/pipeline_model.hpp): chunk c of the rank is
+// the model's piece c, virtual stage c * P + rank.
+//
+// Activation slots: a micro-batch takes the lowest free slot of its chunk at
+// its first action there (its input's receive, or its forward) and frees it
+// when its backward is complete (Backward, or BackwardWeight after
+// BackwardInput) and its input gradient sent, so a chunk holds at most the
+// schedule's micro-batches in flight (validator.hpp's peak).
+//
+// Communication: each run of consecutive sends and receives in the rank's
+// list is posted as one exchange on the pipeline group (process_group.hpp),
+// so neighbours that send to each other at once (1F1B's steady state) do not
+// wait on each other. A send completes when its peer has received it.
+//
+// The step's other parts hook in at two points: `before_last_compute` runs
+// right before the rank's last compute action (data parallelism starts its
+// overlapped all-reduce there: every gradient that action announces is
+// final), and the spans of every action are kept for traces.
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "meshtrain/comm/group/process_group.hpp"
+#include "meshtrain/core/batch.hpp"
+#include "meshtrain/core/function_ref.hpp"
+#include "meshtrain/nn/pipeline_model.hpp"
+#include "meshtrain/parallel/pipeline/action.hpp"
+
+namespace meshtrain::parallel::pipeline {
+
+// One action as it ran, in seconds since the step began. Communication runs
+// are one span each, named by their first action.
+struct ActionSpan {
+  Action action;
+  double start_s = 0, end_s = 0;
+};
+
+// What the last stage's forwards produced (zero on the other ranks).
+struct PipelineLoss {
+  double loss_sum = 0;  // sum over micro-batches of each one's mean loss
+  int64_t correct = 0, count = 0;
+};
+
+class PipelineExecutor {
+ public:
+  // group: the pipeline group (group rank = pipeline rank), null for P = 1.
+  // Throws Error when the model does not hold one piece per chunk, or the
+  // pieces' embedding and head do not sit on the first and last virtual
+  // stage.
+  PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group);
+
+  // One training step's forwards and backwards over the schedule's M
+  // micro-batches (all of equal shape; they must stay alive until this
+  // returns). Gradients add into the model's store.
+  PipelineLoss run(std::span<const Batch> micro_batches, FunctionRef<void()> before_last_compute);
+  // Forwards only (evaluation): every micro-batch through every stage in
+  // order, no slots kept beyond one.
+  PipelineLoss forward_only(std::span<const Batch> micro_batches);
+
+  const Schedule& schedule() const { return schedule_; }
+  int rank() const { return rank_; }
+  // The last run()'s spans, in the rank's order.
+  const std::vector<ActionSpan>& spans() const { return spans_; }
+  // The most slots a chunk has used so far.
+  size_t peak_slots() const;
+
+ private:
+  struct MicroBatchState {
+    int slot = -1;
+    const float* output = nullptr;      // forward's output for the next stage
+    const float* input_grad = nullptr;  // backward's input gradient for the previous stage
+    bool backward_done = false, input_grad_sent = false;
+  };
+  int stage(int chunk) const { return schedule_.stage_of(rank_, chunk); }
+  bool first_stage(int chunk) const { return stage(chunk) == 0; }
+  bool last_stage(int chunk) const { return stage(chunk) == schedule_.stages() - 1; }
+  MicroBatchState& state(const Action& a) { return states_[size_t(a.chunk)][size_t(a.micro_batch)]; }
+  int take_slot(const Action& a);
+  void release_if_done(const Action& a);
+  void compute(const Action& a, std::span<const Batch> micro_batches, PipelineLoss& loss);
+  // Posts actions [begin, end) (sends and receives) as one exchange.
+  void communicate(std::span<const Action> run, const Batch& shape);
+  double now_s() const;
+
+  Schedule schedule_;
+  int rank_;
+  nn::PipelineModel& model_;
+  comm::ProcessGroup* group_;
+  std::vector<std::vector<MicroBatchState>> states_;  // [chunk][micro-batch]
+  std::vector<std::vector<bool>> slot_busy_;          // [chunk][slot]
+  std::vector<ActionSpan> spans_;
+  std::chrono::steady_clock::time_point step_start_;
+};
+
+}  // namespace meshtrain::parallel::pipeline

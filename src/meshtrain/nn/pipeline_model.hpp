@@ -7,8 +7,11 @@
 // slot numbers and reuses a slot once it is free. Slots are made on first
 // use, so the activation memory is the schedule's peak in flight.
 //
-// Buffers returned here are owned by the slot and stay valid until the
-// slot's next forward: the executor receives into them and sends from them.
+// Buffers returned here are owned by the slot: the executor receives into
+// them and sends from them. A forward's output stays valid until the slot's
+// next forward, a backward's input gradient until its next backward, so a
+// slot can take its next micro-batch's input while the last one's input
+// gradient is still being sent.
 // Activations and their gradients are (B, T, C) floats, activation_floats().
 #include <cstddef>
 #include <cstdint>

@@ -49,7 +49,7 @@ int PipelineExecutor::take_slot(const Action& a) {
 
 void PipelineExecutor::release_if_done(const Action& a) {
   MicroBatchState& st = state(a);
-  if (st.slot < 0 || !st.backward_done || (!first_stage(a.chunk) && !st.input_grad_sent)) return;
+  if (st.slot < 0 || !st.backward_done) return;
   slot_busy_[size_t(a.chunk)][size_t(st.slot)] = false;
   st.slot = -1;
 }
@@ -119,11 +119,6 @@ void PipelineExecutor::communicate(std::span<const Action> run, const Batch& sha
     }
   }
   group_->exchange(std::move(sends), std::move(recvs));
-  for (const Action& a : run)
-    if (a.kind == ActionKind::SendGradient) {
-      state(a).input_grad_sent = true;
-      release_if_done(a);
-    }
 }
 
 PipelineLoss PipelineExecutor::run(std::span<const Batch> micro_batches, FunctionRef<void()> before_last_compute) {

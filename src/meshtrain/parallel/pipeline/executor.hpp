@@ -6,8 +6,9 @@
 // Activation slots: a micro-batch takes the lowest free slot of its chunk at
 // its first action there (its input's receive, or its forward) and frees it
 // when its backward is complete (Backward, or BackwardWeight after
-// BackwardInput) and its input gradient sent, so a chunk holds at most the
-// schedule's micro-batches in flight (validator.hpp's peak).
+// BackwardInput), so a chunk holds at most the schedule's micro-batches in
+// flight (validator.hpp's peak; the input gradient to send stays valid
+// until the slot's next backward, pipeline_model.hpp).
 //
 // Communication: each run of consecutive sends and receives in the rank's
 // list is posted as one exchange on the pipeline group (process_group.hpp),
@@ -72,7 +73,7 @@ class PipelineExecutor {
     int slot = -1;
     const float* output = nullptr;      // forward's output for the next stage
     const float* input_grad = nullptr;  // backward's input gradient for the previous stage
-    bool backward_done = false, input_grad_sent = false;
+    bool backward_done = false;
   };
   int stage(int chunk) const { return schedule_.stage_of(rank_, chunk); }
   bool first_stage(int chunk) const { return stage(chunk) == 0; }

@@ -149,17 +149,18 @@ class ViewTensorReader final : public FlatRangeReader {
 
 }  // namespace
 
-std::string shard_file_prefix(int tensor_rank, int tensor_ways) {
-  if (tensor_ways <= 1) return "shard-";
-  char prefix[64];
-  std::snprintf(prefix, sizeof prefix, "tp-%05d-of-%05d.shard-", tensor_rank, tensor_ways);
-  return prefix;
+std::string shard_file_prefix(int tensor_rank, int tensor_ways, int pipeline_rank, int pipeline_ways) {
+  char stage[32] = "", tensor[32] = "";
+  if (pipeline_ways > 1) std::snprintf(stage, sizeof stage, "pp-%05d-of-%05d.", pipeline_rank, pipeline_ways);
+  if (tensor_ways > 1) std::snprintf(tensor, sizeof tensor, "tp-%05d-of-%05d.", tensor_rank, tensor_ways);
+  return std::string(stage) + tensor + "shard-";
 }
 
-std::string shard_file_name(int rank, int world, int tensor_rank, int tensor_ways) {
+std::string shard_file_name(int rank, int world, int tensor_rank, int tensor_ways, int pipeline_rank,
+                            int pipeline_ways) {
   char name[64];
   std::snprintf(name, sizeof name, "%05d-of-%05d.safetensors", rank, world);
-  return shard_file_prefix(tensor_rank, tensor_ways) + name;
+  return shard_file_prefix(tensor_rank, tensor_ways, pipeline_rank, pipeline_ways) + name;
 }
 
 void write_flat_shard(const fs::path& path, const ParamStore& store, const FlatSegments& segments,

@@ -14,14 +14,19 @@ class ReshardedReader final : public FlatRangeReader {
  public:
   ReshardedReader(std::vector<SavedTensorRank> saved, const ParamStore& target)
       : saved_(std::move(saved)), target_(target) {
-    if (saved_.empty()) throw CheckpointError("resharding a checkpoint: no saved tensor-parallel ranks");
-    for (const ParamView& view : target_.views())
+    if (saved_.empty()) throw CheckpointError("resharding a checkpoint: no saved ranks");
+    for (const ParamView& view : target_.views()) {
+      bool held = false;
       for (size_t t = 0; t < saved_.size(); ++t) {
         const ParamView* s = saved_[t].layout->find(view.name);
-        if (!s || s->global_shape != view.global_shape)
-          throw CheckpointError("checkpoint tensor-parallel rank " + std::to_string(t) + " has " +
-                                (s ? "another shape for" : "no") + " tensor '" + view.name + "'");
+        if (s && s->global_shape != view.global_shape)
+          throw CheckpointError("checkpoint rank " + std::to_string(t) + " has another shape for tensor '" +
+                                view.name + "': " + shape_string(s->global_shape) + ", this model " +
+                                shape_string(view.global_shape));
+        held = held || s;
       }
+      if (!held) throw CheckpointError("no rank of the checkpoint holds tensor '" + view.name + "'");
+    }
   }
 
   bool has(std::string_view buffer) const override { return saved_.front().reader->has(buffer); }
@@ -42,7 +47,9 @@ class ReshardedReader final : public FlatRangeReader {
     for (const ParamView& view : target_.views()) {
       whole.assign(static_cast<size_t>(numel(view.global_shape)), 0.0f);
       for (const SavedTensorRank& rank : saved_) {
-        const ParamView& s = *rank.layout->find(view.name);
+        const ParamView* held = rank.layout->find(view.name);
+        if (!held) continue;  // another pipeline stage's tensor
+        const ParamView& s = *held;
         part.resize(s.numel);
         rank.reader->read(buffer, s.offset, s.offset + s.numel, part.data());
         for (size_t i = 0; i < s.numel; ++i) whole[global_index(s.global_shape, s.placement, i)] = part[i];

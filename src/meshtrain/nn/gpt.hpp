@@ -66,6 +66,7 @@ struct GptPiece {
   int64_t first_layer = 0, end_layer = 0;  // blocks h.first_layer .. h.(end_layer-1)
   bool embedding = false;                  // wte and wpe: the first stage
   bool head = false;                       // ln_f, the tied output layer and the loss: the last stage
+  bool operator==(const GptPiece&) const = default;
 };
 
 class Gpt final : public Model, public nn::PipelineModel {
@@ -108,8 +109,7 @@ class Gpt final : public Model, public nn::PipelineModel {
   void backward_piece_weights(size_t piece, size_t slot) override;
   size_t slots_made(size_t piece) const override { return pieces_[piece].slots.size(); }
   const GptPiece& piece(size_t index) const { return pieces_[index].piece; }
-  // The tied output layer's wte on a piece that has the head (the first
-  // piece's own wte when it has both).
+  // This rank's wte: the embedding's, else the output layer's tied copy.
   size_t head_wte_index() const { return head_wte_; }
 
   // Logits (V) of the last position of one sequence tokens (1, T), T in

@@ -10,6 +10,7 @@
 
 #include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/parallel/pipeline/stage_split.hpp"
 
 namespace meshtrain {
 namespace {
@@ -54,6 +55,7 @@ struct Field {
   std::string doc;
   std::function<void*(JobConfig&)> at;
   EnumAccess enumerated;             // Enum
+  bool may_be_empty = false;         // IntList: [] allowed
   std::string name() const { return section + "." + key; }
 };
 
@@ -117,6 +119,8 @@ const std::vector<Field>& fields() {
       MT_FIELD(checkpoint, keep, Int, closed(1, 1 << 20), "complete checkpoints to keep"),
       MT_FIELD(checkpoint, async, Bool, {}, "write checkpoints on a thread while training goes on"),
       MT_FIELD(metrics, path, String, {}, "JSONL metrics file; empty: <out_dir>/metrics.jsonl"),
+      MT_FIELD(metrics, trace, String, {},
+               "Chrome/Perfetto trace JSON of the last step's pipeline actions on every rank; empty: none"),
       MT_ENUM(parallel, data, "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),
       MT_ENUM(parallel, all_reduce, "gradient all-reduce algorithm (data = allreduce)"),
       MT_FIELD(parallel, zero_stage, Int, closed(0, 3),
@@ -132,6 +136,18 @@ const std::vector<Field>& fields() {
       MT_FIELD(parallel, sequence_parallel, Bool, {},
                "with tensor > 1 (gpt): the residual stream and layernorms run on each tensor rank's share of the "
                "batch's tokens; the tensor all-reduces become reduce-scatters and all-gathers"),
+      MT_FIELD(parallel, pipeline, Int, closed(1, 1024),
+               "pipeline stages (gpt): consecutive layers on consecutive groups of workers, micro-batches flowing "
+               "through them; workers = data x tensor x pipeline ways"),
+      MT_ENUM(parallel, schedule, "pipeline schedule (pipeline > 1)"),
+      MT_FIELD(parallel, virtual_stages, Int, closed(1, 64),
+               "model chunks per pipeline rank (schedule = interleaved; 1 otherwise)"),
+      [] {
+        Field f = MT_FIELD(parallel, stage_layers, IntList, closed(0, 1024),
+                           "layers of each of the pipeline x virtual_stages stages, in order; []: balanced");
+        f.may_be_empty = true;
+        return f;
+      }(),
       MT_ENUM(parallel, transport, "auto: shared memory on one host, TCP across hosts"),
       MT_FIELD(parallel, timeout_s, Float, left_open(0, 86400 * 7), "longest wait for a peer, in seconds"),
       MT_FIELD(parallel, workers, Int, closed(1, 4096), "worker processes `meshtrain run` starts"),
@@ -218,7 +234,7 @@ void set_field(JobConfig& config, const Field& f, const toml::node& node, const 
     }
     case FieldType::IntList: {
       const auto* arr = node.as_array();
-      if (!arr || arr->empty()) fail(origin, f.name(), "expected a non-empty array of integers");
+      if (!arr || (arr->empty() && !f.may_be_empty)) fail(origin, f.name(), "expected a non-empty array of integers");
       std::vector<int64_t> values;
       for (const auto& el : *arr) values.push_back(read_int(el, f, origin));
       *static_cast<std::vector<int64_t>*>(p) = values;
@@ -373,10 +389,11 @@ void validate_tensor_parallel(const JobConfig& c, const std::string& origin) {
     fail(origin, "parallel.tensor", "parallel.workers = " + std::to_string(c.parallel.workers) +
                                         " is not a multiple of parallel.tensor = " + std::to_string(t) +
                                         " (workers = data ways x tensor ways)");
-  if (c.parallel.data == DataParallelism::None && c.parallel.workers > 1 && c.parallel.workers != t)
+  if (c.parallel.data == DataParallelism::None && c.parallel.workers > 1 && c.parallel.workers != t * c.parallel.pipeline)
     fail(origin, "parallel.tensor", "parallel.data = \"none\" allows one data-parallel way, but parallel.workers = " +
-                                        std::to_string(c.parallel.workers) + " / tensor " + std::to_string(t) +
-                                        " = " + std::to_string(c.parallel.workers / t));
+                                        std::to_string(c.parallel.workers) + " / (tensor " + std::to_string(t) +
+                                        " x pipeline " + std::to_string(c.parallel.pipeline) + ") = " +
+                                        std::to_string(c.parallel.workers / (t * c.parallel.pipeline)));
   if (c.model.n_head % t != 0)
     fail(origin, "parallel.tensor", "model.n_head = " + std::to_string(c.model.n_head) + " heads do not split" + ways);
   if (c.model.kind == ModelKind::Gpt && c.model.vocab_size % t != 0)
@@ -387,6 +404,51 @@ void validate_tensor_parallel(const JobConfig& c, const std::string& origin) {
     fail(origin, "parallel.reducers", std::to_string(c.parallel.reducers) + " reducers do not split among the " +
                                           std::to_string(t) + " data-parallel groups of parallel.tensor = " +
                                           std::to_string(t) + " (one share per tensor rank)");
+}
+
+// A pipeline splits a GPT's layers; its schedule must exist for the stages
+// and micro-batches, and the strategies around it must compose with it.
+void validate_pipeline(const JobConfig& c, const std::string& origin) {
+  namespace pp = parallel::pipeline;
+  const int64_t P = c.parallel.pipeline, V = c.parallel.virtual_stages, M = c.parallel.micro_batches;
+  if (P == 1) {
+    if (V > 1) fail(origin, "parallel.virtual_stages", "chunks pipeline stages: set parallel.pipeline > 1");
+    if (!c.parallel.stage_layers.empty())
+      fail(origin, "parallel.stage_layers", "splits pipeline stages: set parallel.pipeline > 1");
+    return;
+  }
+  const std::string key = "parallel.pipeline";
+  if (c.model.kind != ModelKind::Gpt)
+    fail(origin, key, "pipeline stages split a GPT's layers, not model.kind = '" + enum_string(c.model.kind) + "'");
+  if (c.parallel.data == DataParallelism::ParameterServer)
+    fail(origin, key, "parameter-server workers train alone; a pipeline needs parallel.data = \"allreduce\" or \"none\"");
+  if (c.parallel.zero_stage >= 2)
+    fail(origin, key, "ZeRO stages 2 and 3 reduce-scatter each block's gradient as its backward ends, which a pipeline "
+                      "interleaves with other micro-batches; use zero_stage = 0 or 1 with a pipeline");
+  if (c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
+    fail(origin, key, "the Reduction Server does not serve pipeline jobs yet; choose another parallel.all_reduce");
+  if (c.parallel.schedule != pp::ScheduleKind::Interleaved && V > 1)
+    fail(origin, "parallel.virtual_stages", std::to_string(V) + " chunks per rank need schedule = \"interleaved\"");
+  if (c.parallel.schedule == pp::ScheduleKind::ZeroBubble && c.parallel.sequence_parallel)
+    fail(origin, "parallel.schedule", "zero_bubble defers weight gradients, which needs the gathered inputs that "
+                                      "sequence parallelism reuses: turn one of them off");
+  const int64_t ways = P * c.parallel.tensor;
+  if (c.parallel.workers > 1 && c.parallel.workers % ways != 0)
+    fail(origin, key, "parallel.workers = " + std::to_string(c.parallel.workers) + " is not a multiple of pipeline " +
+                          std::to_string(P) + " x tensor " + std::to_string(c.parallel.tensor) +
+                          " (workers = data x tensor x pipeline ways)");
+  if (c.parallel.data == DataParallelism::None && c.parallel.workers > 1 && c.parallel.workers != ways)
+    fail(origin, key, "parallel.data = \"none\" allows one data-parallel way, but parallel.workers = " +
+                          std::to_string(c.parallel.workers) + " / (tensor " + std::to_string(c.parallel.tensor) +
+                          " x pipeline " + std::to_string(P) + ") = " + std::to_string(c.parallel.workers / ways));
+  try {
+    pp::make_schedule(c.parallel.schedule, static_cast<int>(P), static_cast<int>(M), static_cast<int>(V));
+    pp::stage_layer_counts(c.model.n_layer, static_cast<int>(P * V), c.parallel.stage_layers);
+  } catch (const ConfigError& e) {
+    fail(origin, key, std::string(e.what()) + " (pipeline " + std::to_string(P) + ", micro_batches " +
+                          std::to_string(M) + ", virtual_stages " + std::to_string(V) + ", model.n_layer " +
+                          std::to_string(c.model.n_layer) + ")");
+  }
 }
 
 }  // namespace
@@ -429,6 +491,7 @@ void validate_job_config(const JobConfig& c) {
     fail(origin, "parallel.micro_batches", "parameter-server workers push every batch's gradient as it is; "
                                            "micro-batches are for data = \"none\" or \"allreduce\"");
   validate_tensor_parallel(c, origin);
+  validate_pipeline(c, origin);
   if (c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer && c.parallel.data != DataParallelism::AllReduce)
     fail(origin, "parallel.all_reduce", "reduction_server needs parallel.data = \"allreduce\", not '" +
                                             enum_string(c.parallel.data) + "'");

@@ -15,6 +15,7 @@
 #include "meshtrain/data/dataset.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/optim/schedule.hpp"
+#include "meshtrain/parallel/pipeline/schedule.hpp"
 
 namespace meshtrain {
 
@@ -98,7 +99,8 @@ struct CheckpointSection {
 };
 
 struct MetricsSection {
-  std::string path;  // empty: <training.out_dir>/metrics.jsonl
+  std::string path;   // empty: <training.out_dir>/metrics.jsonl
+  std::string trace;  // Chrome/Perfetto trace JSON of the last step's pipeline actions, every rank; empty: none
 };
 
 // How the job spreads over processes. `meshtrain run` starts the pools named
@@ -112,6 +114,10 @@ struct ParallelSection {
   int64_t micro_batches = 1;         // gradient accumulation: training.batch_size in this many micro-batches
   int64_t tensor = 1;                // tensor-parallel ways; data ways = workers / tensor (comm/mesh/device_mesh.hpp)
   bool sequence_parallel = false;    // tensor > 1: layernorm regions split along the tokens (Megatron-SP)
+  int64_t pipeline = 1;              // pipeline stages; workers = data x tensor x pipeline ways
+  parallel::pipeline::ScheduleKind schedule = parallel::pipeline::ScheduleKind::OneFOneB;
+  int64_t virtual_stages = 1;        // model chunks per pipeline rank (schedule = interleaved)
+  std::vector<int64_t> stage_layers; // layers per virtual stage; empty: balanced
   comm::TransportKind transport = comm::TransportKind::Auto;
   double timeout_s = 300;            // longest wait for a peer before the job fails
   int64_t workers = 1;               // worker processes `meshtrain run` starts

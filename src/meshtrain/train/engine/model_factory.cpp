@@ -4,18 +4,38 @@
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/nn/mlp_classifier.hpp"
 #include "meshtrain/nn/vit.hpp"
+#include "meshtrain/parallel/pipeline/stage_split.hpp"
 
 namespace meshtrain {
 
 std::unique_ptr<Model> make_model(const ModelSection& m, nn::TensorParallelComm* tp) {
+  return make_model(m, ModelLayout{.tp = tp});
+}
+
+ModelLayout model_layout(const ParallelSection& p, nn::TensorParallelComm* tp, int stage) {
+  return {.tp = tp,
+          .pipeline = static_cast<int>(p.pipeline),
+          .virtual_stages = static_cast<int>(p.virtual_stages),
+          .stage = stage,
+          .stage_layers = p.stage_layers};
+}
+
+std::unique_ptr<Model> make_model(const ModelSection& m, const ModelLayout& layout) {
+  nn::TensorParallelComm* tp = layout.tp;
+  const int P = layout.pipeline, V = layout.virtual_stages;
+  if (P * V > 1 && m.kind != ModelKind::Gpt)
+    throw ConfigError("parallel.pipeline: pipeline stages split a GPT, not model.kind '" + enum_string(m.kind) + "'");
   switch (m.kind) {
-    case ModelKind::Gpt:
-      return std::make_unique<Gpt>(GptConfig{.n_layer = m.n_layer,
-                                             .n_embd = m.n_embd,
-                                             .n_head = m.n_head,
-                                             .block_size = m.block_size,
-                                             .vocab_size = m.vocab_size},
-                                   tp);
+    case ModelKind::Gpt: {
+      const GptConfig config{.n_layer = m.n_layer,
+                             .n_embd = m.n_embd,
+                             .n_head = m.n_head,
+                             .block_size = m.block_size,
+                             .vocab_size = m.vocab_size};
+      if (P * V == 1) return std::make_unique<Gpt>(config, tp);
+      const std::vector<int64_t> counts = parallel::pipeline::stage_layer_counts(m.n_layer, P * V, layout.stage_layers);
+      return std::make_unique<Gpt>(config, tp, parallel::pipeline::rank_pieces(counts, P, V, layout.stage));
+    }
     case ModelKind::Mlp:
       if (tp && tp->size() > 1) throw ConfigError("model.kind 'mlp' has no tensor-parallel form (use gpt or vit)");
       return std::make_unique<MlpClassifier>(

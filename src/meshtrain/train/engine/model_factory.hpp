@@ -1,7 +1,11 @@
 #pragma once
 // Builds the model a job config names, with uninitialized parameters. With a
-// tensor-parallel group, this rank's part of it (gpt.hpp, vit.hpp).
+// tensor-parallel group, this rank's part of it (gpt.hpp, vit.hpp); with
+// pipeline stages, the pieces of pipeline rank `stage`
+// (parallel/pipeline/stage_split.hpp).
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "meshtrain/nn/model.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
@@ -9,6 +13,15 @@
 
 namespace meshtrain {
 
+struct ModelLayout {
+  nn::TensorParallelComm* tp = nullptr;
+  int pipeline = 1, virtual_stages = 1, stage = 0;
+  std::vector<int64_t> stage_layers;  // empty: balanced
+};
+
 std::unique_ptr<Model> make_model(const ModelSection& model, nn::TensorParallelComm* tp = nullptr);
+std::unique_ptr<Model> make_model(const ModelSection& model, const ModelLayout& layout);
+// The layout of worker `stage` of a job's [parallel] section.
+ModelLayout model_layout(const ParallelSection& parallel, nn::TensorParallelComm* tp, int stage);
 
 }  // namespace meshtrain

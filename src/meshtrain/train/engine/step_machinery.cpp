@@ -33,8 +33,10 @@ void attach_view_sum_reducer(Optimizer& optimizer, const ParamStore& store, Work
 
 }  // namespace
 
-StepMachinery make_step_machinery(const StepSettings& settings, Model& model, WorkerGroup& workers) {
+StepMachinery make_step_machinery(const StepSettings& settings, const ParallelSection& parallel, Model& model,
+                                  WorkerGroup& workers) {
   StepMachinery m;
+  m.micro_batches = make_micro_batches(parallel, model, workers);
   ParamStore& store = model.store();
   const OptimizerConfig& optimizer_config = settings.optimizer;
   comm::ProcessGroup* group = workers.group();

@@ -13,6 +13,7 @@
 #include "meshtrain/parallel/zero/zero_engine.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
+#include "meshtrain/train/engine/micro_batches.hpp"
 #include "meshtrain/train/engine/worker_group.hpp"
 
 namespace meshtrain {
@@ -22,11 +23,13 @@ struct StepMachinery {
   std::unique_ptr<parallel::ZeroEngine> zero;    // null: stage 0, or one worker
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<GradientReduction> gradients;  // over the three above
+  std::unique_ptr<MicroBatchRunner> micro_batches;  // how a batch runs through the model
 };
 
 // The model's parameters must be initialized (on the lead at least: the
 // others receive the lead's). With one data-parallel way there is nothing to
 // shard and settings.zero_stage is ignored.
-StepMachinery make_step_machinery(const StepSettings& settings, Model& model, WorkerGroup& workers);
+StepMachinery make_step_machinery(const StepSettings& settings, const ParallelSection& parallel, Model& model,
+                                  WorkerGroup& workers);
 
 }  // namespace meshtrain

@@ -19,37 +19,36 @@ namespace {
 // The global squared norm of the gradients the workers hold (the rule is
 // train_step.hpp's). With one tensor way the squares are one sum over what
 // the rank holds, exactly clip_grad_norm's.
-double global_squared_norm(const HeldGradients& held, const ParamStore& store, WorkerGroup& workers) {
+double global_squared_norm(const HeldGradients& held, const ParamStore& store, WorkerGroup& workers,
+                           const MicroBatchRunner& micro_batches) {
+  double duplicate[2];  // replicated, sharded
+  micro_batches.duplicate_squares(duplicate[0], duplicate[1]);
+  double squares = 0;
   if (workers.tensor_size() == 1) {
-    double squares = squared_norm_range(held.values, 0, held.values.size());
+    squares = squared_norm_range(held.values, 0, held.values.size());
     if (held.data_sharded) workers.sum({&squares, 1});
-    return squares;
+    squares -= duplicate[0] + duplicate[1];
+  } else {
+    const parallel::GradSquares parts = parallel::grad_squares_by_placement(store, held.values, held.segments);
+    double sums[2] = {parts.replicated - duplicate[0], parts.sharded - duplicate[1]};
+    if (held.data_sharded) workers.sum(sums);
+    workers.tensor_sum({&sums[1], 1});
+    squares = sums[0] + sums[1];
   }
-  const parallel::GradSquares squares = parallel::grad_squares_by_placement(store, held.values, held.segments);
-  double sums[2] = {squares.replicated, squares.sharded};
-  if (held.data_sharded) workers.sum(sums);
-  workers.tensor_sum({&sums[1], 1});
-  return sums[0] + sums[1];
+  workers.pipeline_sum({&squares, 1});
+  return squares;
 }
 
 // The global gradient norm before clipping; clips what the rank holds to
 // max_norm (> 0).
-float clip_global_norm(const HeldGradients& held, const ParamStore& store, WorkerGroup& workers, double max_norm) {
-  const double norm = std::sqrt(global_squared_norm(held, store, workers));
+float clip_global_norm(const HeldGradients& held, const ParamStore& store, WorkerGroup& workers,
+                       const MicroBatchRunner& micro_batches, double max_norm) {
+  const double norm = std::sqrt(global_squared_norm(held, store, workers, micro_batches));
   if (max_norm > 0) {
     const float coef = clip_coefficient(norm, static_cast<float>(max_norm));
     if (coef < 1.0f) scale_range(held.values, 0, held.values.size(), coef);
   }
   return static_cast<float>(norm);
-}
-
-// Micro-batch m of M: the batch itself when M = 1, else its m-th equal part
-// copied into `scratch`.
-const Batch& micro_batch(const Batch& batch, int64_t m, int64_t micro_batches, Batch* scratch) {
-  if (micro_batches == 1) return batch;
-  const int64_t size = batch.batch_size / micro_batches;
-  copy_samples(batch, m * size, size, *scratch);
-  return *scratch;
 }
 
 }  // namespace
@@ -58,15 +57,10 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   GradientReduction& gradients = ctx.gradients;
   const int64_t micro_batches = ctx.settings.micro_batches;
   gradients.begin_step();
-  double loss_sum = 0;
-  for (int64_t m = 0; m < micro_batches; ++m) {
-    gradients.begin_micro_batch(m, m + 1 == micro_batches);
-    loss_sum += ctx.model.forward(micro_batch(batch, m, micro_batches, ctx.micro_batch)).loss;
-    ctx.model.backward();
-    gradients.end_micro_batch();
-  }
+  const double loss_sum = ctx.micro_batches.train(batch, gradients);
   StepResult r;
   r.comm = gradients.finish_backward();
+  ctx.micro_batches.finish_gradients();
   const HeldGradients held = gradients.gradients();
   // The sum of the micro-batches' mean gradients -> the batch's mean.
   if (micro_batches > 1) scale_range(held.values, 0, held.values.size(), 1.0f / static_cast<float>(micro_batches));
@@ -77,7 +71,7 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   r.loss = static_cast<float>(global_sum / ctx.workers.size());
   // After an all-reduce the gradients are the same bits on every worker, so
   // the norm, the clipping and the update are too.
-  r.grad_norm = clip_global_norm(held, ctx.model.store(), ctx.workers, ctx.settings.grad_clip);
+  r.grad_norm = clip_global_norm(held, ctx.model.store(), ctx.workers, ctx.micro_batches, ctx.settings.grad_clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
     throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
                 std::to_string(r.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");

@@ -18,7 +18,8 @@
 // of what it holds, added over the data ranks when they hold shards (ZeRO-2
 // and 3); under tensor parallelism split by placement (a replicated tensor
 // counted once, a sharded one summed over the tensor ranks:
-// parallel/tensor/gradient_squares.hpp).
+// parallel/tensor/gradient_squares.hpp); under pipeline parallelism added
+// over the stages, the tied embedding's copy on the last stage left out.
 #include <cstdint>
 
 #include "meshtrain/core/batch.hpp"
@@ -28,6 +29,7 @@
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
+#include "meshtrain/train/engine/micro_batches.hpp"
 #include "meshtrain/train/engine/worker_group.hpp"
 
 namespace meshtrain {
@@ -45,7 +47,7 @@ struct StepContext {
   GradientReduction& gradients;  // the strategy (step_machinery.hpp)
   WorkerGroup& workers;
   const StepSettings& settings;  // schedule, base lr, clipping, micro-batches
-  Batch* micro_batch = nullptr;  // scratch for one micro-batch; needed when micro_batches > 1
+  MicroBatchRunner& micro_batches;  // one after another, or through the pipeline (micro_batches.hpp)
 };
 
 // Step `step` (0-based: the optimizer has taken `step` steps) on `batch`.

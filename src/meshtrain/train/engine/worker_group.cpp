@@ -1,5 +1,6 @@
 #include "meshtrain/train/engine/worker_group.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "meshtrain/comm/bootstrap/connect.hpp"
@@ -25,7 +26,7 @@ void check_lone_process(const ParallelSection& p) {
 }  // namespace
 
 WorkerGroup::WorkerGroup(const ParallelSection& p, const SharedSettings& shared) {
-  if (p.data != DataParallelism::AllReduce && p.tensor == 1) {
+  if (p.data != DataParallelism::AllReduce && p.tensor == 1 && p.pipeline == 1) {
     check_lone_process(p);
     return;
   }
@@ -43,32 +44,45 @@ void WorkerGroup::place(const ParallelSection& p, const comm::LaunchEnv& env) {
   if (env.role == "server")
     throw ConfigError("rank " + std::to_string(env.rank) + " is a pool-2 server rank (the last " +
                       std::to_string(env.num_servers) + " ranks); run `meshtrain reducer` there, not `train`");
+  const int pipeline = static_cast<int>(p.pipeline);
   try {
-    mesh_ = comm::DeviceMesh(comm::MeshShape{.dp = -1, .tp = tensor}, env.num_workers());
+    mesh_ = comm::DeviceMesh(comm::MeshShape{.dp = -1, .tp = tensor, .pp = pipeline}, env.num_workers());
   } catch (const ConfigError& e) {
     throw ConfigError(std::to_string(env.num_workers()) + " workers do not split into tensor groups of " +
-                      "parallel.tensor = " + std::to_string(tensor) + " (" + e.what() + ")");
+                      "parallel.tensor = " + std::to_string(tensor) + " and pipelines of parallel.pipeline = " +
+                      std::to_string(pipeline) + " stages (" + e.what() + ")");
   }
   if (p.data != DataParallelism::AllReduce && size() > 1)
     throw ConfigError(std::to_string(env.num_workers()) + " workers at parallel.tensor = " + std::to_string(tensor) +
-                      " make " + std::to_string(size()) + " data-parallel ways, but parallel.data = \"" + enum_string(p.data) +
-                      "\": set parallel.data = \"allreduce\", or start " + std::to_string(tensor) + " processes");
+                      " and parallel.pipeline = " + std::to_string(pipeline) + " make " + std::to_string(size()) +
+                      " data-parallel ways, but parallel.data = \"" + enum_string(p.data) +
+                      "\": set parallel.data = \"allreduce\", or start " + std::to_string(tensor * pipeline) +
+                      " processes");
   worker_rank_ = env.rank;
   local_size_ = env.local_world_size;
 }
 
 void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const SharedSettings& shared) {
-  const bool tensor = p.tensor > 1;
+  const bool tensor = p.tensor > 1, pipeline = p.pipeline > 1;
   comm::TransportOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
   // The tensor axis gets a channel of its own (its own transport and
   // communication thread), so its all-reduces inside every layer never
   // queue behind a data-parallel gradient bucket (connect.hpp).
-  auto transports = comm::connect_transports(env, p.transport, options,
-                                             tensor ? std::vector<std::string>{"", "tp"} : std::vector<std::string>{""});
+  // So does the pipeline axis: a stage's activations never wait behind
+  // either.
+  std::vector<std::string> channels{""};
+  if (tensor) channels.push_back("tp");
+  if (pipeline) channels.push_back("pp");
+  auto transports = comm::connect_transports(env, p.transport, options, channels);
   communicator_ = std::make_shared<comm::Communicator>(std::move(transports[0]));
-  tensor_communicator_ =
-      transports.size() > 1 ? std::make_shared<comm::Communicator>(std::move(transports[1])) : communicator_;
+  // MPI gives one transport for every channel: the axes share it.
+  auto channel = [&](const char* name) {
+    const size_t i = size_t(std::find(channels.begin(), channels.end(), name) - channels.begin());
+    return i < transports.size() ? std::make_shared<comm::Communicator>(std::move(transports[i])) : communicator_;
+  };
+  tensor_communicator_ = tensor ? channel("tp") : communicator_;
+  pipeline_communicator_ = pipeline ? channel("pp") : communicator_;
   local_size_ = env.local_world_size;  // learned at rendezvous where the launcher did not say
   std::vector<int> workers(static_cast<size_t>(mesh_.workers()));
   std::iota(workers.begin(), workers.end(), 0);
@@ -80,6 +94,13 @@ void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const 
     tensor_group_ = std::make_unique<comm::ProcessGroup>(tensor_communicator_,
                                                          mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_));
     tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_, p.sequence_parallel);
+  }
+  if (pipeline) {
+    const std::vector<int> stages = mesh_.group_ranks(comm::MeshAxis::Pipeline, worker_rank_);
+    pipeline_group_ = std::make_unique<comm::ProcessGroup>(pipeline_communicator_, stages);
+    if (worker_rank_ == stages.front() || worker_rank_ == stages.back())
+      embedding_group_ = std::make_unique<comm::ProcessGroup>(pipeline_communicator_,
+                                                              std::vector<int>{stages.front(), stages.back()});
   }
   if (algorithm_ == comm::AllReduceAlgorithm::ReductionServer) use_reducers(env.num_servers);
 }
@@ -112,7 +133,8 @@ const char* WorkerGroup::transport_name() const {
 
 uint64_t WorkerGroup::bytes_sent() const {
   uint64_t sent = 0;
-  for (const auto* g : {all_workers_.get(), data_group_.get(), tensor_group_.get()})
+  for (const auto* g : {all_workers_.get(), data_group_.get(), tensor_group_.get(), pipeline_group_.get(),
+                        embedding_group_.get()})
     if (g) sent += g->bytes_sent();
   return sent;
 }
@@ -123,6 +145,10 @@ void WorkerGroup::sum(std::span<double> values) {
 
 void WorkerGroup::tensor_sum(std::span<double> values) {
   if (tensor_group_) tensor_group_->all_reduce(values, comm::ReduceKind::Sum);
+}
+
+void WorkerGroup::pipeline_sum(std::span<double> values) {
+  if (pipeline_group_) pipeline_group_->all_reduce(values, comm::ReduceKind::Sum);
 }
 
 int64_t WorkerGroup::broadcast_from_lead(int64_t value) {

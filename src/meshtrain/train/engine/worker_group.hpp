@@ -1,12 +1,15 @@
 #pragma once
 // The workers of a synchronous job as one process sees them: the device mesh
-// they form (comm/mesh/device_mesh.hpp: data ways x tensor ways, tensor
+// they form (comm/mesh/device_mesh.hpp: pipeline x data x tensor ways, tensor
 // fastest), this process's place in it, and the process groups cut from it:
 // the data-parallel group its gradients are reduced over, the tensor-parallel
-// group its layers exchange activations in, and all the workers (for the
-// lead's decisions: resume step, checkpoint directory). Built from the
+// group its layers exchange activations in, the pipeline group its stages
+// pass micro-batches along (and the first and last stage's pair, which sums
+// the tied embedding's gradient), and all the workers (for the lead's
+// decisions: resume step, checkpoint directory). Built from the
 // launch environment (comm/bootstrap/launch_env.hpp) and the config's
-// [parallel] section; a job with parallel.data = "none" and tensor = 1, or a
+// [parallel] section; a job with parallel.data = "none", tensor = 1 and
+// pipeline = 1, or a
 // single worker, gets rank 0 of 1 and no communication at all.
 #include <memory>
 
@@ -40,7 +43,10 @@ class WorkerGroup {
   // Tensor-parallel rank and ways.
   int tensor_rank() const { return mesh_.coord(worker_rank_).tp; }
   int tensor_size() const { return mesh_.size(comm::MeshAxis::Tensor); }
-  // Position among all workers, and how many there are (data x tensor).
+  // Pipeline stage (rank in the pipeline group) and stages.
+  int pipeline_rank() const { return mesh_.coord(worker_rank_).pp; }
+  int pipeline_size() const { return mesh_.size(comm::MeshAxis::Pipeline); }
+  // Position among all workers, and how many there are (data x tensor x pipeline).
   int worker_rank() const { return worker_rank_; }
   int workers() const { return mesh_.workers(); }
   const comm::DeviceMesh& mesh() const { return mesh_; }
@@ -52,6 +58,11 @@ class WorkerGroup {
   // The tensor-parallel group as nn/'s layers take it; null for tensor = 1.
   // It has a communication channel of its own (comm/bootstrap/connect.hpp).
   nn::TensorParallelComm* tensor_group() { return tensor_comm_.get(); }
+  // The pipeline group, on a channel of its own; null for pipeline = 1.
+  comm::ProcessGroup* pipeline_group() { return pipeline_group_.get(); }
+  // The first and the last stage of this rank's pipeline (group ranks 0 and
+  // 1), which hold the tied embedding; null elsewhere and for pipeline = 1.
+  comm::ProcessGroup* embedding_group() { return embedding_group_.get(); }
   comm::AllReduceAlgorithm algorithm() const { return algorithm_; }
   const char* transport_name() const;
   // Bytes this process has sent in every group so far.
@@ -61,6 +72,8 @@ class WorkerGroup {
   void sum(std::span<double> values);
   // Sums `values` over the tensor-parallel ranks, in place (a no-op for one).
   void tensor_sum(std::span<double> values);
+  // Sums `values` over the pipeline stages, in place (a no-op for one).
+  void pipeline_sum(std::span<double> values);
   // Every worker gets the lead's value.
   int64_t broadcast_from_lead(int64_t value);
 
@@ -76,8 +89,9 @@ class WorkerGroup {
   comm::DeviceMesh mesh_{comm::MeshShape{}, 1};
   comm::AllReduceAlgorithm algorithm_ = comm::AllReduceAlgorithm::Auto;
   std::shared_ptr<comm::Communicator> communicator_;         // all workers, the data axis
-  std::shared_ptr<comm::Communicator> tensor_communicator_;  // the tensor axis's channel (MPI: communicator_)
-  std::unique_ptr<comm::ProcessGroup> all_workers_, data_group_, tensor_group_;
+  std::shared_ptr<comm::Communicator> tensor_communicator_;    // the tensor axis's channel (MPI: communicator_)
+  std::shared_ptr<comm::Communicator> pipeline_communicator_;  // the pipeline axis's channel (MPI: communicator_)
+  std::unique_ptr<comm::ProcessGroup> all_workers_, data_group_, tensor_group_, pipeline_group_, embedding_group_;
   std::unique_ptr<nn::TensorParallelComm> tensor_comm_;
 };
 

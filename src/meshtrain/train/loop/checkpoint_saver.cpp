@@ -69,14 +69,15 @@ std::string CheckpointSaver::wait() {
 
 void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
                             std::optional<checkpoint::CheckpointWriter> writer) {
-  const int world = workers_.size(), tensor_ways = workers_.tensor_size();
+  const int world = workers_.size(), tensor_ways = workers_.tensor_size(), stages = workers_.pipeline_size();
   if (workers_.workers() == 1) {
     write_whole_checkpoint(dir, state, settings_.config_toml, model_, share);
   } else {
     try {
       write_checkpoint_shard(dir,
                              {.rank = workers_.rank(), .world = world, .tensor_rank = workers_.tensor_rank(),
-                              .tensor_ways = tensor_ways, .zero_stage = zero_stage_},
+                              .tensor_ways = tensor_ways, .pipeline_rank = workers_.pipeline_rank(),
+                              .pipeline_ways = stages, .zero_stage = zero_stage_},
                              state, settings_.config_toml, model_.store(), share);
     } catch (...) {
       // The others may still be writing their shards into this directory:
@@ -90,9 +91,10 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
   // atomic rename, so appearing means complete).
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(settings_.timeout_s);
-  for (int t = 0; t < tensor_ways && workers_.workers() > 1; ++t)
+  for (int p = 0; p < stages && workers_.workers() > 1; ++p)
+  for (int t = 0; t < tensor_ways; ++t)
     for (int r = 0; r < world; ++r) {
-      const fs::path shard = dir / checkpoint::shard_file_name(r, world, t, tensor_ways);
+      const fs::path shard = dir / checkpoint::shard_file_name(r, world, t, tensor_ways, p, stages);
       while (!fs::exists(shard)) {
         if (abandon_) return;
         if (std::chrono::steady_clock::now() > deadline)
@@ -103,7 +105,7 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
       }
     }
   auto info = writer->commit({.workers = workers_.workers(), .zero_stage = zero_stage_, .dp = world,
-                              .tp = tensor_ways, .config = settings_.config_toml});
+                              .tp = tensor_ways, .pp = stages, .config = settings_.config_toml});
   checkpoint::prune(settings_.root, static_cast<size_t>(settings_.keep));
   committed_ = info.path.string();
 }

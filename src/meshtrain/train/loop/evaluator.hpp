@@ -6,6 +6,7 @@
 #include "meshtrain/core/batch.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/nn/model.hpp"
+#include "meshtrain/train/engine/micro_batches.hpp"
 
 namespace meshtrain {
 
@@ -25,6 +26,8 @@ struct EvalResult {
 // (a job with gradient accumulation never holds a whole batch's activations).
 EvalResult evaluate(Model& model, DataLoader& loader, int64_t max_batches, Batch& scratch,
                     int64_t micro_batches = 1);
+// The same through a step's micro-batch runner (a pipeline's forwards).
+EvalResult evaluate(MicroBatchRunner& micro_batches, DataLoader& loader, int64_t max_batches, Batch& scratch);
 
 // Several ranks' evaluations as one: takes the sums over ranks of their
 // loss_sum, correct and predictions.

@@ -11,6 +11,7 @@
 #include "meshtrain/checkpoint/safetensors_reader.hpp"
 #include "meshtrain/checkpoint/safetensors_writer.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
 #include "meshtrain/train/engine/model_factory.hpp"
@@ -63,15 +64,21 @@ std::vector<fs::path> files_named(const fs::path& dir, std::initializer_list<std
   return files;
 }
 
-// One tensor rank's shard files of a sharded checkpoint; empty for a whole one.
-std::vector<fs::path> shard_files(const fs::path& dir, int tensor_rank, int tensor_ways) {
-  return files_named(dir, {checkpoint::shard_file_prefix(tensor_rank, tensor_ways)});
+// Where a rank's files sit in a sharded checkpoint: its tensor rank of its
+// pipeline stage.
+struct SavedCoordinate {
+  int tensor_rank = 0, tensor_ways = 1, stage = 0, stages = 1;
+};
+
+// One saved rank's shard files of a sharded checkpoint; empty for a whole one.
+std::vector<fs::path> shard_files(const fs::path& dir, const SavedCoordinate& at) {
+  return files_named(dir, {checkpoint::shard_file_prefix(at.tensor_rank, at.tensor_ways, at.stage, at.stages)});
 }
 
 // The file whose metadata holds the training state: the first worker's
 // shard (tensor rank 0, data rank 0), or the whole checkpoint's state file.
 fs::path state_file(const fs::path& dir) {
-  auto shards = files_named(dir, {checkpoint::shard_file_prefix(0, 1), "tp-"});
+  auto shards = files_named(dir, {checkpoint::shard_file_prefix(0, 1), "tp-", "pp-"});
   return shards.empty() ? dir / kStateFile : shards.front();
 }
 
@@ -85,35 +92,57 @@ TensorCoordinate tensor_coordinate(const ParamStore& store) {
   return {};
 }
 
-// A reader of one saved tensor rank's buffers in `layout` (whole checkpoints
-// have one rank).
+// A reader of one saved rank's buffers in `layout` (whole checkpoints have
+// one rank).
 std::unique_ptr<checkpoint::FlatRangeReader> open_saved_rank(
-    const fs::path& dir, int tensor_rank, int tensor_ways, const ParamStore& layout,
+    const fs::path& dir, const SavedCoordinate& at, const ParamStore& layout,
     const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
-  if (auto shards = shard_files(dir, tensor_rank, tensor_ways); !shards.empty())
-    return checkpoint::open_flat_shards(shards, layout);
-  if (tensor_ways > 1)
-    throw CheckpointError(dir.string() + ": holds no shard of tensor-parallel rank " + std::to_string(tensor_rank) +
-                          " of " + std::to_string(tensor_ways));
+  if (auto shards = shard_files(dir, at); !shards.empty()) return checkpoint::open_flat_shards(shards, layout);
+  if (at.tensor_ways > 1 || at.stages > 1)
+    throw CheckpointError(dir.string() + ": holds no shard of tensor-parallel rank " + std::to_string(at.tensor_rank) +
+                          " of " + std::to_string(at.tensor_ways) + ", pipeline stage " + std::to_string(at.stage) +
+                          " of " + std::to_string(at.stages));
   std::vector<checkpoint::ViewTensorSource> sources{{"params", dir / kModelFile, ""}};
   for (auto& [name, buffer] : states) sources.push_back({name, dir / kStateFile, name + "."});
   return checkpoint::open_view_tensors(sources, layout);
 }
 
-// A checkpoint saved at another tensor-parallel width, read by placement
-// (checkpoint/placement_reader.hpp): the saved ranks' layouts come from the
-// model the checkpoint's own config describes.
+// The pieces a model holds: a pipeline rank's, or the whole model's.
+std::vector<GptPiece> pieces_of(const Model& model) {
+  std::vector<GptPiece> pieces;
+  if (const auto* gpt = dynamic_cast<const Gpt*>(&model))
+    for (size_t p = 0; p < gpt->pieces(); ++p) pieces.push_back(gpt->piece(p));
+  return pieces;
+}
+
+// The pieces each stage of the saved job held (by its config).
+std::vector<std::vector<GptPiece>> saved_stage_pieces(const JobConfig& saved) {
+  const ParallelSection& p = saved.parallel;
+  std::vector<std::vector<GptPiece>> stages;
+  for (int s = 0; s < int(p.pipeline); ++s) {
+    const std::unique_ptr<Model> model = make_model(saved.model, model_layout(p, nullptr, s));
+    stages.push_back(pieces_of(*model));
+  }
+  return stages;
+}
+
+// A checkpoint saved at another tensor-parallel width or pipeline split,
+// read by placement and name (checkpoint/placement_reader.hpp): each saved
+// rank's layout comes from the model the checkpoint's own config describes.
 std::unique_ptr<checkpoint::FlatRangeReader> open_resharded_checkpoint(
-    const fs::path& dir, int saved_ways, const ParamStore& store,
+    const fs::path& dir, const JobConfig& saved, int saved_ways, const ParamStore& store,
     const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
-  const JobConfig saved = checkpoint_config(dir.string());
   parallel::SoloTensorGroup group(0, saved_ways);  // for the layout only
-  const std::unique_ptr<Model> model = make_model(saved.model, saved_ways > 1 ? &group : nullptr);
+  const int stages = static_cast<int>(saved.parallel.pipeline);
   std::vector<checkpoint::SavedTensorRank> ranks;
-  for (int t = 0; t < saved_ways; ++t) {
-    checkpoint::SavedTensorRank rank{.layout = checkpoint::layout_copy(model->store(), saved_ways > 1 ? t : -1)};
-    rank.reader = open_saved_rank(dir, t, saved_ways, *rank.layout, states);
-    ranks.push_back(std::move(rank));
+  for (int s = 0; s < stages; ++s) {
+    const std::unique_ptr<Model> model =
+        make_model(saved.model, model_layout(saved.parallel, saved_ways > 1 ? &group : nullptr, s));
+    for (int t = 0; t < saved_ways; ++t) {
+      checkpoint::SavedTensorRank rank{.layout = checkpoint::layout_copy(model->store(), saved_ways > 1 ? t : -1)};
+      rank.reader = open_saved_rank(dir, {t, saved_ways, s, stages}, *rank.layout, states);
+      ranks.push_back(std::move(rank));
+    }
   }
   return checkpoint::open_resharded(std::move(ranks), store);
 }
@@ -156,12 +185,14 @@ void write_whole_checkpoint(const fs::path& dir, const TrainState& state, const 
 
 void write_checkpoint_shard(const fs::path& dir, const ShardCoordinate& at, const TrainState& state,
                             const std::string& config_toml, const ParamStore& store, const SavedShare& share) {
-  const bool first = at.rank == 0 && at.tensor_rank == 0;
+  const bool first = at.rank == 0 && at.tensor_rank == 0 && at.pipeline_rank == 0;
   checkpoint::Metadata meta = first ? state_metadata(state, config_toml, share) : checkpoint::Metadata{};
   meta["zero_stage"] = std::to_string(at.zero_stage);
   meta["workers"] = std::to_string(at.world);
   meta["tensor_parallel"] = std::to_string(at.tensor_ways);
-  checkpoint::write_flat_shard(dir / checkpoint::shard_file_name(at.rank, at.world, at.tensor_rank, at.tensor_ways),
+  meta["pipeline_parallel"] = std::to_string(at.pipeline_ways);
+  checkpoint::write_flat_shard(dir / checkpoint::shard_file_name(at.rank, at.world, at.tensor_rank, at.tensor_ways,
+                                                                 at.pipeline_rank, at.pipeline_ways),
                                store, share.segments, share.buffers, meta);
 }
 
@@ -195,13 +226,25 @@ TrainState load_train_checkpoint(const std::string& path, Model& model, Optimize
                             optimizer->name() + "'");
     states = optimizer->state_buffers();
   }
-  // The same tensor-parallel width reads this rank's own files by flat
-  // range; another width (one process included) reshards by placement.
-  const int saved_ways = checkpoint::read_manifest(dir).job.tp;
+  // The same tensor-parallel width and a saved stage with this rank's
+  // pieces read that rank's own files by flat range; another layout (one
+  // process included) reshards by placement and name.
+  const checkpoint::Manifest manifest = checkpoint::read_manifest(dir);
+  const int saved_ways = manifest.job.tp;
   const TensorCoordinate here = tensor_coordinate(store);
+  const JobConfig saved = checkpoint_config(path);
+  const std::vector<std::vector<GptPiece>> saved_stages =
+      manifest.job.pp > 1 ? saved_stage_pieces(saved) : std::vector<std::vector<GptPiece>>{};
+  const std::vector<GptPiece> mine = pieces_of(model);
+  const bool whole_model = mine.empty() || (mine.size() == 1 && mine[0].embedding && mine[0].head &&
+                                      mine[0].first_layer == 0 && mine[0].end_layer == saved.model.n_layer);
+  int stage = manifest.job.pp == 1 && whole_model ? 0 : -1;  // the saved stage whose files this rank reads as they are
+  for (size_t s = 0; s < saved_stages.size(); ++s)
+    if (saved_stages[s] == mine) stage = static_cast<int>(s);
   std::unique_ptr<checkpoint::FlatRangeReader> reader =
-      saved_ways == here.ways ? open_saved_rank(dir, here.index, here.ways, store, states)
-                              : open_resharded_checkpoint(dir, saved_ways, store, states);
+      saved_ways == here.ways && stage >= 0
+          ? open_saved_rank(dir, {here.index, here.ways, stage, manifest.job.pp}, store, states)
+          : open_resharded_checkpoint(dir, saved, saved_ways, store, states);
   for (auto& [name, buffer] : states)
     if (!reader->has(name)) throw CheckpointError(path + ": holds no optimizer state '" + name + "'");
 

@@ -70,10 +70,11 @@ void write_whole_checkpoint(const std::filesystem::path& dir, const TrainState& 
 struct ShardCoordinate {
   int rank = 0, world = 1;
   int tensor_rank = 0, tensor_ways = 1;
+  int pipeline_rank = 0, pipeline_ways = 1;
   int zero_stage = 0;
 };
 // Writes a worker's shard into `dir`; the first worker's (rank 0, tensor
-// rank 0) carries the training state and the job config's TOML.
+// rank 0, stage 0) carries the training state and the job config's TOML.
 void write_checkpoint_shard(const std::filesystem::path& dir, const ShardCoordinate& at, const TrainState& state,
                             const std::string& config_toml, const ParamStore& store, const SavedShare& share);
 

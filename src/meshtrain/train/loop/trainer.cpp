@@ -132,7 +132,7 @@ class SyncTrainer {
   std::optional<MetricsLog> metrics_;  // the lead's
   std::optional<Progress> progress_;
   std::optional<CheckpointSaver> saver_;
-  Batch batch_, eval_batch_, micro_batch_;
+  Batch batch_, eval_batch_;
 };
 
 SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
@@ -140,7 +140,8 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
       options_(options),
       checkpoints_(check_writable(to_checkpoint_settings(config))),
       workers_(config.parallel, shared_settings(config)),
-      model_(make_model(config.model, workers_.tensor_group())),
+      model_(make_model(config.model,
+                        model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank()))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
       lead_(workers_.is_lead()),
       out_(lead_ ? options.out : nullptr) {
@@ -150,7 +151,7 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
   check_memory_budget(config.training.max_memory_mb, step_, model_->store(), workers_.size());
   Rng init_rng(static_cast<uint64_t>(config.training.seed));
   model_->init_parameters(init_rng);
-  machinery_ = make_step_machinery(step_, *model_, workers_);
+  machinery_ = make_step_machinery(step_, config.parallel, *model_, workers_);
 }
 
 TrainSummary SyncTrainer::run() {
@@ -218,6 +219,11 @@ void SyncTrainer::print_setup() const {
     std::fprintf(out_, "tensor parallel: %d ways (%s over %s); %zu of the model's parameters on this worker\n",
                  workers_.tensor_size(), workers_.mesh().describe().c_str(), workers_.transport_name(),
                  model_->store().parameter_count());
+  if (workers_.pipeline_size() > 1)
+    std::fprintf(out_, "pipeline parallel: %d stages, schedule %s, %lld micro-batches, %lld virtual stage(s) per rank (%s)\n",
+                 workers_.pipeline_size(), enum_string(config_.parallel.schedule).c_str(),
+                 (long long)config_.parallel.micro_batches, (long long)config_.parallel.virtual_stages,
+                 workers_.mesh().describe().c_str());
   if (const auto* zero = machinery_.zero.get())
     std::fprintf(out_, "ZeRO stage %d: %zu units sharded over %d workers (%zu of %zu elements on this one)\n",
                  step_.zero_stage, zero->layout().units().size(), world_size, zero->layout().local_size(),
@@ -231,7 +237,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
                         .gradients = *machinery_.gradients,
                         .workers = workers_,
                         .settings = step_,
-                        .micro_batch = &micro_batch_};
+                        .micro_batches = *machinery_.micro_batches};
   const int64_t first_step = step;
   Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)
   double throughput_ema = 0;
@@ -280,6 +286,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
     rec["workers"] = workers_.workers();
     rec["data_parallel"] = workers_.size();
     rec["tensor_parallel"] = workers_.tensor_size();
+    rec["pipeline_parallel"] = workers_.pipeline_size();
     rec["zero_stage"] = step_.zero_stage;
     rec["comm_bytes"] = timing.comm_bytes;  // sent by this worker in the step (loss and norm sums included)
     rec["comm_exposed_ms"] = r.comm.exposed_s * 1e3;
@@ -295,7 +302,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
 void SyncTrainer::evaluate_at(int64_t step) {
   GradientReduction& gradients = *machinery_.gradients;
   gradients.begin_evaluation();
-  EvalResult r = evaluate(*model_, *loader_, config_.training.eval_batches, eval_batch_, step_.micro_batches);
+  EvalResult r = evaluate(*machinery_.micro_batches, *loader_, config_.training.eval_batches, eval_batch_);
   gradients.end_evaluation();
   if (workers_.size() > 1) {
     double sums[3] = {r.loss_sum, double(r.correct), double(r.predictions)};

@@ -70,6 +70,28 @@ if timeout 60 "$MESHTRAIN" launch --nproc 3 -- "$MESHTRAIN" train job.toml --par
   --parallel.tensor=2 --training.out_dir="$WORK/tp3" > tp3.log 2>&1; then fail "3 workers ran at tensor = 2"; fi
 grep -q "3 workers do not split into tensor groups of parallel.tensor = 2" tp3.log || { cat tp3.log; fail "tp3's message"; }
 
+# Pipelines that cannot be built: stated before any training.
+expect_failure "parallel.stage_layers = \[3, 3\] must list 2 layer counts" \
+  "$MESHTRAIN" train job.toml --parallel.pipeline=2 --parallel.stage_layers=[3,3]
+expect_failure "interleaved" \
+  "$MESHTRAIN" train job.toml --parallel.pipeline=2 --parallel.virtual_stages=2
+expect_failure "pipeline: stage 2 of 4 would hold no layer" \
+  "$MESHTRAIN" train job.toml --parallel.pipeline=2 --parallel.schedule=interleaved --parallel.virtual_stages=2 \
+  --parallel.micro_batches=2 --model.n_layer=1
+expect_failure "micro-batches" \
+  "$MESHTRAIN" train job.toml --parallel.pipeline=2 --parallel.schedule=interleaved --parallel.virtual_stages=1 \
+  --parallel.micro_batches=3 --training.batch_size=3
+expect_failure "use zero_stage = 0 or 1 with a pipeline" \
+  "$MESHTRAIN" train job.toml --parallel.pipeline=2 --parallel.data=allreduce --parallel.zero_stage=2
+expect_failure "parallel.virtual_stages: chunks pipeline stages: set parallel.pipeline > 1" \
+  "$MESHTRAIN" train job.toml --parallel.virtual_stages=2
+expect_failure "parallel.workers = 6 is not a multiple of pipeline 4 x tensor 1" \
+  "$MESHTRAIN" train job.toml --parallel.pipeline=4 --parallel.data=allreduce --parallel.workers=6
+if timeout 60 "$MESHTRAIN" launch --nproc 3 -- "$MESHTRAIN" train job.toml --parallel.pipeline=2 \
+  --parallel.data=allreduce --training.out_dir="$WORK/pp3" > pp3.log 2>&1; then fail "3 workers ran at pipeline = 2"; fi
+grep -q "3 workers do not split into tensor groups of parallel.tensor = 1 and pipelines of parallel.pipeline = 2" pp3.log ||
+  { cat pp3.log; fail "pp3's message"; }
+
 # Every subcommand has --help.
 for sub in train eval generate; do
   help="$("$MESHTRAIN" "$sub" --help)" || fail "$sub --help exits non-zero"

@@ -56,6 +56,22 @@ same one 1f1b-zero1-tcp
 pipe 1f1b-uneven 2 1 1 1f1b --parallel.stage_layers=[5,3]
 same one 1f1b-uneven
 
+# The timeline: every rank's actions of the last step in one trace, drawn
+# by `meshtrain plot`; the memory report lists each stage.
+pipe traced 2 1 1 zero_bubble --trace "$WORK/trace.json" --memory-report --training.steps=6 --checkpoint.every=0
+python3 - "$WORK/trace.json" <<'PY' || fail "trace"
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+kinds = {(e["pid"], e["name"]) for e in events}
+for pid in (0, 1):
+    for name in ("forward", "backward_input", "backward_weight"):
+        assert (pid, name) in kinds, (pid, name, sorted(kinds))
+assert sum(1 for e in events if e["pid"] == 1 and e["name"] == "forward") == 4, "4 micro-batches on stage 1"
+PY
+"$MESHTRAIN" plot "$WORK/trace.json" --out "$WORK/trace.svg" > /dev/null || fail "plot of the trace"
+grep -q "bubble" "$WORK/trace.svg" || fail "the timeline does not state the bubble"
+grep -q "worker 1 (stage 1, dp 0, tp 0)" traced.log || { cat traced.log; fail "no per-stage memory line"; }
+
 # Resume the 2-stage step-10 checkpoint in other layouts.
 resume() {  # NAME PP TP [overrides...]
   local name=$1 pp=$2 tp=$3

@@ -1,5 +1,5 @@
 // `meshtrain train CONFIG.toml [--section.key=value ...] [--resume] [--stop-at-step N]
-//  [--memory-report] [--max-memory-per-rank MIB]`
+//  [--memory-report] [--max-memory-per-rank MIB] [--trace FILE]`
 #include <unistd.h>
 
 #include <cstdlib>
@@ -19,6 +19,7 @@ struct TrainArgs {
   int64_t stop_at_step = 0;
   bool memory_report = false;
   double max_memory_mb = 0;
+  std::string trace;
 };
 
 }  // namespace
@@ -38,12 +39,16 @@ void add_train_command(CLI::App& app, CommandSet& commands) {
                   "per-rank memory limit in MiB (training.max_memory_mb): refuse before training if the model "
                   "state does not fit, fail a step whose peak exceeds it")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--trace", args->trace,
+                  "write the last step's pipeline actions on every rank as one Chrome/Perfetto trace JSON "
+                  "(metrics.trace; `meshtrain plot FILE` draws it)");
   sub->allow_extras();
   sub->footer("Any config key can be overridden as --section.key=value:\n" + job_config_reference());
   commands.add(sub, [args, sub] {
     JobConfig config = load_job_config(args->config_path);
     apply_overrides(config, sub->remaining());
     if (args->max_memory_mb > 0) config.training.max_memory_mb = args->max_memory_mb;
+    if (!args->trace.empty()) config.metrics.trace = args->trace;
     TrainOptions options;
     options.memory_report = args->memory_report;
     options.resume = args->resume;

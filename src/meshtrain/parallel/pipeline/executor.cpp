@@ -118,7 +118,19 @@ void PipelineExecutor::communicate(std::span<const Action> run, const Batch& sha
         throw Error("pipeline executor: " + describe(a) + " is not a communication action");
     }
   }
-  group_->exchange(std::move(sends), std::move(recvs));
+  try {
+    group_->exchange(std::move(sends), std::move(recvs));
+  } catch (const CommError& e) {
+    // Name the stages: a dead or hung stage shows up here as its
+    // neighbour's failed exchange (within the transport's timeout).
+    std::string peers;
+    for (const Action& a : run) {
+      const std::string peer = std::to_string(peer_rank(schedule_, rank_, a));
+      if (peers.find("stage " + peer + ",") == std::string::npos) peers += "stage " + peer + ", ";
+    }
+    throw CommError("pipeline stage " + std::to_string(rank_) + " of " + std::to_string(schedule_.ranks) + ": " +
+                    describe(run.front()) + " with " + peers.substr(0, peers.size() - 2) + " failed: " + e.what());
+  }
 }
 
 PipelineLoss PipelineExecutor::run(std::span<const Batch> micro_batches, FunctionRef<void()> before_last_compute) {

@@ -63,8 +63,12 @@ class PipelineExecutor {
 
   const Schedule& schedule() const { return schedule_; }
   int rank() const { return rank_; }
-  // The last run()'s spans, in the rank's order.
+  // The last run()'s spans, in the rank's order, and when it began (seconds
+  // of the steady clock, which every process on a host shares).
   const std::vector<ActionSpan>& spans() const { return spans_; }
+  double step_start_s() const {
+    return std::chrono::duration<double>(step_start_.time_since_epoch()).count();
+  }
   // The most slots a chunk has used so far.
   size_t peak_slots() const;
 

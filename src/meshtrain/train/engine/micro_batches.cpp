@@ -117,7 +117,7 @@ class PipelineMicroBatches final : public MicroBatchRunner {
     return {values[0], static_cast<int64_t>(values[1]), static_cast<int64_t>(values[2])};
   }
 
-  const std::vector<parallel::pipeline::ActionSpan>* spans() const override { return &executor_.spans(); }
+  const parallel::pipeline::PipelineExecutor* pipeline() const override { return &executor_; }
 
  private:
   Gpt& model_;

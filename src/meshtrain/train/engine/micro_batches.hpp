@@ -53,8 +53,9 @@ class MicroBatchRunner {
   // sums of the whole evaluation.
   virtual void evaluate(const Batch& batch, EvalSums& sums) = 0;
   virtual EvalSums shared(const EvalSums& sums) { return sums; }
-  // The last step's pipeline actions (empty without a pipeline).
-  virtual const std::vector<parallel::pipeline::ActionSpan>* spans() const { return nullptr; }
+  // The pipeline's executor (its last step's spans, its slots); null
+  // without a pipeline.
+  virtual const parallel::pipeline::PipelineExecutor* pipeline() const { return nullptr; }
 };
 
 // One after another through the whole model, M = micro_batches.

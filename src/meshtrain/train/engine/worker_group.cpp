@@ -151,6 +151,22 @@ void WorkerGroup::pipeline_sum(std::span<double> values) {
   if (pipeline_group_) pipeline_group_->all_reduce(values, comm::ReduceKind::Sum);
 }
 
+std::vector<std::vector<double>> WorkerGroup::all_gather_workers(std::span<const double> values) {
+  if (!all_workers_) return {std::vector<double>(values.begin(), values.end())};
+  // The lengths first, then every rank's values padded to the longest.
+  const auto n = static_cast<size_t>(workers());
+  std::vector<int64_t> length{static_cast<int64_t>(values.size())}, lengths(n);
+  all_workers_->all_gather(length, lengths);
+  const auto longest = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
+  std::vector<double> mine(longest, 0.0), all(longest * n);
+  std::copy(values.begin(), values.end(), mine.begin());
+  all_workers_->all_gather(mine, all);
+  std::vector<std::vector<double>> out(n);
+  for (size_t r = 0; r < n; ++r)
+    out[r].assign(all.begin() + std::ptrdiff_t(r * longest), all.begin() + std::ptrdiff_t(r * longest + size_t(lengths[r])));
+  return out;
+}
+
 int64_t WorkerGroup::broadcast_from_lead(int64_t value) {
   if (all_workers_) all_workers_->broadcast(std::span<int64_t>(&value, 1), 0);
   return value;

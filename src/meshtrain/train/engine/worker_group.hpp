@@ -12,6 +12,8 @@
 // pipeline = 1, or a
 // single worker, gets rank 0 of 1 and no communication at all.
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "meshtrain/comm/bootstrap/launch_env.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
@@ -74,6 +76,9 @@ class WorkerGroup {
   void tensor_sum(std::span<double> values);
   // Sums `values` over the pipeline stages, in place (a no-op for one).
   void pipeline_sum(std::span<double> values);
+  // Every worker's `values` (of any length), in worker-rank order, on every
+  // worker; a lone process gets its own.
+  std::vector<std::vector<double>> all_gather_workers(std::span<const double> values);
   // Every worker gets the lead's value.
   int64_t broadcast_from_lead(int64_t value);
 

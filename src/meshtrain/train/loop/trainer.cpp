@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -24,6 +25,7 @@
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 #include "meshtrain/train/ps/ps_worker.hpp"
 #include "meshtrain/train/report/metrics_log.hpp"
+#include "meshtrain/train/report/pipeline_trace.hpp"
 #include "meshtrain/train/report/progress.hpp"
 #include "meshtrain/train/report/throughput.hpp"
 
@@ -113,6 +115,9 @@ class SyncTrainer {
   void save(int64_t step, bool last);
   void report_checkpoint(const std::string& path);
   void finish(int64_t step, const MemoryPrediction& predicted, Clock::time_point run_start);
+  // Every stage's memory peaks and last step's actions, gathered by the
+  // lead: the trace file (metrics.trace) and the per-stage memory lines.
+  void gather_pipeline_report();
 
   // The whole job: the cadences this loop keeps and what it reports. Each
   // part below gets its own settings from it.
@@ -133,6 +138,7 @@ class SyncTrainer {
   std::optional<Progress> progress_;
   std::optional<CheckpointSaver> saver_;
   Batch batch_, eval_batch_;
+  std::string pipeline_memory_;  // the lead's per-stage memory lines (pipeline jobs)
 };
 
 SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
@@ -177,6 +183,7 @@ TrainSummary SyncTrainer::run() {
   saver_.emplace(checkpoints_, *model_, *machinery_.optimizer, machinery_.zero.get(), workers_);
   const auto run_start = Clock::now();
   step = train_steps(step, run_start);
+  if (workers_.pipeline_size() > 1) gather_pipeline_report();
   evaluate_at(step);
   report_checkpoint(saver_->wait());  // the one in flight, if any
   save(step, true);
@@ -327,13 +334,47 @@ void SyncTrainer::report_checkpoint(const std::string& path) {
   if (lead_ && !path.empty()) progress_->message("checkpoint " + path);
 }
 
+void SyncTrainer::gather_pipeline_report() {
+  const parallel::pipeline::PipelineExecutor& executor = *machinery_.micro_batches->pipeline();
+  const auto& tracker = MemoryTracker::global();
+  // [activations MiB, total MiB, activation slots], then the spans.
+  std::vector<double> mine{double(tracker.peak(MemoryKind::Activations)) / (1 << 20),
+                           double(tracker.peak_total()) / (1 << 20), double(executor.peak_slots())};
+  if (!config_.metrics.trace.empty()) {
+    const std::vector<double> spans = encode_spans(executor);
+    mine.insert(mine.end(), spans.begin(), spans.end());
+  }
+  std::vector<std::vector<double>> all = workers_.all_gather_workers(mine);
+  if (!lead_) return;
+  nlohmann::json stages = nlohmann::json::array();
+  pipeline_memory_ = "pipeline stages (peak per worker): activations, total, micro-batches held at once\n";
+  for (size_t r = 0; r < all.size(); ++r) {
+    const comm::MeshCoord at = workers_.mesh().coord(static_cast<int>(r));
+    stages.push_back({{"worker", r}, {"stage", at.pp}, {"peak_activations_mb", all[r][0]},
+                      {"peak_total_mb", all[r][1]}, {"activation_slots", all[r][2]}});
+    char line[160];
+    std::snprintf(line, sizeof line, "  worker %zu (stage %d, dp %d, tp %d): %10.2f MiB %10.2f MiB %4.0f\n", r, at.pp,
+                  at.dp, at.tp, all[r][0], all[r][1], all[r][2]);
+    pipeline_memory_ += line;
+    all[r].erase(all[r].begin(), all[r].begin() + 3);
+  }
+  metrics_->write({{"step", summary_.last_step}, {"pipeline_stages", stages}});
+  if (config_.metrics.trace.empty()) return;
+  std::ofstream f(config_.metrics.trace);
+  f << pipeline_trace_json(all, workers_.mesh(), static_cast<int>(config_.parallel.virtual_stages));
+  if (!f) throw IoError("metrics.trace: cannot write '" + config_.metrics.trace + "'");
+  progress_->message("pipeline trace of step " + std::to_string(summary_.last_step) + ": " + config_.metrics.trace);
+}
+
 void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock::time_point run_start) {
   progress_->finish();
   nlohmann::json peaks = {{"step", step}, {"memory", "peak"}};
   add_memory_peaks(peaks);
   metrics_->write(peaks);
-  if (options_.memory_report)
+  if (options_.memory_report) {
     std::fputs(memory_report(predicted, workers_.size(), step_.zero_stage).c_str(), out_);
+    std::fputs(pipeline_memory_.c_str(), out_);
+  }
   std::fprintf(out_, "done: %lld steps in %s, final loss %.4f, val_loss %.4f\n",
                (long long)(step - summary_.first_step), format_duration(seconds_since(run_start)).c_str(),
                summary_.final_loss, summary_.val_loss);

@@ -129,7 +129,9 @@ TEST(PipelineExecutor, EverySchedulesGradientsEqualTheSerialModel) {
       // A slot is held from the forward to the end of the backward, W included.
       const int bound = report.peak_in_flight[size_t(r)] + report.peak_weight_pending[size_t(r)];
       EXPECT_LE(got[size_t(r)].peak_slots, size_t(bound)) << "rank " << r;
-      if (c.kind == ScheduleKind::GPipe) EXPECT_EQ(got[size_t(r)].peak_slots, size_t(c.M)) << "GPipe holds all M";
+      if (c.kind == ScheduleKind::GPipe) {
+        EXPECT_EQ(got[size_t(r)].peak_slots, size_t(c.M)) << "GPipe holds all M";
+      }
     }
   }
 }

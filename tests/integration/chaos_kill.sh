@@ -6,7 +6,8 @@
 #   - the primary (rank 0),
 #   - a random worker of a ZeRO stage 3 job (sharded checkpoints),
 #   - the reducer of a Reduction Server job,
-#   - a tensor rank of a tensor-parallel job (one shard file per tensor rank).
+#   - a tensor rank of a tensor-parallel job (one shard file per tensor rank),
+#   - a middle stage of a 4-stage pipeline (one file per stage).
 # The random choices print their seed; CHAOS_SEED=N replays one.
 source "$(dirname "$0")/lib.sh"
 source "$SRC/tests/integration/chaos_lib.sh"
@@ -14,15 +15,16 @@ chaos_job
 seed=${CHAOS_SEED:-$RANDOM}
 RANDOM=$seed
 echo "chaos seed $seed"
-base=(--nproc 2 --parallel.data=allreduce --checkpoint.every=4 --checkpoint.keep=5 --training.steps=20
+base=(--parallel.data=allreduce --checkpoint.every=4 --checkpoint.keep=5 --training.steps=20
       "${CHAOS_MODEL[@]}")
 
-# chaos NAME VICTIM_RANK [ARGS...]: the job once straight, once with the
-# process of RANK=VICTIM_RANK killed at a random step; same final bits.
+# chaos NAME VICTIM_RANK [ARGS...]: the job (of $NPROC workers, 2 unless
+# set) once straight, once with the process of RANK=VICTIM_RANK killed at a
+# random step; same final bits.
 chaos() {
   local name=$1 victim_rank=$2
   shift 2
-  local args=("${base[@]}" "$@")
+  local args=(--nproc "${NPROC:-2}" "${base[@]}" "$@")
   "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/$name-straight" > "$name-straight.txt" 2>&1 ||
     { cat "$name-straight.txt"; fail "$name: uninterrupted run"; }
   local at=$((3 + RANDOM % 8))  # steps 3-10 of 20: leaves the kill time to land under load
@@ -45,4 +47,7 @@ chaos zero3 $((RANDOM % 2)) --parallel.zero_stage=3
 # Workers are ranks 0-1, the reducer rank 2.
 chaos reducer 2 --parallel.all_reduce=reduction_server --parallel.reducers=1
 chaos tensor $((RANDOM % 2)) --parallel.tensor=2
+# Stages 1 or 2 of 0-3; data = "none": the 4 workers are one pipeline.
+NPROC=4 chaos pipeline $((1 + RANDOM % 2)) --parallel.data=none --parallel.pipeline=4 --parallel.micro_batches=4 \
+  --parallel.schedule=1f1b
 echo "chaos: every kill recovered bitwise"

@@ -241,14 +241,14 @@ WorkHandle ProcessGroup::exchange_async(std::vector<SendOp> sends, std::vector<R
     if (op.peer == rank_)
       throw CommError("exchange: a rank cannot receive from itself (group rank " + std::to_string(op.peer) + ")");
   }
+  // Described now: the operation takes the lists (a pipeline step makes a
+  // few exchanges per micro-batch, so the text costs nothing that counts).
+  std::string text = "exchange(";
+  for (const SendOp& op : sends) text += "send " + std::to_string(op.bytes) + " B to " + std::to_string(op.peer) + ", ";
+  for (const RecvOp& op : recvs) text += "recv " + std::to_string(op.bytes) + " B from " + std::to_string(op.peer) + ", ";
+  text = (sends.empty() && recvs.empty() ? text : text.substr(0, text.size() - 2)) + ")";
   return submit(
-      [&] {
-        std::string text = "exchange(";
-        for (const SendOp& op : sends) text += "send " + std::to_string(op.bytes) + " B to " + std::to_string(op.peer) + ", ";
-        for (const RecvOp& op : recvs)
-          text += "recv " + std::to_string(op.bytes) + " B from " + std::to_string(op.peer) + ", ";
-        return text.substr(0, text.size() - 2) + ")";
-      },
+      [&] { return text; },
       [sends = std::move(sends), recvs = std::move(recvs)](Transport& t, const CollectiveOptions&) {
         t.exchange(sends, recvs);
       });

@@ -177,6 +177,7 @@ void add_bench_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--timeout", args->timeout_s, "seconds any one exchange may take")->check(CLI::PositiveNumber);
   sub->add_flag("--check", args->check, "verify every result exactly on every rank first (non-zero exit if wrong)");
   sub->add_flag("--json", args->json, "one JSON line per size (nccl-tests' algbw and busbw)");
+  add_bench_schedule_command(*bench, commands);
   commands.add(sub, [args] {
     BenchArgs a = *args;
     if (a.algo == "reduction_server" && a.reducers == 0) a.reducers = a.nproc > 0 ? a.nproc : 1;

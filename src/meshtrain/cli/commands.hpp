@@ -31,6 +31,8 @@ void add_launch_command(CLI::App& app, CommandSet& commands);
 void add_reducer_command(CLI::App& app, CommandSet& commands);
 void add_ps_server_command(CLI::App& app, CommandSet& commands);
 void add_bench_command(CLI::App& app, CommandSet& commands);
+// `meshtrain bench schedule`, under `bench` (bench_schedule_command.cpp).
+void add_bench_schedule_command(CLI::App& bench, CommandSet& commands);
 void add_plot_command(CLI::App& app, CommandSet& commands);
 void add_run_command(CLI::App& app, CommandSet& commands);
 void add_submit_command(CLI::App& app, CommandSet& commands);

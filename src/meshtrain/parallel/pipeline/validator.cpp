@@ -1,6 +1,7 @@
 #include "meshtrain/parallel/pipeline/validator.hpp"
 
 #include <algorithm>
+#include <span>
 #include <string>
 
 #include "meshtrain/core/error.hpp"
@@ -26,7 +27,7 @@ struct RankState {
 
 class Simulation {
  public:
-  Simulation(const Schedule& s, const ActionCosts& c)
+  Simulation(const Schedule& s, std::span<const ActionCosts> c)
       : schedule_(s), costs_(c), cells_(size_t(s.stages()) * size_t(s.micro_batches)), ranks_(size_t(s.ranks)) {}
 
   ScheduleReport run() {
@@ -108,6 +109,7 @@ class Simulation {
     RankState& rank = ranks_[r];
     const int s = schedule_.stage_of(r, a.chunk), last = schedule_.stages() - 1;
     Cell& here = cell(s, a.micro_batch);
+    const ActionCosts& costs = costs_[costs_.size() == 1 ? 0 : size_t(r)];
     auto compute = [&](double cost) { rank.clock += cost, rank.busy += cost; };
     switch (a.kind) {
       case ActionKind::RecvActivation: {
@@ -144,7 +146,7 @@ class Simulation {
         if (here.forward) fail(r, a, "runs twice");
         if (s > 0 && !here.activation_received) fail(r, a, "runs before its input activation was received");
         here.forward = true;
-        compute(costs_.forward);
+        compute(costs.forward);
         rank.in_flight++;
         rank.peak_in_flight = std::max(rank.peak_in_flight, rank.in_flight);
         return true;
@@ -156,7 +158,7 @@ class Simulation {
         if (s < last && !here.gradient_received) fail(r, a, "runs before its output gradient was received");
         here.input_grad = true;
         here.weight_grad = here.weight_grad || whole;
-        compute(costs_.backward_input + (whole ? costs_.backward_weight : 0.0));
+        compute(costs.backward_input + (whole ? costs.backward_weight : 0.0));
         rank.in_flight--;
         if (!whole) rank.weight_pending++;
         rank.peak_weight_pending = std::max(rank.peak_weight_pending, rank.weight_pending);
@@ -166,7 +168,7 @@ class Simulation {
         if (here.weight_grad) fail(r, a, "runs twice (the weight gradient of this micro-batch already ran)");
         if (!here.input_grad) fail(r, a, "runs before its backward_input");
         here.weight_grad = true;
-        compute(costs_.backward_weight);
+        compute(costs.backward_weight);
         rank.weight_pending--;
         return true;
     }
@@ -219,7 +221,7 @@ class Simulation {
   }
 
   const Schedule& schedule_;
-  const ActionCosts& costs_;
+  std::span<const ActionCosts> costs_;  // one for every rank, or one per rank
   std::vector<Cell> cells_;  // [stage][micro-batch]
   std::vector<RankState> ranks_;
 };
@@ -227,9 +229,16 @@ class Simulation {
 }  // namespace
 
 ScheduleReport validate_schedule(const Schedule& schedule, const ActionCosts& costs) {
+  return validate_schedule(schedule, std::span<const ActionCosts>(&costs, 1));
+}
+
+ScheduleReport validate_schedule(const Schedule& schedule, std::span<const ActionCosts> rank_costs) {
   if (schedule.ranks < 1 || schedule.micro_batches < 1 || schedule.chunks < 1)
     throw Error("pipeline schedule: needs at least 1 rank, micro-batch and chunk");
-  return Simulation(schedule, costs).run();
+  if (rank_costs.size() != 1 && rank_costs.size() != size_t(schedule.ranks))
+    throw Error("pipeline schedule: " + std::to_string(rank_costs.size()) + " cost rows for " +
+                std::to_string(schedule.ranks) + " ranks (give one, or one per rank)");
+  return Simulation(schedule, rank_costs).run();
 }
 
 }  // namespace meshtrain::parallel::pipeline

@@ -28,6 +28,7 @@
 //   (transports match them in order, transport.hpp);
 // - every send is received exactly once, every receive has its send, and
 //   none crosses past the first or last stage.
+#include <span>
 #include <vector>
 
 #include "meshtrain/parallel/pipeline/action.hpp"
@@ -58,5 +59,7 @@ struct ScheduleReport {
 
 // Throws Error on the first broken rule; otherwise the timing and memory.
 ScheduleReport validate_schedule(const Schedule& schedule, const ActionCosts& costs = {});
+// With each rank's own costs (stages of unequal work or speed), one row per rank.
+ScheduleReport validate_schedule(const Schedule& schedule, std::span<const ActionCosts> rank_costs);
 
 }  // namespace meshtrain::parallel::pipeline

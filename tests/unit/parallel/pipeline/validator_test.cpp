@@ -146,3 +146,23 @@ TEST(PipelineValidator, ExchangesPairTheSameRanks) {
 
 }  // namespace
 }  // namespace meshtrain::parallel::pipeline
+
+namespace meshtrain::parallel::pipeline {
+namespace {
+
+TEST(PipelineValidator, EachRankMayHaveItsOwnCosts) {
+  // One micro-batch through 2 stages, the second twice as slow: F0 F1 B1 B0
+  // one after another, 1 + 2 + 2 + 1 = 6; each rank idles while the other works.
+  const Schedule s = make_schedule(ScheduleKind::GPipe, 2, 1);
+  const std::vector<ActionCosts> costs{{1, 1, 0}, {2, 2, 0}};
+  const ScheduleReport r = validate_schedule(s, costs);
+  EXPECT_DOUBLE_EQ(r.makespan, 6.0);
+  EXPECT_DOUBLE_EQ(r.idle[0], 4.0);
+  EXPECT_DOUBLE_EQ(r.idle[1], 2.0);
+  EXPECT_DOUBLE_EQ(r.bubble, 6.0 / 12.0);
+  const std::vector<ActionCosts> three(3);
+  EXPECT_THROW(validate_schedule(s, three), Error);
+}
+
+}  // namespace
+}  // namespace meshtrain::parallel::pipeline

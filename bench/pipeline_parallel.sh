@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Pipeline parallelism on this machine, three measurements, each meshtrain run with 1 compute thread per
+# process and its last step traced (--trace):
+#
+# 1. Bubbles: config B with $BUBBLE_LAYERS layers (default 8, so 4 stages x 2 chunks get one each), micro-
+#    batches of one sequence (256 tokens), every schedule at P = 2 and 4 and M in $BUBBLE_M:
+#      meshtrain launch --nproc P -- meshtrain train examples/gpt-bench-b.toml --training.threads=1
+#        --model.n_layer=8 --training.batch_size=M --parallel.pipeline=P --parallel.micro_batches=M
+#        --parallel.schedule=S [--parallel.virtual_stages=2] --training.steps=$MT_STEPS --trace T.json
+#    the bubble measured from the trace (pipeline_bubbles.py: the share of P x step time the stages of the
+#    last step spent outside forward/backward/weight actions) against the schedule's formula:
+#      gpipe, 1f1b (P-1)/(M+P-1)   interleaved (V=2) (P-1)/(V*M+P-1)   zero_bubble (ZB-H1) (P-1)/(3M+P-1)
+#    P = 4 runs 4 processes on the 2 cores: the bubble is still measured, but the stages share cores.
+# 2. Efficiency, P = 2: tokens/s of 2 stages x 1 thread against 2 x (one process x 1 thread, the same
+#    micro-batches one after another) x (1 - the formula's bubble); target >= 95%. Beside it the same with
+#    two single processes running at once, one of them: what 2 processes reach on this machine.
+# 3. Against torch.distributed.pipelining (bench/peers/torch_pp_gpt.py, bench/.venv): config B (L=6, batch
+#    8), P = 2, M = 4, 1 thread per process, gloo; GPipe, 1F1B, interleaved (V=2), and PyTorch's zero-bubble
+#    schedules (ScheduleInterleavedZeroBubble at V=1 and 2, ScheduleZBVZeroBubble) against meshtrain's
+#    zero_bubble (ZB-H1); and both on one process x 1 thread (torch_gpt.py, meshtrain train), so
+#      (meshtrain pp / PyTorch pp) / (meshtrain 1 process / PyTorch 1 process)  target >= 1 per schedule.
+#
+# Knobs: ROUNDS [2]  PARTS ["bubbles efficiency torch"]  BUBBLE_LAYERS [8]  BUBBLE_M ["4 8 16"]
+#   BUBBLE_P ["2 4"]  MT_STEPS [6]  MT_SKIP [2]  TORCH_STEPS [8] TORCH_WARMUP [2]  SCHEDULES ["gpipe 1f1b
+#   interleaved zero_bubble"]  VENV_PY [bench/.venv/bin/python]  MESHTRAIN [build/src/meshtrain/meshtrain]
+#   OUT [bench/out/pipeline_parallel]  IDLE_WAIT [60] IDLE_PCT [15]
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root" || exit 1
+ROUNDS="${ROUNDS:-2}"
+PARTS="${PARTS:-bubbles efficiency torch}"
+BUBBLE_LAYERS="${BUBBLE_LAYERS:-8}"
+BUBBLE_M="${BUBBLE_M:-4 8 16}"
+BUBBLE_P="${BUBBLE_P:-2 4}"
+MT_STEPS="${MT_STEPS:-6}"
+MT_SKIP="${MT_SKIP:-2}"
+TORCH_STEPS="${TORCH_STEPS:-8}"
+TORCH_WARMUP="${TORCH_WARMUP:-2}"
+SCHEDULES="${SCHEDULES:-gpipe 1f1b interleaved zero_bubble}"
+VENV_PY="${VENV_PY:-$root/bench/.venv/bin/python}"
+MESHTRAIN="${MESHTRAIN:-$root/build/src/meshtrain/meshtrain}"
+OUT="${OUT:-$root/bench/out/pipeline_parallel}"
+IDLE_WAIT="${IDLE_WAIT:-60}"
+IDLE_PCT="${IDLE_PCT:-15}"
+export MESHTRAIN OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+mkdir -p "$OUT"
+results="$OUT/results.jsonl"
+: > "$results"
+source bench/idle.sh
+toml=examples/gpt-bench-b.toml
+
+cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2- | tr ' ' '\n' |
+             grep -E '^(avx2|fma|avx512f|avx512_bf16|amx_bf16)$' | paste -sd' ')"
+echo "pipeline_parallel: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(getconf _NPROCESSORS_ONLN) CPUs," \
+     "CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); flags: ${cpu_flags:-none};" \
+     "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; PyTorch: $("$VENV_PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
+
+# mt LABEL ROUND NPROC [train overrides...]: one meshtrain run; appends its summary to $results.
+mt() {
+  local label="$1" round="$2" nproc="$3"
+  shift 3
+  local dir="$OUT/$label-r$round"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local train=("$MESHTRAIN" train "$toml" --training.threads=1 --training.steps="$MT_STEPS" --training.log_every=1
+               --training.out_dir="$dir/run" --metrics.path="$dir/metrics.jsonl" "$@")
+  [ "$nproc" -gt 1 ] && train=("$MESHTRAIN" launch --nproc "$nproc" --transport shm -- "${train[@]}"
+                               --parallel.data=none --trace "$dir/trace.json")
+  wait_idle
+  if [ -n "${MT_PAIR:-}" ]; then  # a twin beside it, its figures not kept
+    "${train[@]/$dir\/run/$dir/twin}" --metrics.path="$dir/twin.jsonl" > "$dir/twin.log" 2>&1 &
+  fi
+  if ! "${train[@]}" > "$dir/log" 2>&1; then echo "  $label: FAILED (${dir#$root/}/log)"; tail -n 3 "$dir/log"; return; fi
+  wait
+  python3 bench/pipeline_bubbles.py summary "$label" "$round" "$dir" "$MT_SKIP" "$*" >> "$results" &&
+    tail -n 1 "$results" | python3 bench/pipeline_bubbles.py show
+}
+
+# torch LABEL ROUND ARGS...: one PyTorch run (its JSON line) appended to $results.
+torch() {
+  local label="$1" round="$2"
+  shift 2
+  [ -x "$VENV_PY" ] || { echo "  $label: SKIPPED: no $VENV_PY (bench/setup-venv.sh)"; return; }
+  wait_idle
+  local line
+  if line="$("$VENV_PY" "$@" --json 2> "$OUT/$label-r$round.err" | grep '^{' | tail -n 1)" && [ -n "$line" ]; then
+    python3 -c 'import json,sys; r=json.loads(sys.argv[3]); r.update(label=sys.argv[1], round=int(sys.argv[2]), runner="torch"); print(json.dumps(r))' \
+      "$label" "$round" "$line" >> "$results"
+    tail -n 1 "$results" | python3 bench/pipeline_bubbles.py show
+  else
+    echo "  $label: FAILED ($OUT/$label-r$round.err)"; tail -n 3 "$OUT/$label-r$round.err"
+  fi
+}
+
+chunks() { [ "$1" = interleaved ] && echo 2 || echo 1; }
+
+for round in $(seq 1 "$ROUNDS"); do
+  echo "== round $round"
+  if [[ " $PARTS " == *" bubbles "* ]]; then
+    for P in $BUBBLE_P; do
+      for M in $BUBBLE_M; do
+        for S in $SCHEDULES; do
+          [ "$S" = interleaved ] && [ $((M % P)) -ne 0 ] && continue
+          mt "bubble-$S-p$P-m$M" "$round" "$P" --model.n_layer="$BUBBLE_LAYERS" --training.batch_size="$M" \
+            --parallel.pipeline="$P" --parallel.micro_batches="$M" --parallel.schedule="$S" \
+            --parallel.virtual_stages="$(chunks "$S")"
+        done
+      done
+    done
+  fi
+  if [[ " $PARTS " == *" efficiency "* ]]; then
+    for M in $BUBBLE_M; do
+      one=(--model.n_layer="$BUBBLE_LAYERS" --training.batch_size="$M" --parallel.micro_batches="$M")
+      mt "one-m$M" "$round" 1 "${one[@]}"
+      # Two at once: what 2 processes on this machine's 2 cores reach each (shared caches and memory).
+      MT_PAIR=1 mt "two-m$M" "$round" 1 "${one[@]}"
+    done
+  fi
+  if [[ " $PARTS " == *" torch "* ]]; then
+    mt "mt-one" "$round" 1
+    torch "torch-one" "$round" bench/peers/torch_gpt.py --layers 6 --d 384 --heads 6 --ctx 256 --batch 8 --threads 1 \
+      --steps "$TORCH_STEPS" --warmup "$TORCH_WARMUP" --wait unset
+    for S in $SCHEDULES; do
+      mt "mt-pp2-$S" "$round" 2 --parallel.pipeline=2 --parallel.micro_batches=4 --parallel.schedule="$S" \
+        --parallel.virtual_stages="$(chunks "$S")"
+    done
+    for S in gpipe 1f1b interleaved "zero_bubble --virtual-stages 1" zero_bubble zbv; do
+      read -r name rest <<< "$S"
+      torch "torch-pp2-$name${rest:+-v1}" "$round" bench/peers/torch_pp_gpt.py --config b --procs 2 --micro-batches 4 \
+        --schedule $S --steps "$TORCH_STEPS" --warmup "$TORCH_WARMUP"
+    done
+  fi
+done
+python3 bench/pipeline_bubbles.py report "$results"

@@ -81,8 +81,12 @@ expect_failure "pipeline: stage 2 of 4 would hold no layer" \
 expect_failure "micro-batches" \
   "$MESHTRAIN" train job.toml --parallel.pipeline=2 --parallel.schedule=interleaved --parallel.virtual_stages=1 \
   --parallel.micro_batches=3 --training.batch_size=3
-expect_failure "use zero_stage = 0 or 1 with a pipeline" \
-  "$MESHTRAIN" train job.toml --parallel.pipeline=2 --parallel.data=allreduce --parallel.zero_stage=2
+expect_failure "use zero_stage = 0 or 1 with zero_bubble, or gpipe or 1f1b" \
+  "$MESHTRAIN" train job.toml --parallel.pipeline=2 --parallel.data=allreduce --parallel.zero_stage=2 \
+  --parallel.schedule=zero_bubble
+expect_failure "use zero_stage = 0 or 1 with interleaved, or gpipe or 1f1b" \
+  "$MESHTRAIN" train job.toml --parallel.pipeline=2 --parallel.data=allreduce --parallel.zero_stage=3 \
+  --parallel.schedule=interleaved --parallel.virtual_stages=2 --parallel.micro_batches=2 --model.n_layer=4
 expect_failure "parallel.virtual_stages: chunks pipeline stages: set parallel.pipeline > 1" \
   "$MESHTRAIN" train job.toml --parallel.virtual_stages=2
 expect_failure "parallel.workers = 6 is not a multiple of pipeline 4 x tensor 1" \

@@ -50,9 +50,17 @@ for schedule in gpipe 1f1b interleaved zero_bubble; do
 done
 ls "$WORK/1f1b-pp2-tp1-dp1/checkpoints/step_00000020" | grep -q '^pp-00001-of-00002.shard-00000-of-00001.safetensors$' ||
   { ls "$WORK/1f1b-pp2-tp1-dp1/checkpoints/step_00000020"; fail "no file of stage 1"; }
-# With ZeRO-1 over the data axis, over TCP, and with uneven stages.
+# With ZeRO over the data axis (stage 1 over TCP; stages 2 and 3 reduce
+# each backward action's gradients, wte's slice summed between the ends),
+# and with uneven stages.
 pipe 1f1b-zero1-tcp 2 1 2 1f1b --parallel.zero_stage=1 --parallel.transport=tcp
 same one 1f1b-zero1-tcp
+pipe 1f1b-zero2 2 1 2 1f1b --parallel.zero_stage=2
+same one 1f1b-zero2
+pipe 1f1b-zero2-tp2 2 2 2 1f1b --parallel.zero_stage=2
+same one 1f1b-zero2-tp2
+pipe gpipe-zero3 4 1 2 gpipe --parallel.zero_stage=3
+same one gpipe-zero3
 pipe 1f1b-uneven 2 1 1 1f1b --parallel.stage_layers=[5,3]
 same one 1f1b-uneven
 

@@ -102,6 +102,11 @@ class ParamStore {
   // among the declared units. Units do not nest.
   size_t begin_unit(std::string name);
   void end_unit();
+  // Ends the whole-step unit being declared: the next view outside a named
+  // unit starts another. A tensor alone in its unit is sliced by ZeRO on
+  // its own, the same on every store that holds it (a pipeline's tied
+  // embedding on its first and last stage).
+  void close_whole_step_unit() { open_whole_step_ = false; }
   // While open, declarations bind to existing views (the header comment).
   void begin_replica();
   void end_replica();

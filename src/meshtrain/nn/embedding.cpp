@@ -7,13 +7,14 @@
 namespace meshtrain::nn {
 
 Embedding::Embedding(ParamStore& store, const std::string& wte_name, const std::string& wpe_name, int64_t V,
-                     int64_t max_T, int64_t C, TensorParallelComm* tp)
+                     int64_t max_T, int64_t C, TensorParallelComm* tp, bool wte_unit_alone)
     : store_(store), V_(V), max_T_(max_T), C_(C), tp_(tp) {
   if (V <= 0 || max_T <= 0 || C <= 0)
     throw Error("Embedding: sizes must be positive, got V=" + std::to_string(V) +
                 " max_T=" + std::to_string(max_T) + " C=" + std::to_string(C));
   wte_ = tp ? store.declare(wte_name, {V, C}, true, Placement::sharded(0, tp->size(), tp->rank()))
             : store.declare(wte_name, {V, C}, true);
+  if (wte_unit_alone) store.close_whole_step_unit();
   wpe_ = store.declare(wpe_name, {max_T, C}, true);
   V_rows_ = store.view(wte_).shape[0];
   v0_ = tp ? tp->rank() * V_rows_ : 0;

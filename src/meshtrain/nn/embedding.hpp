@@ -35,8 +35,10 @@ class Embedding {
   // "<wpe_name>" (max_T, C). Both are weight-decayed, as in nanoGPT/GPT-2
   // training (every 2-D tensor decays). Throws Error when V does not divide
   // by tp's size.
+  // wte_unit_alone: wte gets a whole-step unit of its own (ParamStore::
+  // close_whole_step_unit), as a pipeline's first stage needs it.
   Embedding(ParamStore& store, const std::string& wte_name, const std::string& wpe_name, int64_t V,
-            int64_t max_T, int64_t C, TensorParallelComm* tp = nullptr);
+            int64_t max_T, int64_t C, TensorParallelComm* tp = nullptr, bool wte_unit_alone = false);
 
   // Both ~ N(0, stddev); a wte shard gets its rows of the whole tensor's draws.
   void init(Rng& rng, float stddev);

@@ -53,7 +53,10 @@ Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPie
     : config_(checked(config, tp)), tp_(tp) {
   check_pieces(pieces, config_.n_layer);
   // Slot 0 of every piece declares the tensors, in the pieces' order (for the
-  // whole model GPT2Model's: wte, wpe, h.0 ... h.{L-1}, ln_f).
+  // whole model GPT2Model's: wte, wpe, h.0 ... h.{L-1}, ln_f). A pipeline
+  // stage's wte is a unit of its own, so ZeRO slices the first and the last
+  // stage's copies alike and their gradients' shards can be summed.
+  split_wte_unit_ = !(pieces.size() == 1 && pieces[0].embedding && pieces[0].head);
   bool has_embedding = false, has_head = false;
   for (const GptPiece& piece : pieces) {
     PieceState state{.piece = piece, .slots = {}};
@@ -69,8 +72,10 @@ Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPie
   // wte of its own.
   if (has_head && !has_embedding) {
     const Shape shape{config_.vocab_size, config_.n_embd};
+    store_.close_whole_step_unit();
     head_wte_ = tp_ ? store_.declare("wte.weight", shape, true, Placement::sharded(0, tp_->size(), tp_->rank()))
                     : store_.declare("wte.weight", shape, true);
+    store_.close_whole_step_unit();
   }
   if (has_head || has_embedding) vocab_rows_ = store_.view(head_wte_).shape[0];
   store_.allocate();
@@ -81,7 +86,7 @@ std::unique_ptr<Gpt::Slot> Gpt::make_slot(const GptPiece& piece) {
   auto s = std::make_unique<Slot>();
   if (piece.embedding)
     s->embed = std::make_unique<nn::Embedding>(store_, "wte.weight", "wpe.weight", c.vocab_size, c.block_size,
-                                               c.n_embd, tp_);
+                                               c.n_embd, tp_, split_wte_unit_);
   for (int64_t i = piece.first_layer; i < piece.end_layer; ++i)
     s->blocks.push_back(std::make_unique<nn::Block>(store_, "h." + std::to_string(i), c.n_embd, c.n_head, true, tp_));
   if (piece.head) {

@@ -167,6 +167,7 @@ class Gpt final : public Model, public nn::PipelineModel {
   nn::TensorParallelComm* tp_;
   std::vector<PieceState> pieces_;
   size_t head_wte_ = 0;
+  bool split_wte_unit_ = false;  // pipeline pieces: wte in a unit of its own
   int64_t vocab_rows_ = 0;  // this rank's wte rows (V/TP)
   nn::Workspace ws_;
 };

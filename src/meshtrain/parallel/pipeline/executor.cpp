@@ -7,6 +7,27 @@
 
 namespace meshtrain::parallel::pipeline {
 
+std::vector<int> slots_needed(const Schedule& schedule, int rank) {
+  std::vector<int> live(size_t(schedule.chunks), 0), peak(size_t(schedule.chunks), 0);
+  // [chunk][micro-batch]: 0 not yet, 1 holding a slot, 2 done
+  std::vector<std::vector<int>> state(size_t(schedule.chunks), std::vector<int>(size_t(schedule.micro_batches), 0));
+  for (const Action& a : schedule.actions[size_t(rank)]) {
+    int& st = state[size_t(a.chunk)][size_t(a.micro_batch)];
+    const auto c = size_t(a.chunk);
+    const bool takes = a.kind == ActionKind::RecvActivation || a.kind == ActionKind::Forward;
+    // A whole backward, or the weight half after the input half.
+    const bool frees = a.kind == ActionKind::BackwardWeight || a.kind == ActionKind::Backward;
+    if (takes && st == 0) {
+      st = 1;
+      peak[c] = std::max(peak[c], ++live[c]);
+    } else if (frees && st == 1) {
+      st = 2;
+      --live[c];
+    }
+  }
+  return peak;
+}
+
 PipelineExecutor::PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group)
     : schedule_(std::move(schedule)), rank_(rank), model_(model), group_(group) {
   const int V = schedule_.chunks;
@@ -133,7 +154,7 @@ void PipelineExecutor::communicate(std::span<const Action> run, const Batch& sha
   }
 }
 
-PipelineLoss PipelineExecutor::run(std::span<const Batch> micro_batches, FunctionRef<void()> before_last_compute) {
+PipelineLoss PipelineExecutor::run(std::span<const Batch> micro_batches, const BackwardHooks& hooks) {
   const int M = schedule_.micro_batches;
   if (static_cast<int>(micro_batches.size()) != M)
     throw Error("pipeline executor: the schedule runs " + std::to_string(M) + " micro-batches, given " +
@@ -147,11 +168,17 @@ PipelineLoss PipelineExecutor::run(std::span<const Batch> micro_batches, Functio
   for (size_t i = 0; i < actions.size(); ++i)
     if (is_compute(actions[i].kind)) last_compute = i;
   PipelineLoss loss;
+  int backwards = 0;
   for (size_t i = 0; i < actions.size();) {
     const double start = now_s();
     if (is_compute(actions[i].kind)) {
-      if (i == last_compute) before_last_compute();
+      const bool backward = actions[i].kind != ActionKind::Forward;
+      if (backward) hooks.before(backwards, i == last_compute);
       compute(actions[i], micro_batches, loss);
+      if (backward) {
+        hooks.after();
+        ++backwards;
+      }
       spans_.push_back({actions[i], start, now_s()});
       ++i;
       continue;

@@ -15,10 +15,13 @@
 // so neighbours that send to each other at once (1F1B's steady state) do not
 // wait on each other. A send completes when its peer has received it.
 //
-// The step's other parts hook in at two points: `before_last_compute` runs
-// right before the rank's last compute action (data parallelism starts its
-// overlapped all-reduce there: every gradient that action announces is
-// final), and the spans of every action are kept for traces.
+// The step's gradient reduction hooks in around every backward action
+// (Backward, BackwardInput, BackwardWeight): before(k, last) with k the
+// action's place among the rank's backward actions and `last` set for the
+// rank's final compute action (data parallelism starts its overlapped
+// all-reduce there: every gradient that action announces is final), and
+// after() (ZeRO-2/3 reduce what the action produced). The spans of every
+// action are kept for traces.
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -45,6 +48,17 @@ struct PipelineLoss {
   int64_t correct = 0, count = 0;
 };
 
+// The slots run() takes on `rank`, per chunk (the most micro-batches of
+// the chunk between their first action and the end of their backward):
+// what the executor's slot rule makes of the schedule, known before any
+// process runs it (the forecast's activation memory).
+std::vector<int> slots_needed(const Schedule& schedule, int rank);
+
+struct BackwardHooks {
+  FunctionRef<void(int index, bool last)> before;
+  FunctionRef<void()> after;
+};
+
 class PipelineExecutor {
  public:
   // group: the pipeline group (group rank = pipeline rank), null for P = 1.
@@ -56,7 +70,7 @@ class PipelineExecutor {
   // One training step's forwards and backwards over the schedule's M
   // micro-batches (all of equal shape; they must stay alive until this
   // returns). Gradients add into the model's store.
-  PipelineLoss run(std::span<const Batch> micro_batches, FunctionRef<void()> before_last_compute);
+  PipelineLoss run(std::span<const Batch> micro_batches, const BackwardHooks& hooks);
   // Forwards only (evaluation): every micro-batch through every stage in
   // order, no slots kept beyond one.
   PipelineLoss forward_only(std::span<const Batch> micro_batches);

@@ -422,9 +422,15 @@ void validate_pipeline(const JobConfig& c, const std::string& origin) {
     fail(origin, key, "pipeline stages split a GPT's layers, not model.kind = '" + enum_string(c.model.kind) + "'");
   if (c.parallel.data == DataParallelism::ParameterServer)
     fail(origin, key, "parameter-server workers train alone; a pipeline needs parallel.data = \"allreduce\" or \"none\"");
-  if (c.parallel.zero_stage >= 2)
-    fail(origin, key, "ZeRO stages 2 and 3 reduce-scatter each block's gradient as its backward ends, which a pipeline "
-                      "interleaves with other micro-batches; use zero_stage = 0 or 1 with a pipeline");
+  // ZeRO-2/3 reduce-scatter a block's gradient as its backward ends, and a
+  // rank's first backward must reach every block (it replaces the shard).
+  if (c.parallel.zero_stage >= 2 && c.parallel.schedule == pp::ScheduleKind::ZeroBubble)
+    fail(origin, key, "ZeRO stages 2 and 3 reduce-scatter each block's gradient as its backward ends, before "
+                      "zero_bubble's deferred weight half has added to it; use zero_stage = 0 or 1 with zero_bubble, "
+                      "or gpipe or 1f1b");
+  if (c.parallel.zero_stage >= 2 && V > 1)
+    fail(origin, key, "ZeRO stages 2 and 3 with several chunks per rank are not supported (a rank's first backward "
+                      "reaches one chunk only); use zero_stage = 0 or 1 with interleaved, or gpipe or 1f1b");
   if (c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
     fail(origin, key, "the Reduction Server does not serve pipeline jobs yet; choose another parallel.all_reduce");
   if (c.parallel.schedule != pp::ScheduleKind::Interleaved && V > 1)

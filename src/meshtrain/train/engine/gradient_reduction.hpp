@@ -17,6 +17,10 @@
 //   begin_step()
 //   per micro-batch m of M: begin_micro_batch(m, m == M - 1), forward,
 //                           backward, end_micro_batch()
+//                       (through a pipeline, per backward action k of the
+//                       rank: begin_micro_batch(k, its last compute action)
+//                       and end_micro_batch() around it, the forwards
+//                       between them; micro_batches.hpp)
 //   finish_backward()   the gradients are reduced (averaged over the data
 //                       ranks), whole or sharded
 //   gradients()         what this rank holds: for the 1/M scale, the norm

@@ -1,5 +1,7 @@
 #include "meshtrain/train/engine/micro_batches.hpp"
 
+#include <algorithm>
+
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/optim/clip.hpp"
@@ -73,32 +75,33 @@ class PipelineMicroBatches final : public MicroBatchRunner {
 
   double train(const Batch& batch, GradientReduction& gradients) override {
     const std::span<const Batch> parts = split_.split(batch);
-    // Every gradient the rank's last compute action announces is final, so
-    // data parallelism may start its overlapped all-reduce there.
-    const parallel::pipeline::PipelineLoss loss =
-        executor_.run(parts, [&] { gradients.begin_micro_batch(0, true); });
-    gradients.end_micro_batch();
+    // Each backward action is one "micro-batch" of the reduction: ZeRO-2/3
+    // add each one's reduce-scatter into the shard; data parallelism starts
+    // its overlapped all-reduce before the rank's last action, whose
+    // announced gradients are all final.
+    const parallel::pipeline::PipelineLoss loss = executor_.run(
+        parts, {.before = [&](int k, bool last) { gradients.begin_micro_batch(k, last); },
+                .after = [&] { gradients.end_micro_batch(); }});
     double sum = loss.loss_sum;  // the last stage's; 0 elsewhere
     workers_.pipeline_sum({&sum, 1});
     return sum;
   }
 
-  void finish_gradients() override {
+  // The first and the last stage sum their wte gradients. wte is a unit of
+  // its own on both (gpt.hpp), so under ZeRO-2/3 each data rank holds the
+  // same slice of it on both ends.
+  void finish_gradients(const HeldGradients& held) override {
     comm::ProcessGroup* pair = workers_.embedding_group();
     if (!pair) return;
-    ParamStore& store = model_.store();
-    const size_t wte = model_.head_wte_index();
-    pair->all_reduce(std::span<float>(store.grad(wte), store.view(wte).numel), comm::ReduceKind::Sum);
+    for (const std::span<float> part : held_wte(held)) pair->all_reduce(part, comm::ReduceKind::Sum);
   }
 
-  void duplicate_squares(double& replicated, double& sharded) const override {
+  void duplicate_squares(const HeldGradients& held, double& replicated, double& sharded) const override {
     replicated = sharded = 0;
     if (!tied_copy_) return;
-    const ParamStore& store = model_.store();
-    const size_t index = model_.head_wte_index();
-    const ParamView& wte = store.view(index);
-    const double squares = squared_norm_range(store.grads(), wte.offset, wte.offset + wte.numel);
-    (wte.placement.replicated() ? replicated : sharded) = squares;
+    double squares = 0;
+    for (const std::span<float> part : held_wte(held)) squares += squared_norm_range(part, 0, part.size());
+    (model_.store().view(model_.head_wte_index()).placement.replicated() ? replicated : sharded) = squares;
   }
 
   void evaluate(const Batch& batch, EvalSums& sums) override {
@@ -120,6 +123,18 @@ class PipelineMicroBatches final : public MicroBatchRunner {
   const parallel::pipeline::PipelineExecutor* pipeline() const override { return &executor_; }
 
  private:
+  // The parts of the held gradients that belong to this rank's wte.
+  std::vector<std::span<float>> held_wte(const HeldGradients& held) const {
+    const ParamView& wte = model_.store().view(model_.head_wte_index());
+    const size_t begin = wte.offset, end = wte.offset + wte.numel;
+    std::vector<std::span<float>> parts;
+    for (const FlatSegment& s : held.segments) {
+      const size_t lo = std::max(begin, s.begin), hi = std::min(end, s.end);
+      if (lo < hi) parts.push_back(held.values.subspan(s.local + (lo - s.begin), hi - lo));
+    }
+    return parts;
+  }
+
   Gpt& model_;
   WorkerGroup& workers_;
   MicroBatchSplit split_;

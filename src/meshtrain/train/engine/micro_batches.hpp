@@ -40,12 +40,13 @@ class MicroBatchRunner {
   // (gradient_reduction.hpp). Returns the sum over the micro-batches of each
   // one's mean loss, the same on every stage of a pipeline.
   virtual double train(const Batch& batch, GradientReduction& gradients) = 0;
-  // After the gradients are reduced over the data ranks, before the norm.
-  virtual void finish_gradients() {}
-  // Squares of gradients this rank holds that another rank counts too (the
-  // tied embedding's copy on the last stage), taken out of the global norm,
+  // After the gradients are reduced over the data ranks, before the norm,
+  // on what the rank holds (the whole gradients, or its ZeRO shard).
+  virtual void finish_gradients(const HeldGradients&) {}
+  // Squares of the held gradients that another rank counts too (the tied
+  // embedding's copy on the last stage), taken out of the global norm,
   // split by placement as gradient_squares.hpp counts them.
-  virtual void duplicate_squares(double& replicated, double& sharded) const {
+  virtual void duplicate_squares(const HeldGradients&, double& replicated, double& sharded) const {
     replicated = sharded = 0;
   }
   // Validation: one batch's forward as M micro-batches, added into `sums`

@@ -22,12 +22,11 @@ namespace {
 double global_squared_norm(const HeldGradients& held, const ParamStore& store, WorkerGroup& workers,
                            const MicroBatchRunner& micro_batches) {
   double duplicate[2];  // replicated, sharded
-  micro_batches.duplicate_squares(duplicate[0], duplicate[1]);
+  micro_batches.duplicate_squares(held, duplicate[0], duplicate[1]);
   double squares = 0;
   if (workers.tensor_size() == 1) {
-    squares = squared_norm_range(held.values, 0, held.values.size());
+    squares = squared_norm_range(held.values, 0, held.values.size()) - (duplicate[0] + duplicate[1]);
     if (held.data_sharded) workers.sum({&squares, 1});
-    squares -= duplicate[0] + duplicate[1];
   } else {
     const parallel::GradSquares parts = parallel::grad_squares_by_placement(store, held.values, held.segments);
     double sums[2] = {parts.replicated - duplicate[0], parts.sharded - duplicate[1]};
@@ -60,8 +59,8 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   const double loss_sum = ctx.micro_batches.train(batch, gradients);
   StepResult r;
   r.comm = gradients.finish_backward();
-  ctx.micro_batches.finish_gradients();
   const HeldGradients held = gradients.gradients();
+  ctx.micro_batches.finish_gradients(held);
   // The sum of the micro-batches' mean gradients -> the batch's mean.
   if (micro_batches > 1) scale_range(held.values, 0, held.values.size(), 1.0f / static_cast<float>(micro_batches));
   // The global batch's mean: every data rank's share is the same size.

@@ -19,7 +19,9 @@
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/model_factory.hpp"
+#include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
+#include "meshtrain/train/report/pipeline_forecast.hpp"
 
 namespace meshtrain {
 namespace {
@@ -167,6 +169,52 @@ void add_data_parallel_comm(comm::AllReduceAlgorithm algorithm, const ParamStore
   f.comm_s += 2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), n);
 }
 
+// The pipeline's own terms: the activations between stages on the critical
+// path, the tied embedding's gradient sum, the loss and norm sums.
+void add_pipeline_comm(const JobConfig& config, const Model& last_stage, const comm::CostTable& links,
+                       JobForecast& f) {
+  const auto& m = config.model;
+  const int64_t rows = config.training.batch_size / config.parallel.micro_batches * m.block_size;
+  const int64_t seq = config.parallel.sequence_parallel ? config.parallel.tensor : 1;
+  const size_t activation = size_t(rows / seq * m.n_embd) * sizeof(float);
+  const double messages = 2.0 * (f.micro_batches * f.virtual_stages + f.pipeline - 1);
+  const auto* gpt = dynamic_cast<const Gpt*>(&last_stage);
+  const size_t wte = gpt ? last_stage.store().view(gpt->head_wte_index()).numel * sizeof(float) : 0;
+  f.pipeline_comm_s = messages * comm::all_gather_seconds(links, 2 * activation, 2) +
+                      comm::all_reduce_seconds(links, comm::choose_all_reduce(links, wte, 2), wte, 2) +
+                      2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), f.pipeline);
+  f.pipeline_comm_bytes = 2.0 * f.micro_batches * f.virtual_stages * double(activation) + double(wte);
+}
+
+// A pipeline job's compute and memory from every stage's probe; returns the
+// stages' models.
+std::vector<std::unique_ptr<Model>> probe_pipeline_job(const JobConfig& config, int data_ways, JobForecast& f,
+                                                       int steps) {
+  PipelineProbe probe = probe_pipeline(config, f.workers, data_ways, f.threads, steps);
+  f.schedule = enum_string(config.parallel.schedule);
+  f.bubble = probe.bubble;
+  f.forward_backward_s = probe.compute_s;
+  f.alone_forward_backward_s = probe.alone_compute_s;
+  f.data = probe.data;
+  size_t largest = 0;
+  for (size_t s = 0; s < probe.stages.size(); ++s) {
+    const StageForecast& st = probe.stages[s];
+    const StageForecast& big = probe.stages[largest];
+    f.update_s = std::max(f.update_s, f.zero_stage >= 1 ? st.update_s / data_ways : st.update_s);
+    if (st.model_state.total() + st.activations > big.model_state.total() + big.activations) largest = s;
+  }
+  f.model_state = probe.stages[largest].model_state;
+  f.activations = probe.stages[largest].activations;
+  // The whole model's parameters: every stage's, the tied copy once.
+  f.parameters = 0;
+  for (const auto& model : probe.models) f.parameters += model->store().global_parameter_count();
+  const auto* last = dynamic_cast<const Gpt*>(probe.models.back().get());
+  if (last && probe.models.size() > 1) f.parameters -= probe.models.back()->store().view(last->head_wte_index()).global_shape[0] *
+                                                        size_t(config.model.n_embd);
+  f.stages = probe.stages;
+  return std::move(probe.models);
+}
+
 }  // namespace
 
 JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
@@ -177,9 +225,13 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
   JobForecast f;
   const auto& tc = config.training;
   f.tensor = int(config.parallel.tensor);
-  f.workers = config.parallel.data == DataParallelism::AllReduce || f.tensor > 1
-                  ? int(std::max<int64_t>(f.tensor, config.parallel.workers)) : 1;
-  const int data_ways = f.workers / f.tensor;
+  f.pipeline = int(config.parallel.pipeline);
+  f.micro_batches = int(config.parallel.micro_batches);
+  f.virtual_stages = int(config.parallel.virtual_stages);
+  const int model_ways = f.tensor * f.pipeline;
+  f.workers = config.parallel.data == DataParallelism::AllReduce || model_ways > 1
+                  ? int(std::max<int64_t>(model_ways, config.parallel.workers)) : 1;
+  const int data_ways = f.workers / model_ways;
   f.zero_stage = data_ways > 1 ? int(config.parallel.zero_stage) : 0;
   // As the trainer does: training.threads, else this host's cores shared by its workers.
   f.threads = tc.threads > 0 ? int(tc.threads) : std::max(1, omp_get_num_procs() / f.workers);
@@ -187,21 +239,32 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
 
   constexpr int kProbeSteps = 8;
   if (log)
-    std::fprintf(log, "probing: %d steps of one worker's model and batch on %d thread%s, alone%s...\n", kProbeSteps,
-                 f.threads, f.threads == 1 ? "" : "s",
-                 f.workers > 1 ? (" and " + std::to_string(f.workers) + " at once").c_str() : "");
+    std::fprintf(log, "probing: %d steps of %s on %d thread%s, alone%s...\n", kProbeSteps,
+                 f.pipeline > 1 ? "each pipeline stage's pieces" : "one worker's model and batch", f.threads,
+                 f.threads == 1 ? "" : "s", f.workers > 1 ? (" and " + std::to_string(f.workers) + " at once").c_str() : "");
   std::unique_ptr<parallel::SoloTensorGroup> tp;
-  std::unique_ptr<Model> model = make_initialized_model(config, 0, tp);
-  const Probe probe = run_probe(config, *model, f.workers, f.threads, kProbeSteps);
+  std::unique_ptr<Model> model;
+  std::vector<std::unique_ptr<Model>> stages;  // pipeline jobs' stages
   f.probe_steps = kProbeSteps;
-  f.activations = probe.activations;
-  f.data = probe.data;
-
+  const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
+  if (f.pipeline > 1) {
+    stages = probe_pipeline_job(config, data_ways, f, kProbeSteps);
+    // The data-parallel terms run on the stage with the most gradients.
+    for (auto& stage : stages)
+      if (!model || stage->store().flat_size() > model->store().flat_size()) model = std::move(stage);
+  } else {
+    model = make_initialized_model(config, 0, tp);
+    const Probe probe = run_probe(config, *model, f.workers, f.threads, kProbeSteps);
+    f.activations = probe.activations;
+    f.data = probe.data;
+    f.parameters = model->store().global_parameter_count();
+    f.model_state = predict_memory(model->store(), data_ways, f.zero_stage, k, config.parallel.micro_batches);
+    f.alone_forward_backward_s = probe.alone.forward_backward_s;
+    f.forward_backward_s = probe.contended.forward_backward_s;
+    f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / data_ways : probe.contended.update_s;
+  }
   const ParamStore& store = model->store();
   f.model_kind = model->kind();
-  f.parameters = store.global_parameter_count();
-  const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
-  f.model_state = predict_memory(store, data_ways, f.zero_stage, k, config.parallel.micro_batches);
   // Checkpoint copies (checkpoint_saver.hpp): the worker's part of the
   // parameters and of each optimizer state buffer, when a checkpoint is
   // written asynchronously before the last step.
@@ -209,20 +272,25 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
   if (config.checkpoint.async && config.checkpoint.every > 0 && config.checkpoint.every < tc.steps)
     f.checkpoint_copies = part * sizeof(float) * size_t(1 + k);
 
-  f.alone_forward_backward_s = probe.alone.forward_backward_s;
-  f.forward_backward_s = probe.contended.forward_backward_s;
-  f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / data_ways : probe.contended.update_s;
   const int n = data_ways;
   std::optional<comm::CostTable> measured;
   const auto links_once = [&]() -> const comm::CostTable& {
     if (!measured) measured = measure_links();
     return *measured;
   };
-  if (f.tensor > 1) add_tensor_parallel_comm(config, links_once(), f);
+  if (f.tensor > 1) {
+    add_tensor_parallel_comm(config, links_once(), f);
+    // Each stage runs its share of the layers; the critical path holds M V + P - 1 stage-micro-batches.
+    const double share = double(f.micro_batches * f.virtual_stages + f.pipeline - 1) /
+                         double(f.micro_batches * f.virtual_stages * f.pipeline);
+    f.tensor_comm_s *= share;
+    f.tensor_comm_bytes /= f.pipeline;
+  }
   if (n > 1)
     add_data_parallel_comm(config.parallel.all_reduce, store, n, links_once(), f);
   else
     f.algorithm = "none";
+  if (f.pipeline > 1) add_pipeline_comm(config, stages.back() ? *stages.back() : *model, links_once(), f);
   return f;
 }
 
@@ -258,12 +326,30 @@ std::string format_job_forecast(const JobForecast& f) {
                 f.model_kind.c_str(), f.parameters, f.workers, f.workers == 1 ? "" : "s", f.threads,
                 f.threads == 1 ? "" : "s", (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str());
   out += line;
-  if (f.tensor > 1) {
-    std::snprintf(line, sizeof line, "mesh: %d data-parallel x %d tensor-parallel ways (a tensor group shares a batch)\n",
-                  f.workers / f.tensor, f.tensor);
+  if (f.tensor > 1 || f.pipeline > 1) {
+    std::snprintf(line, sizeof line,
+                  "mesh: %d pipeline x %d data-parallel x %d tensor-parallel ways (a tensor group shares a batch)\n",
+                  f.pipeline, f.workers / (f.tensor * f.pipeline), f.tensor);
     out += line;
   }
-  out += "predicted peak memory per rank:\n";
+  if (f.pipeline > 1) {
+    std::snprintf(line, sizeof line,
+                  "pipeline: schedule %s, %d micro-batches, %d chunk(s) per rank; simulated bubble %.1f%%\n",
+                  f.schedule.c_str(), f.micro_batches, f.virtual_stages, f.bubble * 100);
+    out += line;
+    for (const StageForecast& s : f.stages) {
+      std::snprintf(line, sizeof line,
+                    "  stage %d: model state %s, activations %s (%d slot%s), total %s; per micro-batch and chunk "
+                    "forward %s, backward %s%s\n",
+                    s.stage, mib_column(double(s.model_state.total())).c_str(), mib_column(double(s.activations)).c_str(),
+                    s.slots, s.slots == 1 ? "" : "s",
+                    mib_column(double(s.model_state.total() + s.activations + f.data + f.checkpoint_copies)).c_str(),
+                    ms_short(s.forward_s).c_str(), ms_short(s.backward_s).c_str(),
+                    s.weight_s > 0 ? (", weight " + ms_short(s.weight_s)).c_str() : "");
+      out += line;
+    }
+  }
+  out += std::string("predicted peak memory per rank") + (f.pipeline > 1 ? " (the largest stage)" : "") + ":\n";
   out += "  parameters        " + mib_column(double(f.model_state.parameters)) + "\n";
   out += "  gradients         " + mib_column(double(f.model_state.gradients)) + "\n";
   out += "  optimizer_state   " + mib_column(double(f.model_state.optimizer_state)) + "\n";
@@ -273,7 +359,7 @@ std::string format_job_forecast(const JobForecast& f) {
   if (f.checkpoint_copies) out += "  checkpoint copies " + mib_column(double(f.checkpoint_copies)) + "\n";
   out += "  total             " + mib_column(double(f.memory_total())) + "\n";
   out += "predicted step time per worker:\n";
-  out += "  forward+backward  " + ms(f.forward_backward_s) + "   (probe, median of " + std::to_string(f.probe_steps) +
+  out += "  forward+backward  " + ms(f.forward_backward_s) + (f.pipeline > 1 ? "   (the schedule with the stages' probed times" : "   (probe") + ", median of " + std::to_string(f.probe_steps) +
          " steps" +
          (f.workers > 1 ? ", " + std::to_string(f.workers) + " workers at once; alone " + ms_short(f.alone_forward_backward_s)
                         : std::string()) +
@@ -285,12 +371,32 @@ std::string format_job_forecast(const JobForecast& f) {
     std::snprintf(line, sizeof line, "   (%.2f MB sent per worker, inside the layers)\n", f.tensor_comm_bytes / 1e6);
     out += "  tensor all-reduce " + ms(f.tensor_comm_s) + line;
   }
+  if (f.pipeline > 1) {
+    std::snprintf(line, sizeof line, "   (%.2f MB between stages and the tied embedding's sum)\n", f.pipeline_comm_bytes / 1e6);
+    out += "  pipeline sends    " + ms(f.pipeline_comm_s) + line;
+  }
   out += "  step              " + ms(f.step_s()) + "\n";
   return out;
 }
 
 nlohmann::json job_forecast_to_json(const JobForecast& f) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageForecast& s : f.stages)
+    stages.push_back({{"stage", s.stage},
+                      {"parameters", s.parameters},
+                      {"model_state_bytes", s.model_state.total()},
+                      {"activations_bytes", s.activations},
+                      {"slots", s.slots},
+                      {"total_bytes", s.model_state.total() + s.activations + f.data + f.checkpoint_copies},
+                      {"forward_s", s.forward_s},
+                      {"backward_s", s.backward_s},
+                      {"weight_s", s.weight_s}});
   return {{"model", f.model_kind},
+          {"pipeline_parallel", f.pipeline},
+          {"schedule", f.schedule},
+          {"micro_batches", f.micro_batches},
+          {"bubble", f.bubble},
+          {"stages", stages},
           {"parameters", f.parameters},
           {"workers", f.workers},
           {"tensor_parallel", f.tensor},
@@ -313,6 +419,7 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
             {"update", f.update_s},
             {"communication", f.comm_s},
             {"tensor_communication", f.tensor_comm_s},
+            {"pipeline_communication", f.pipeline_comm_s},
             {"total", f.step_s()}}},
           {"comm_bytes_per_step", f.comm_bytes},
           {"probe_steps", f.probe_steps}};

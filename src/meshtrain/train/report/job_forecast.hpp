@@ -30,14 +30,25 @@
 //             ranks on the rank's part of the gradients, and the tensor
 //             all-reduces inside the layers are added at the same link cost
 //             (add_tensor_parallel_comm in job_forecast.cpp lists them).
+//   pipeline  with parallel.pipeline = P, the compute is the schedule
+//             simulated with every stage's measured times
+//             (pipeline_forecast.hpp), each stage's memory its own (the
+//             report's memory is the largest stage's, every stage listed);
+//             the data-parallel terms run on the largest stage's gradients,
+//             the tensor all-reduces count the stages' share on the
+//             critical path, and the sends and receives between stages on
+//             it (2 (M V + P - 1) activations) and the tied embedding's
+//             gradient sum are added at the link's cost.
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "meshtrain/comm/collectives/cost_model.hpp"
 #include "meshtrain/train/config/job_config.hpp"
 #include "meshtrain/train/engine/memory_budget.hpp"
+#include "meshtrain/train/report/pipeline_forecast.hpp"
 
 namespace meshtrain {
 
@@ -55,9 +66,15 @@ struct JobForecast {
   double alone_forward_backward_s = 0;  // the probe with one worker running, for comparison
   double comm_bytes = 0;  // sent per worker per step
   double tensor_comm_s = 0, tensor_comm_bytes = 0;  // the tensor axis's all-reduces inside the layers
+  int pipeline = 1;  // pipeline stages
+  std::string schedule;
+  int micro_batches = 1, virtual_stages = 1;
+  double bubble = 0;  // of the simulated schedule
+  double pipeline_comm_s = 0, pipeline_comm_bytes = 0;  // between stages, and the tied embedding's sum
+  std::vector<StageForecast> stages;                    // pipeline jobs: every stage
 
   size_t memory_total() const { return model_state.total() + activations + data + checkpoint_copies; }
-  double step_s() const { return forward_backward_s + update_s + comm_s + tensor_comm_s; }
+  double step_s() const { return forward_backward_s + update_s + comm_s + tensor_comm_s + pipeline_comm_s; }
 };
 
 // `measure_links` gives this machine's link (called only when there are

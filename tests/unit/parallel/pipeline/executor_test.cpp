@@ -5,6 +5,7 @@
 // more micro-batches' activations than the validator counts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "meshtrain/comm/group/process_group.hpp"
@@ -61,7 +62,7 @@ std::vector<RankOutcome> run_pipeline(const Schedule& schedule, const std::vecto
         Rng init(11);
         gpt.init_parameters(init);
         PipelineExecutor executor(schedule, r, gpt, &group);
-        out[size_t(r)].loss = executor.run(batches, [] {});
+        out[size_t(r)].loss = executor.run(batches, {.before = [](int, bool) {}, .after = [] {}});
         for (const ParamView& v : gpt.store().views())
           out[size_t(r)].grads.emplace_back(
               v.name, std::vector<float>(gpt.store().grads().begin() + std::ptrdiff_t(v.offset),
@@ -129,6 +130,9 @@ TEST(PipelineExecutor, EverySchedulesGradientsEqualTheSerialModel) {
       // A slot is held from the forward to the end of the backward, W included.
       const int bound = report.peak_in_flight[size_t(r)] + report.peak_weight_pending[size_t(r)];
       EXPECT_LE(got[size_t(r)].peak_slots, size_t(bound)) << "rank " << r;
+      const std::vector<int> needed = slots_needed(schedule, r);
+      EXPECT_EQ(got[size_t(r)].peak_slots, size_t(*std::max_element(needed.begin(), needed.end())))
+          << "rank " << r << ": the executor takes the slots slots_needed foretells";
       if (c.kind == ScheduleKind::GPipe) {
         EXPECT_EQ(got[size_t(r)].peak_slots, size_t(c.M)) << "GPipe holds all M";
       }

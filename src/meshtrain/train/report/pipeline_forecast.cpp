@@ -1,0 +1,212 @@
+#include "meshtrain/train/report/pipeline_forecast.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <thread>
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/core/memory.hpp"
+#include "meshtrain/core/statistics.hpp"
+#include "meshtrain/data/loader.hpp"
+#include "meshtrain/nn/gpt.hpp"
+#include "meshtrain/optim/factory.hpp"
+#include "meshtrain/parallel/pipeline/executor.hpp"
+#include "meshtrain/parallel/pipeline/validator.hpp"
+#include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
+#include "meshtrain/train/config/section_configs.hpp"
+#include "meshtrain/train/engine/model_factory.hpp"
+#include "meshtrain/train/engine/train_step.hpp"
+
+namespace meshtrain {
+namespace {
+
+namespace pp = parallel::pipeline;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// One stage's model with what its probe runs on: a micro-batch of the job's
+// data, and (for the update) its optimizer.
+struct StageRig {
+  std::unique_ptr<parallel::SoloTensorGroup> tp;
+  std::unique_ptr<Model> model;
+  Gpt* gpt = nullptr;
+  std::unique_ptr<Optimizer> optimizer;
+  Batch batch, micro;
+  bool split = false;  // the schedule splits backward (zero_bubble)
+};
+
+StageRig make_rig(const JobConfig& config, int stage, int tensor_rank, int data_ways) {
+  const ParallelSection& p = config.parallel;
+  StageRig rig;
+  if (p.tensor > 1) rig.tp = std::make_unique<parallel::SoloTensorGroup>(tensor_rank, int(p.tensor), p.sequence_parallel);
+  rig.model = make_model(config.model, model_layout(p, rig.tp.get(), stage));
+  Rng rng(static_cast<uint64_t>(config.training.seed));
+  rig.model->init_parameters(rng);
+  rig.gpt = dynamic_cast<Gpt*>(rig.model.get());
+  if (!rig.gpt) throw ConfigError("plan --config: pipeline stages split a GPT");
+  rig.optimizer = make_optimizer(to_optimizer_config(config.optimizer), rig.model->store());
+  DataLoader loader = job_data_loader(config, 0, data_ways);
+  loader.next_batch(rig.batch);
+  copy_samples(rig.batch, 0, rig.batch.batch_size / p.micro_batches, rig.micro);
+  rig.split = p.schedule == pp::ScheduleKind::ZeroBubble;
+  return rig;
+}
+
+struct SlotTimes {
+  double forward = 0, backward = 0, weight = 0;  // all of the rank's pieces
+};
+
+// Forward of every piece on `slot`, then their backwards (in reverse), with
+// synthetic activations and gradients where a neighbour would send them.
+SlotTimes run_slot(StageRig& rig, size_t slot) {
+  Gpt& gpt = *rig.gpt;
+  const Batch& b = rig.micro;
+  const int64_t n = gpt.activation_floats(b.batch_size, b.seq_len);
+  SlotTimes t;
+  auto t0 = Clock::now();
+  for (size_t piece = 0; piece < gpt.pieces(); ++piece) {
+    if (!gpt.piece_has_embedding(piece)) {
+      float* in = gpt.input_buffer(piece, slot, b.batch_size, b.seq_len);
+      for (int64_t i = 0; i < n; ++i) in[i] = 0.5f * std::sin(0.37f * float(i % 1000));
+    }
+    ForwardResult loss;
+    gpt.forward_piece(piece, slot, b, &loss);
+  }
+  t.forward = since(t0);
+  for (size_t piece = gpt.pieces(); piece-- > 0;) {
+    if (!gpt.piece_has_head(piece)) {
+      float* dout = gpt.output_gradient_buffer(piece, slot, b.batch_size, b.seq_len);
+      for (int64_t i = 0; i < n; ++i) dout[i] = 1e-3f * std::cos(0.11f * float(i % 1000));
+    }
+    t0 = Clock::now();
+    gpt.backward_piece(piece, slot, rig.split);
+    t.backward += since(t0);
+    if (rig.split) {
+      t0 = Clock::now();
+      gpt.backward_piece_weights(piece, slot);
+      t.weight += since(t0);
+    }
+  }
+  return t;
+}
+
+// Median times of `steps` runs of slot 0 (after two untimed ones), per
+// chunk, and of the norm and update, on `threads` threads of the caller.
+StageForecast time_stage(const JobConfig& config, StageRig& rig, int threads, int steps) {
+  omp_set_num_threads(threads);
+  std::vector<double> forward, backward, weight, update;
+  const double chunks = double(rig.gpt->pieces());
+  for (int i = 0; i < 2 + steps; ++i) {
+    rig.model->store().zero_grads();
+    const SlotTimes t = run_slot(rig, 0);
+    const auto t0 = Clock::now();
+    gradient_norm(rig.model->store(), config.optimizer.grad_clip);
+    rig.optimizer->step(rig.model->store(), static_cast<float>(config.optimizer.lr * 1e-3));
+    if (i < 2) continue;
+    update.push_back(since(t0));
+    forward.push_back(t.forward / chunks);
+    backward.push_back(t.backward / chunks);
+    weight.push_back(t.weight / chunks);
+  }
+  StageForecast s;
+  s.forward_s = median(forward);
+  s.backward_s = median(backward);
+  s.weight_s = median(weight);
+  s.update_s = median(update);
+  return s;
+}
+
+// The schedule's compute with each rank's times.
+pp::ScheduleReport simulate(const pp::Schedule& schedule, const std::vector<StageForecast>& stages) {
+  std::vector<pp::ActionCosts> costs;
+  for (const StageForecast& s : stages) costs.push_back({s.forward_s, s.backward_s, s.weight_s});
+  return pp::validate_schedule(schedule, costs);
+}
+
+}  // namespace
+
+PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps) {
+  const ParallelSection& p = config.parallel;
+  const int P = int(p.pipeline), T = int(p.tensor);
+  const pp::Schedule schedule = pp::make_schedule(p.schedule, P, int(p.micro_batches), int(p.virtual_stages));
+  const int saved_threads = omp_get_max_threads();
+  const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
+  const int zero = data_ways > 1 ? int(p.zero_stage) : 0;
+  PipelineProbe probe;
+  auto& tracker = MemoryTracker::global();
+  // Each stage alone: its memory (one slot, then two) and its times.
+  for (int s = 0; s < P; ++s) {
+    // The stages probed before are kept (their models): count from here.
+    const size_t held = tracker.current(MemoryKind::Activations), data = tracker.current(MemoryKind::Data);
+    tracker.reset_peaks();
+    StageRig rig = make_rig(config, s, 0, data_ways);
+    run_slot(rig, 0);
+    const size_t one = tracker.peak(MemoryKind::Activations) - held;
+    run_slot(rig, 1);
+    const size_t per_slot = tracker.peak(MemoryKind::Activations) - held - one;
+    if (s == 0) probe.data = tracker.peak(MemoryKind::Data) - data;
+    StageForecast stage = time_stage(config, rig, threads, steps);
+    stage.stage = s;
+    const std::vector<int> slots = pp::slots_needed(schedule, s);
+    stage.slots = *std::max_element(slots.begin(), slots.end());
+    stage.activations = one + size_t(std::max(0, stage.slots - 1)) * per_slot;
+    stage.parameters = rig.model->store().parameter_count();
+    stage.model_state = predict_memory(rig.model->store(), data_ways, zero, k, p.micro_batches);
+    probe.stages.push_back(stage);
+    probe.models.push_back(std::move(rig.model));
+  }
+  const pp::ScheduleReport alone = simulate(schedule, probe.stages);
+  probe.alone_compute_s = alone.makespan;
+  // Every worker at once (worker w is stage w / (data x tensor) ways, tensor
+  // rank w % tensor); a stage's times are its slowest worker's.
+  if (workers > 1) {
+    std::vector<StageForecast> times(static_cast<size_t>(workers));
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
+    std::vector<std::thread> running;
+    for (int w = 0; w < workers; ++w)
+      running.emplace_back([&, w] {
+        try {
+          StageRig rig = make_rig(config, w / (data_ways * T), w % T, data_ways);
+          times[size_t(w)] = time_stage(config, rig, threads, steps);
+        } catch (...) {
+          errors[size_t(w)] = std::current_exception();
+        }
+      });
+    for (std::thread& t : running) t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    // More workers than cores: the probe keeps every worker busy, but in the
+    // job a stage in its bubble leaves its core to the others, so only the
+    // busy share (1 - bubble) of the slowdown the probe saw is counted.
+    const double busy = workers > omp_get_num_procs() ? 1.0 - alone.bubble : 1.0;
+    std::vector<StageForecast> contended(probe.stages.size());
+    for (int w = 0; w < workers; ++w) {
+      StageForecast& s = contended[size_t(w / (data_ways * T))];
+      const StageForecast& t = times[size_t(w)];
+      s.forward_s = std::max(s.forward_s, t.forward_s);
+      s.backward_s = std::max(s.backward_s, t.backward_s);
+      s.weight_s = std::max(s.weight_s, t.weight_s);
+      s.update_s = std::max(s.update_s, t.update_s);
+    }
+    const auto blend = [busy](double alone_s, double together_s) { return alone_s + busy * (together_s - alone_s); };
+    for (size_t i = 0; i < contended.size(); ++i) {
+      StageForecast& s = probe.stages[i];
+      s.forward_s = blend(s.forward_s, contended[i].forward_s);
+      s.backward_s = blend(s.backward_s, contended[i].backward_s);
+      s.weight_s = blend(s.weight_s, contended[i].weight_s);
+      s.update_s = blend(s.update_s, contended[i].update_s);
+    }
+  }
+  const pp::ScheduleReport together = simulate(schedule, probe.stages);
+  probe.compute_s = together.makespan;
+  probe.bubble = together.bubble;
+  omp_set_num_threads(saved_threads);
+  return probe;
+}
+
+}  // namespace meshtrain

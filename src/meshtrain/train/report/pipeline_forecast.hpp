@@ -1,0 +1,51 @@
+#pragma once
+// The pipeline stages of `meshtrain plan --config` (job_forecast.hpp), from a
+// probe of every stage's pieces (one tensor rank's shards under tensor
+// parallelism, their collectives left out):
+//   memory    per stage: its parameters, gradients and optimizer state by
+//             ZeRO's formulas over the data ways; activations measured for
+//             one activation slot and for two (so a slot's share and what
+//             every slot shares are known), times the slots the schedule
+//             takes on that rank (executor.hpp's slots_needed)
+//   compute   each stage's forward, backward (input) and weight times per
+//             micro-batch and chunk, measured with every worker of the job
+//             running at once (one thread each: they share this host's
+//             caches and memory bandwidth; with more workers than cores,
+//             only the busy share, 1 - bubble, of that slowdown counts: a
+//             stage in its bubble leaves its core to the others), then the
+//             schedule simulated
+//             with each rank's own times (validator.hpp): the step's
+//             compute, its bubble included; the slowest stage's update
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "meshtrain/nn/model.hpp"
+#include "meshtrain/train/config/job_config.hpp"
+#include "meshtrain/train/engine/memory_budget.hpp"
+
+namespace meshtrain {
+
+struct StageForecast {
+  int stage = 0;
+  size_t parameters = 0;  // this stage's elements (the tied wte copy included)
+  MemoryPrediction model_state;
+  size_t activations = 0;
+  int slots = 0;  // activation slots the schedule takes (the largest chunk's)
+  double forward_s = 0, backward_s = 0, weight_s = 0;  // per micro-batch and chunk, all workers running
+  double update_s = 0;
+};
+
+struct PipelineProbe {
+  std::vector<StageForecast> stages;
+  std::vector<std::unique_ptr<Model>> models;  // [stage]: for the data-parallel terms
+  double compute_s = 0;        // the simulated schedule with the measured times
+  double alone_compute_s = 0;  // the same with each stage measured alone
+  double bubble = 0;           // of the simulated schedule
+  size_t data = 0;             // batch buffers
+};
+
+// `workers` = data x tensor x pipeline ways, `threads` per worker.
+PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps);
+
+}  // namespace meshtrain

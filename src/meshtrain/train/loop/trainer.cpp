@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/core/stopwatch.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/train/config/rank_agreement.hpp"
@@ -33,8 +34,6 @@ namespace meshtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Fails before any training if checkpoints could not be written later,
 // so a long run does not die at its first checkpoint.
@@ -176,7 +175,7 @@ TrainSummary SyncTrainer::run() {
   const MemoryPrediction predicted =
       predict_memory(model_->store(), workers_.size(), step_.zero_stage, optimizer_state_floats(step_.optimizer),
                      step_.micro_batches);
-  if (lead_) metrics_.emplace(config_.metrics_path(), step);
+  if (lead_) metrics_.emplace(config_.metrics_path(), step, workers_.worker_rank());
   progress_.emplace(out_ ? out_ : options_.out, options_.interactive && lead_);
   // Every worker writes its part (checkpoint_saver.hpp); the lead reports
   // each checkpoint once it is committed.

@@ -217,7 +217,7 @@ PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
     std::filesystem::create_directories(checkpoints.root, ec);
     if (ec) throw IoError("checkpoint.dir: cannot create '" + checkpoints.root + "': " + ec.message());
   }
-  MetricsLog metrics(tc.out_dir + "/server-" + std::to_string(index) + ".jsonl");
+  MetricsLog metrics(tc.out_dir + "/server-" + std::to_string(index) + ".jsonl", -1, job.env.rank);
   ps::Server server(model->store(), server_options(config, job, checkpoints, metrics, out));
   const ps::ServerResult result = server.serve();
 

@@ -70,7 +70,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
                (long long)client.server_step(), (long long)tc.steps);
   std::fflush(options.out);
 
-  MetricsLog metrics(tc.out_dir + "/worker-" + std::to_string(env.rank) + ".jsonl");
+  MetricsLog metrics(tc.out_dir + "/worker-" + std::to_string(env.rank) + ".jsonl", -1, env.rank);
   const ThroughputUnit unit = throughput_unit(config.data.kind, config.model.block_size);
   TrainSummary summary{.first_step = clock, .last_step = clock};
   Batch batch;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/core/stopwatch.hpp"
 #include "meshtrain/core/memory.hpp"
 #include "meshtrain/core/statistics.hpp"
 #include "meshtrain/data/loader.hpp"
@@ -27,8 +28,6 @@ namespace meshtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 struct StepTimes {
   double forward_backward_s = 0, update_s = 0;
@@ -70,11 +69,11 @@ StepTimes time_steps(const JobConfig& config, Model& model, int workers, int ran
       model.forward(micro_batches > 1 ? micro_batch : batch);
       model.backward();
     }
-    const double t_fb = since(t0);
+    const double t_fb = seconds_since(t0);
     const auto t1 = Clock::now();
     gradient_norm(model.store(), config.optimizer.grad_clip);
     optimizer->step(model.store(), static_cast<float>(config.optimizer.lr * 1e-3));
-    if (i >= kWarmup) fwd_bwd.push_back(t_fb), update.push_back(since(t1));
+    if (i >= kWarmup) fwd_bwd.push_back(t_fb), update.push_back(seconds_since(t1));
   }
   return {median(fwd_bwd), median(update)};
 }

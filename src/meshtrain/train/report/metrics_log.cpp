@@ -1,6 +1,7 @@
 #include "meshtrain/train/report/metrics_log.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -39,7 +40,7 @@ void drop_records_after(const std::string& path, int64_t from_step) {
 
 }  // namespace
 
-MetricsLog::MetricsLog(const std::string& path, int64_t from_step) : path_(path) {
+MetricsLog::MetricsLog(const std::string& path, int64_t from_step, int rank) : path_(path), rank_(rank) {
   std::error_code ec;
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
@@ -54,7 +55,13 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::write(const nlohmann::json& record) {
-  std::string line = record.dump() + "\n";
+  nlohmann::json stamped = record;
+  if (stamped.is_object()) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    stamped["rank"] = rank_;
+    stamped["time"] = double(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()) / 1e3;
+  }
+  std::string line = stamped.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     throw IoError(path_ + ": cannot write metrics: " + std::strerror(errno));
 }

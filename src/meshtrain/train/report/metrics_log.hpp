@@ -1,7 +1,9 @@
 #pragma once
 // The JSONL metrics file: one JSON object per line, appended and flushed per
 // record so a crash loses at most the line being written and a plotter can
-// tail it while the run goes on.
+// tail it while the run goes on. Every record carries the writer's "rank"
+// and "time" (seconds since the Unix epoch, to the millisecond), so lines
+// from several files can be merged and lined up with other logs.
 #include <cstdio>
 #include <cstdint>
 #include <string>
@@ -16,7 +18,7 @@ class MetricsLog {
   // appends to the file of the run it continues; given `from_step`, the
   // records of steps after it are dropped first (a run restarted from the
   // checkpoint of that step logs them again; 0: a run starting over).
-  explicit MetricsLog(const std::string& path, int64_t from_step = -1);
+  explicit MetricsLog(const std::string& path, int64_t from_step = -1, int rank = 0);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -27,6 +29,7 @@ class MetricsLog {
  private:
   std::string path_;
   std::FILE* file_ = nullptr;
+  int rank_ = 0;
 };
 
 }  // namespace meshtrain

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/core/stopwatch.hpp"
 #include "meshtrain/core/memory.hpp"
 #include "meshtrain/core/statistics.hpp"
 #include "meshtrain/data/loader.hpp"
@@ -26,8 +27,6 @@ namespace {
 
 namespace pp = parallel::pipeline;
 using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // One stage's model with what its probe runs on: a micro-batch of the job's
 // data, and (for the update) its optimizer.
@@ -77,7 +76,7 @@ SlotTimes run_slot(StageRig& rig, size_t slot) {
     ForwardResult loss;
     gpt.forward_piece(piece, slot, b, &loss);
   }
-  t.forward = since(t0);
+  t.forward = seconds_since(t0);
   for (size_t piece = gpt.pieces(); piece-- > 0;) {
     if (!gpt.piece_has_head(piece)) {
       float* dout = gpt.output_gradient_buffer(piece, slot, b.batch_size, b.seq_len);
@@ -85,11 +84,11 @@ SlotTimes run_slot(StageRig& rig, size_t slot) {
     }
     t0 = Clock::now();
     gpt.backward_piece(piece, slot, rig.split);
-    t.backward += since(t0);
+    t.backward += seconds_since(t0);
     if (rig.split) {
       t0 = Clock::now();
       gpt.backward_piece_weights(piece, slot);
-      t.weight += since(t0);
+      t.weight += seconds_since(t0);
     }
   }
   return t;
@@ -108,7 +107,7 @@ StageForecast time_stage(const JobConfig& config, StageRig& rig, int threads, in
     gradient_norm(rig.model->store(), config.optimizer.grad_clip);
     rig.optimizer->step(rig.model->store(), static_cast<float>(config.optimizer.lr * 1e-3));
     if (i < 2) continue;
-    update.push_back(since(t0));
+    update.push_back(seconds_since(t0));
     forward.push_back(t.forward / chunks);
     backward.push_back(t.backward / chunks);
     weight.push_back(t.weight / chunks);

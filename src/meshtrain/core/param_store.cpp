@@ -58,6 +58,7 @@ size_t ParamStore::declare(std::string name, Shape shape, bool weight_decay) {
   view.shape = std::move(shape);
   view.offset = flat_size_;
   view.weight_decay = weight_decay;
+  view.expert = declaring_experts_;
   flat_size_ += (view.numel + kAlignElems - 1) / kAlignElems * kAlignElems;
   if (!in_named_unit_ && !open_whole_step_) {
     units_.push_back({.name = view.name, .first_view = views_.size(), .end_view = views_.size(),

@@ -85,6 +85,10 @@ struct ParamView {
   size_t offset = 0;   // in elements, into the flat buffers
   size_t numel = 0;
   bool weight_decay = true;  // false for biases, norms (AdamW's usual exclusion)
+  // An expert's tensor (nn/moe/): under expert parallelism each rank of an
+  // expert group holds other experts, so its gradient is reduced over the
+  // data ranks holding the same experts, not over all of them.
+  bool expert = false;
 };
 
 class ParamStore {
@@ -107,6 +111,9 @@ class ParamStore {
   // its own, the same on every store that holds it (a pipeline's tied
   // embedding on its first and last stage).
   void close_whole_step_unit() { open_whole_step_ = false; }
+  // Views declared while expert declaration is on are marked expert
+  // (ParamView::expert); ExpertScope below.
+  void set_declaring_experts(bool on) { declaring_experts_ = on; }
   // While open, declarations bind to existing views (the header comment).
   void begin_replica();
   void end_replica();
@@ -177,6 +184,7 @@ class ParamStore {
   bool in_named_unit_ = false;   // between begin_unit() and end_unit()
   bool open_whole_step_ = false;  // the last unit is an anonymous one still growing
   bool replica_ = false;          // between begin_replica() and end_replica()
+  bool declaring_experts_ = false;
   std::vector<float*> param_ptr_, grad_ptr_;
   UnitObserver* unit_observer_ = nullptr;
   AlignedBuffer<float> params_{MemoryKind::Parameters};
@@ -191,6 +199,18 @@ class ReplicaScope {
   ~ReplicaScope() { store_.end_replica(); }
   ReplicaScope(const ReplicaScope&) = delete;
   ReplicaScope& operator=(const ReplicaScope&) = delete;
+
+ private:
+  ParamStore& store_;
+};
+
+// Marks the views declared during its life as expert tensors.
+class ExpertScope {
+ public:
+  explicit ExpertScope(ParamStore& store) : store_(store) { store_.set_declaring_experts(true); }
+  ~ExpertScope() { store_.set_declaring_experts(false); }
+  ExpertScope(const ExpertScope&) = delete;
+  ExpertScope& operator=(const ExpertScope&) = delete;
 
  private:
   ParamStore& store_;

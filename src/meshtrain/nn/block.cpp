@@ -5,13 +5,13 @@
 namespace meshtrain::nn {
 
 Block::Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
-             TensorParallelComm* tp)
+             TensorParallelComm* tp, const FeedForwardFactory& make_ffn)
     : store_(store),
       unit_(store.begin_unit(prefix)),
       ln_1_(store, prefix + ".ln_1", C, tp),
       attn_(store, prefix + ".attn", C, n_head, causal, tp),
       ln_2_(store, prefix + ".ln_2", C, tp),
-      mlp_(store, prefix + ".mlp", C, tp),
+      mlp_(make_ffn ? make_ffn(store, prefix + ".mlp") : std::make_unique<Mlp>(store, prefix + ".mlp", C, tp)),
       tp_(tp),
       C_(C) {
   store.end_unit();
@@ -21,7 +21,7 @@ void Block::init(Rng& rng, float stddev, float proj_stddev) {
   ln_1_.init();
   attn_.init(rng, stddev, proj_stddev);
   ln_2_.init();
-  mlp_.init(rng, stddev, proj_stddev);
+  mlp_->init(rng, stddev, proj_stddev);
 }
 
 float* Block::forward(const float* x, int64_t B, int64_t T) {
@@ -29,14 +29,14 @@ float* Block::forward(const float* x, int64_t B, int64_t T) {
   rows_ = sequence_parallel(tp_) ? sequence_rows(*tp_, N_) : N_;
   UnitScope unit(store_, unit_, UnitPass::Forward);
   const float* x1 = attn_.forward(ln_1_.forward(x, rows_), B, T, x);  // (B, T, C) = x + attn(ln_1(x))
-  return mlp_.forward(ln_2_.forward(x1, rows_), N_, x1);             // (B, T, C) = x1 + mlp(ln_2(x1))
+  return mlp_->forward(ln_2_.forward(x1, rows_), B, T, x1);             // (B, T, C) = x1 + mlp(ln_2(x1))
 }
 
 void Block::backward(float* dres, Workspace& ws) {
   if (N_ == 0) throw Error("Block::backward called before forward");
   UnitScope unit(store_, unit_, UnitPass::Backward);
   float* dln = Workspace::get(ws.dln, rows_ * C_);  // (B, T, C), this rank's rows
-  mlp_.backward(dln, dres, ws);
+  mlp_->backward(dln, dres, ws);
   ln_2_.backward(dres, dln, dres);  // dres = d x1 = d out + ln_2 branch
   attn_.backward(dln, dres, ws);
   ln_1_.backward(dres, dln, dres);  // dres = d x = d x1 + ln_1 branch
@@ -45,7 +45,7 @@ void Block::backward(float* dres, Workspace& ws) {
 // No UnitScope: W reads no parameters, and the ZeRO stages that bracket
 // units (2, 3) do not run under a split backward (config_schema.cpp).
 void Block::backward_weight() {
-  mlp_.backward_weight();
+  mlp_->backward_weight();
   attn_.backward_weight();
 }
 

@@ -7,16 +7,23 @@
 // its forward and its backward, ZeRO-2/3 reduce its gradients after backward.
 // Layer conventions: see linear.hpp.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
 #include "meshtrain/nn/attention.hpp"
+#include "meshtrain/nn/feed_forward.hpp"
 #include "meshtrain/nn/layernorm.hpp"
 #include "meshtrain/nn/mlp.hpp"
 #include "meshtrain/nn/workspace.hpp"
 
 namespace meshtrain::nn {
+
+// Makes a block's feed-forward sublayer under "<prefix>.mlp", declaring its
+// tensors in the block's unit (a mixture of experts: moe/moe_mlp.hpp).
+using FeedForwardFactory = std::function<std::unique_ptr<FeedForward>(ParamStore& store, const std::string& prefix)>;
 
 class Block {
  public:
@@ -25,8 +32,9 @@ class Block {
   // (attention.hpp, mlp.hpp); the layernorms and the residual stream stay
   // whole on every rank, or under sequence parallelism (tensor_parallel.hpp)
   // each rank holds its N/TP rows of them (N = B T).
+  // make_ffn null: the dense MLP (mlp.hpp).
   Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
-        TensorParallelComm* tp = nullptr);
+        TensorParallelComm* tp = nullptr, const FeedForwardFactory& make_ffn = nullptr);
 
   // Linear weights ~ N(0, stddev), the two c_proj weights ~ N(0, proj_stddev), norms 1/0, biases 0.
   void init(Rng& rng, float stddev, float proj_stddev);
@@ -46,7 +54,7 @@ class Block {
   // weight gradients (linear.hpp).
   void defer_weight_gradients(bool on) {
     attn_.defer_weight_gradients(on);
-    mlp_.defer_weight_gradients(on);
+    mlp_->defer_weight_gradients(on);
   }
   void backward_weight();
 
@@ -56,7 +64,7 @@ class Block {
   LayerNorm ln_1_;
   SelfAttention attn_;
   LayerNorm ln_2_;
-  Mlp mlp_;
+  std::unique_ptr<FeedForward> mlp_;
   TensorParallelComm* tp_;
   int64_t N_ = 0;     // B * T
   int64_t rows_ = 0;  // this rank's rows of the residual stream: N, or N/TP under sequence parallelism

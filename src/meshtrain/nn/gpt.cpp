@@ -6,6 +6,7 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/nn/init.hpp"
+#include "meshtrain/nn/moe/moe_mlp.hpp"
 
 namespace meshtrain {
 
@@ -28,6 +29,20 @@ const GptConfig& checked(const GptConfig& c, const nn::TensorParallelComm* tp) {
     throw ConfigError("gpt: vocab_size " + std::to_string(c.vocab_size) + " is not divisible by the " +
                       std::to_string(ways) + " tensor-parallel ways (wte is split by vocabulary rows, " +
                       "without padding: choose a vocab_size that is a multiple of " + std::to_string(ways) + ")");
+  const nn::MoeConfig& m = c.moe;
+  if (m.n_expert < 1) throw ConfigError("gpt: model.n_expert must be at least 1 (1: dense MLPs)");
+  if (m.enabled()) {
+    if (m.top_k < 1 || m.top_k > m.n_expert)
+      throw ConfigError("gpt: model.top_k = " + std::to_string(m.top_k) + " must be between 1 and model.n_expert = " +
+                        std::to_string(m.n_expert));
+    if (m.moe_every < 1) throw ConfigError("gpt: model.moe_every must be at least 1");
+    if (m.capacity_factor < 0 || m.aux_loss_coef < 0 || m.z_loss_coef < 0 || m.expert_bias_rate < 0)
+      throw ConfigError("gpt: model.capacity_factor, aux_loss_coef, z_loss_coef and expert_bias_rate must not be "
+                        "negative");
+    if (nn::sequence_parallel(tp))
+      throw ConfigError("gpt: a mixture of experts routes whole tokens, not sequence-parallel rows: set "
+                        "parallel.sequence_parallel = false");
+  }
   return c;
 }
 
@@ -49,9 +64,17 @@ void check_pieces(const std::vector<GptPiece>& pieces, int64_t n_layer) {
 
 Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp) : Gpt(config, tp, whole_model_piece(config)) {}
 
-Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPiece> pieces)
-    : config_(checked(config, tp)), tp_(tp) {
+Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPiece> pieces,
+         nn::ExpertParallelComm* ep)
+    : config_(checked(config, tp)), tp_(tp), ep_(ep) {
   check_pieces(pieces, config_.n_layer);
+  const bool balancing = config_.moe.aux_loss_coef > 0;
+  for (const GptPiece& piece : pieces)
+    for (int64_t i = piece.first_layer; i < piece.end_layer; ++i)
+      if (config_.moe.is_moe_layer(i))
+        moe_layers_.push_back({.layer = i,
+                               .sums = std::make_unique<nn::RouterSums>(config_.moe.n_expert, config_.n_embd, balancing),
+                               .router = nullptr});
   // Slot 0 of every piece declares the tensors, in the pieces' order (for the
   // whole model GPT2Model's: wte, wpe, h.0 ... h.{L-1}, ln_f). A pipeline
   // stage's wte is a unit of its own, so ZeRO slices the first and the last
@@ -87,8 +110,20 @@ std::unique_ptr<Gpt::Slot> Gpt::make_slot(const GptPiece& piece) {
   if (piece.embedding)
     s->embed = std::make_unique<nn::Embedding>(store_, "wte.weight", "wpe.weight", c.vocab_size, c.block_size,
                                                c.n_embd, tp_, split_wte_unit_);
-  for (int64_t i = piece.first_layer; i < piece.end_layer; ++i)
-    s->blocks.push_back(std::make_unique<nn::Block>(store_, "h." + std::to_string(i), c.n_embd, c.n_head, true, tp_));
+  for (int64_t i = piece.first_layer; i < piece.end_layer; ++i) {
+    nn::FeedForwardFactory moe;
+    GptMoeLayer* layer = nullptr;
+    for (GptMoeLayer& l : moe_layers_)
+      if (l.layer == i) layer = &l;
+    if (layer)
+      moe = [&](ParamStore& store, const std::string& prefix) {
+        auto ffn = std::make_unique<nn::MoeMlp>(store, prefix, c.n_embd, c.moe, tp_, ep_, layer->sums.get());
+        if (!layer->router) layer->router = &ffn->router();
+        return ffn;
+      };
+    s->blocks.push_back(
+        std::make_unique<nn::Block>(store_, "h." + std::to_string(i), c.n_embd, c.n_head, true, tp_, moe));
+  }
   if (piece.head) {
     s->ln_f = std::make_unique<nn::LayerNorm>(store_, "ln_f", c.n_embd, tp_);
     s->xent = std::make_unique<nn::VocabParallelCrossEntropy>(tp_, c.vocab_size);
@@ -286,7 +321,10 @@ std::span<const float> Gpt::last_logits(std::span<const int32_t> tokens) {
 
 double Gpt::flops_per_sample() const {
   const double L = config_.n_layer, C = config_.n_embd, V = config_.vocab_size, T = config_.block_size;
-  const double n_matmul = L * 12.0 * C * C + V * C;
+  double n_matmul = L * 12.0 * C * C + V * C;
+  const nn::MoeConfig& m = config_.moe;
+  for (int64_t i = 0; i < config_.n_layer; ++i)
+    if (m.is_moe_layer(i)) n_matmul += (double(m.top_k) - 1.0) * 8.0 * C * C + C * double(m.n_expert);
   return 6.0 * n_matmul + 12.0 * L * C * T;
 }
 

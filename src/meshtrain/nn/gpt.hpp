@@ -37,6 +37,10 @@
 // (ReplicaScope, core/param_store.hpp) and owns one micro-batch's activations, made on
 // first use, so a schedule that keeps k micro-batches in flight holds k
 // slots' activations.
+//
+// Mixture of experts (model.moe.n_expert > 1): block i's MLP is a MoE layer
+// when moe.is_moe_layer(i) (nn/moe/moe_mlp.hpp); with an expert-parallel
+// group the rank declares its experts only. Not under sequence parallelism.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -47,6 +51,10 @@
 #include "meshtrain/nn/embedding.hpp"
 #include "meshtrain/nn/layernorm.hpp"
 #include "meshtrain/nn/model.hpp"
+#include "meshtrain/nn/moe/expert_parallel.hpp"
+#include "meshtrain/nn/moe/moe_config.hpp"
+#include "meshtrain/nn/moe/router.hpp"
+#include "meshtrain/nn/moe/router_sums.hpp"
 #include "meshtrain/nn/pipeline_model.hpp"
 #include "meshtrain/nn/vocab_parallel_cross_entropy.hpp"
 #include "meshtrain/nn/workspace.hpp"
@@ -59,6 +67,15 @@ struct GptConfig {
   int64_t n_head = 4;
   int64_t block_size = 128;  // longest sequence (rows of wpe)
   int64_t vocab_size = 256;  // bytes
+  nn::MoeConfig moe;         // n_expert = 1: dense MLPs
+};
+
+// One mixture-of-experts block this rank holds: its step's routing sums
+// (shared by the block's activation slots) and its router.
+struct GptMoeLayer {
+  int64_t layer = 0;
+  std::unique_ptr<nn::RouterSums> sums;
+  nn::Router* router = nullptr;  // slot 0's (the replicas share its tensors)
 };
 
 // One virtual pipeline stage's share of the GPT.
@@ -79,7 +96,8 @@ class Gpt final : public Model, public nn::PipelineModel {
   // Only `pieces` (in the order this rank runs them: its virtual stages'
   // order); Error when a piece's layers are outside [0, n_layer) or empty
   // without the embedding or head.
-  Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPiece> pieces);
+  Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPiece> pieces,
+      nn::ExpertParallelComm* ep = nullptr);
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
@@ -95,6 +113,7 @@ class Gpt final : public Model, public nn::PipelineModel {
   // Per token: 6 * N_matmul + 12 * L * C * T with T = block_size, where
   // N_matmul = L * 12 C^2 (c_attn, c_proj, c_fc, c_proj weights) + V * C (tied
   // output layer): the PaLM/Chinchilla count (biases, norms, embedding lookups left out).
+  // A MoE block counts its k active experts' MLPs (8 C^2 each) and its router (C E).
   double flops_per_sample() const override;
 
   // Pipeline pieces (pipeline_model.hpp).
@@ -121,6 +140,8 @@ class Gpt final : public Model, public nn::PipelineModel {
   std::span<const float> last_logits(std::span<const int32_t> tokens);
 
   const GptConfig& config() const { return config_; }
+  // The mixture-of-experts blocks of this rank's pieces, in layer order.
+  std::vector<GptMoeLayer>& moe_layers() { return moe_layers_; }
 
  private:
   // One micro-batch's layers of a piece: replicas sharing the parameters,
@@ -165,6 +186,8 @@ class Gpt final : public Model, public nn::PipelineModel {
 
   GptConfig config_;
   nn::TensorParallelComm* tp_;
+  nn::ExpertParallelComm* ep_ = nullptr;
+  std::vector<GptMoeLayer> moe_layers_;
   std::vector<PieceState> pieces_;
   size_t head_wte_ = 0;
   bool split_wte_unit_ = false;  // pipeline pieces: wte in a unit of its own

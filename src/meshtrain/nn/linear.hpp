@@ -80,6 +80,12 @@ class Linear {
   // area): Error.
   void defer_weight_gradient(bool on) { defer_weight_ = on; }
   void backward_weight();
+  // Tells the store its gradients are final without a backward (a layer
+  // that saw no rows this micro-batch), so data parallelism need not wait.
+  void announce_gradients() {
+    store_.grad_ready(weight_);
+    if (has_bias_) store_.grad_ready(bias_);
+  }
 
   int64_t in_features() const { return in_; }    // this rank's (Row: in/T)
   int64_t out_features() const { return out_; }  // this rank's (Column: out/T)

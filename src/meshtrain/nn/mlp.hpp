@@ -7,35 +7,45 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
+#include "meshtrain/nn/feed_forward.hpp"
 #include "meshtrain/nn/linear.hpp"
 #include "meshtrain/nn/workspace.hpp"
 
 namespace meshtrain::nn {
 
-class Mlp {
+class Mlp final : public FeedForward {
  public:
   // Declares "<prefix>.c_fc.*" (C, 4C) and "<prefix>.c_proj.*" (4C, C). With
   // a tensor-parallel group, c_fc is a column shard and c_proj a row shard:
   // each rank computes 4C/T of the hidden units.
   Mlp(ParamStore& store, const std::string& prefix, int64_t C, TensorParallelComm* tp = nullptr);
 
-  void init(Rng& rng, float stddev, float proj_stddev);
+  void init(Rng& rng, float stddev, float proj_stddev) override;
 
   // Returns residual + c_proj(gelu(c_fc(inp))), (N, C); residual may be null.
   // Under sequence parallelism inp, residual and the result are this rank's
   // rows (N/TP, C) of the N.
   float* forward(const float* inp, int64_t N, const float* residual = nullptr);
+  float* forward(const float* inp, int64_t B, int64_t T, const float* residual) override {
+    return forward(inp, B * T, residual);
+  }
 
   // dinp (N, C) written (rows as forward's); dout must not alias dinp.
-  void backward(float* dinp, const float* dout, Workspace& ws);
+  void backward(float* dinp, const float* dout, Workspace& ws) override;
+  // Announces its tensors' gradients as final (ParamStore::grad_ready)
+  // without a backward: an expert no token reached this micro-batch.
+  void announce_gradients() {
+    c_fc_.announce_gradients();
+    c_proj_.announce_gradients();
+  }
 
   // Zero-bubble split (linear.hpp): backward() leaves the weight GEMMs of
   // both linears to backward_weight().
-  void defer_weight_gradients(bool on) {
+  void defer_weight_gradients(bool on) override {
     c_fc_.defer_weight_gradient(on);
     c_proj_.defer_weight_gradient(on);
   }
-  void backward_weight() {
+  void backward_weight() override {
     c_proj_.backward_weight();
     c_fc_.backward_weight();
   }

@@ -81,6 +81,15 @@ const std::vector<Field>& fields() {
       MT_FIELD(model, n_head, Int, closed(1, 1024), "attention heads; must divide n_embd"),
       MT_FIELD(model, block_size, Int, closed(1, 65536), "context length T (gpt)"),
       MT_FIELD(model, vocab_size, Int, closed(256, 1 << 20), "vocabulary (gpt); bytes need 256"),
+      MT_FIELD(model, n_expert, Int, closed(1, 4096), "experts per mixture-of-experts MLP (gpt); 1: dense MLPs"),
+      MT_FIELD(model, top_k, Int, closed(1, 4096), "experts each token is routed to (n_expert > 1)"),
+      MT_FIELD(model, moe_every, Int, closed(1, 1024), "block i's MLP is a mixture of experts when i % moe_every == 0"),
+      MT_FIELD(model, capacity_factor, Float, closed(0, 1024),
+               "tokens an expert takes per sequence: ceil(factor x T x top_k / n_expert), the rest dropped; 0: dropless"),
+      MT_FIELD(model, aux_loss_coef, Float, closed(0, 100), "Switch/GShard load-balancing loss over the global batch"),
+      MT_FIELD(model, z_loss_coef, Float, closed(0, 100), "router z-loss: mean of logsumexp(router logits)^2"),
+      MT_FIELD(model, expert_bias_rate, Float, closed(0, 1),
+               "auxiliary-loss-free balancing (DeepSeek-V3): per-expert routing bias step per optimizer step; 0: off"),
       MT_FIELD(model, hidden, IntList, closed(1, 65536), "hidden layer widths (mlp)"),
       MT_FIELD(model, classes, Int, closed(2, 65536), "output classes (mlp, vit)"),
       MT_FIELD(model, image_size, Int, closed(1, 4096), "image side in pixels (vit)"),
@@ -136,6 +145,9 @@ const std::vector<Field>& fields() {
       MT_FIELD(parallel, sequence_parallel, Bool, {},
                "with tensor > 1 (gpt): the residual stream and layernorms run on each tensor rank's share of the "
                "batch's tokens; the tensor all-reduces become reduce-scatters and all-gathers"),
+      MT_FIELD(parallel, expert, Int, closed(1, 4096),
+               "expert-parallel ways (gpt with n_expert > 1), carved out of the data-parallel ways: each of this "
+               "many consecutive data ranks holds n_expert / expert of the experts; tokens reach them by all-to-all"),
       MT_FIELD(parallel, pipeline, Int, closed(1, 1024),
                "pipeline stages (gpt): consecutive layers on consecutive groups of workers, micro-batches flowing "
                "through them; workers = data x tensor x pipeline ways"),
@@ -457,6 +469,45 @@ void validate_pipeline(const JobConfig& c, const std::string& origin) {
   }
 }
 
+// Mixture of experts and its expert parallelism.
+void validate_experts(const JobConfig& c, const std::string& origin) {
+  const auto& m = c.model;
+  const int64_t X = c.parallel.expert;
+  if (m.n_expert > 1) {
+    if (m.kind != ModelKind::Gpt) fail(origin, "model.n_expert", "mixtures of experts are built for model.kind = \"gpt\"");
+    if (m.top_k > m.n_expert)
+      fail(origin, "model.top_k", std::to_string(m.top_k) + " experts per token, but model.n_expert = " +
+                                      std::to_string(m.n_expert));
+    if (c.parallel.sequence_parallel)
+      fail(origin, "parallel.sequence_parallel", "a mixture of experts routes whole tokens: turn sequence "
+                                                 "parallelism off with model.n_expert > 1");
+    if (m.expert_bias_rate > 0 && c.parallel.zero_stage > 0)
+      fail(origin, "model.expert_bias_rate", "the routing bias is moved on every rank after the update, which "
+                                             "ZeRO's sharded update does not reach: use zero_stage = 0");
+  }
+  if (X == 1) return;
+  if (m.n_expert == 1) fail(origin, "parallel.expert", "expert parallelism needs model.n_expert > 1");
+  if (m.n_expert % X != 0)
+    fail(origin, "parallel.expert", "model.n_expert = " + std::to_string(m.n_expert) + " experts do not split over " +
+                                        std::to_string(X) + " expert-parallel ways");
+  if (c.parallel.data != DataParallelism::AllReduce)
+    fail(origin, "parallel.expert", "expert ways are carved out of the data-parallel ways: it needs parallel.data = "
+                                    "\"allreduce\", not '" + enum_string(c.parallel.data) + "'");
+  const int64_t model_ways = c.parallel.tensor * c.parallel.pipeline;
+  if (c.parallel.workers > 1 && (c.parallel.workers % model_ways != 0 || (c.parallel.workers / model_ways) % X != 0))
+    fail(origin, "parallel.expert", std::to_string(X) + " expert ways do not divide the " +
+                                        std::to_string(c.parallel.workers / std::max<int64_t>(1, model_ways)) +
+                                        " data-parallel ways (workers " + std::to_string(c.parallel.workers) +
+                                        " / tensor " + std::to_string(c.parallel.tensor) + " / pipeline " +
+                                        std::to_string(c.parallel.pipeline) + ")");
+  if (c.parallel.zero_stage > 0)
+    fail(origin, "parallel.expert", "ZeRO shards the flat parameter layout over all data ranks, whose expert "
+                                    "tensors differ under expert parallelism: use zero_stage = 0 with expert > 1");
+  if (c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
+    fail(origin, "parallel.expert", "the Reduction Server reduces one gradient layout for every worker; expert "
+                                    "gradients are reduced over their own ranks: choose another parallel.all_reduce");
+}
+
 }  // namespace
 
 void validate_job_config(const JobConfig& c) {
@@ -498,6 +549,7 @@ void validate_job_config(const JobConfig& c) {
                                            "micro-batches are for data = \"none\" or \"allreduce\"");
   validate_tensor_parallel(c, origin);
   validate_pipeline(c, origin);
+  validate_experts(c, origin);
   if (c.parallel.all_reduce == comm::AllReduceAlgorithm::ReductionServer && c.parallel.data != DataParallelism::AllReduce)
     fail(origin, "parallel.all_reduce", "reduction_server needs parallel.data = \"allreduce\", not '" +
                                             enum_string(c.parallel.data) + "'");

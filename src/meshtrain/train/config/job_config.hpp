@@ -42,6 +42,14 @@ struct ModelSection {
   // gpt
   int64_t block_size = 128;  // context length T
   int64_t vocab_size = 256;  // byte-level
+  // gpt, mixture of experts (nn/moe/moe_config.hpp)
+  int64_t n_expert = 1;          // 1: dense MLPs
+  int64_t top_k = 2;
+  int64_t moe_every = 1;
+  double capacity_factor = 0;    // 0: dropless
+  double aux_loss_coef = 1e-2;
+  double z_loss_coef = 0;
+  double expert_bias_rate = 0;   // auxiliary-loss-free balancing; 0: off
   // mlp
   std::vector<int64_t> hidden = {256, 128};
   // mlp and vit
@@ -118,6 +126,7 @@ struct ParallelSection {
   parallel::pipeline::ScheduleKind schedule = parallel::pipeline::ScheduleKind::OneFOneB;
   int64_t virtual_stages = 1;        // model chunks per pipeline rank (schedule = interleaved)
   std::vector<int64_t> stage_layers; // layers per virtual stage; empty: balanced
+  int64_t expert = 1;                // expert-parallel ways, carved out of the data-parallel ways
   comm::TransportKind transport = comm::TransportKind::Auto;
   double timeout_s = 300;            // longest wait for a peer before the job fails
   int64_t workers = 1;               // worker processes `meshtrain run` starts

@@ -1,6 +1,18 @@
 #include "meshtrain/train/engine/gradient_reduction.hpp"
 
+#include <algorithm>
+
 namespace meshtrain {
+
+std::vector<HeldPart> held_parts(const HeldGradients& held, const ParamView& view) {
+  const size_t begin = view.offset, end = view.offset + view.numel;
+  std::vector<HeldPart> parts;
+  for (const FlatSegment& s : held.segments) {
+    const size_t lo = std::max(begin, s.begin), hi = std::min(end, s.end);
+    if (lo < hi) parts.push_back({held.values.subspan(s.local + (lo - s.begin), hi - lo), lo - begin});
+  }
+  return parts;
+}
 namespace {
 
 // Every rank holds the whole gradient and updates the whole store.

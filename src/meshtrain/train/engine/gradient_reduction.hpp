@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "meshtrain/core/flat_segment.hpp"
 #include "meshtrain/core/param_store.hpp"
@@ -46,6 +47,15 @@ struct HeldGradients {
   const FlatSegments& segments;  // where values sit in the flat layout (values[s.local..] is [s.begin, s.end))
   bool data_sharded = false;     // a shard of the data ranks' gradients: its squares add over them
 };
+
+// Where a view's gradient sits in what the rank holds: its parts (none when
+// ZeRO puts the view on other ranks), each with the element of the view it
+// starts at.
+struct HeldPart {
+  std::span<float> values;
+  size_t view_offset = 0;
+};
+std::vector<HeldPart> held_parts(const HeldGradients& held, const ParamView& view);
 
 class GradientReduction {
  public:

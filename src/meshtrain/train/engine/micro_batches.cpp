@@ -125,13 +125,9 @@ class PipelineMicroBatches final : public MicroBatchRunner {
  private:
   // The parts of the held gradients that belong to this rank's wte.
   std::vector<std::span<float>> held_wte(const HeldGradients& held) const {
-    const ParamView& wte = model_.store().view(model_.head_wte_index());
-    const size_t begin = wte.offset, end = wte.offset + wte.numel;
     std::vector<std::span<float>> parts;
-    for (const FlatSegment& s : held.segments) {
-      const size_t lo = std::max(begin, s.begin), hi = std::min(end, s.end);
-      if (lo < hi) parts.push_back(held.values.subspan(s.local + (lo - s.begin), hi - lo));
-    }
+    for (const HeldPart& part : held_parts(held, model_.store().view(model_.head_wte_index())))
+      parts.push_back(part.values);
     return parts;
   }
 

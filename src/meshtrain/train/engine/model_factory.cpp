@@ -8,12 +8,23 @@
 
 namespace meshtrain {
 
+nn::MoeConfig gpt_moe_config(const ModelSection& m) {
+  return {.n_expert = m.n_expert,
+          .top_k = m.top_k,
+          .moe_every = m.moe_every,
+          .capacity_factor = m.capacity_factor,
+          .aux_loss_coef = m.aux_loss_coef,
+          .z_loss_coef = m.z_loss_coef,
+          .expert_bias_rate = m.expert_bias_rate};
+}
+
 std::unique_ptr<Model> make_model(const ModelSection& m, nn::TensorParallelComm* tp) {
   return make_model(m, ModelLayout{.tp = tp});
 }
 
-ModelLayout model_layout(const ParallelSection& p, nn::TensorParallelComm* tp, int stage) {
+ModelLayout model_layout(const ParallelSection& p, nn::TensorParallelComm* tp, int stage, nn::ExpertParallelComm* ep) {
   return {.tp = tp,
+          .ep = ep,
           .pipeline = static_cast<int>(p.pipeline),
           .virtual_stages = static_cast<int>(p.virtual_stages),
           .stage = stage,
@@ -31,10 +42,14 @@ std::unique_ptr<Model> make_model(const ModelSection& m, const ModelLayout& layo
                              .n_embd = m.n_embd,
                              .n_head = m.n_head,
                              .block_size = m.block_size,
-                             .vocab_size = m.vocab_size};
-      if (P * V == 1) return std::make_unique<Gpt>(config, tp);
+                             .vocab_size = m.vocab_size,
+                             .moe = gpt_moe_config(m)};
+      if (P * V == 1)
+        return std::make_unique<Gpt>(
+            config, tp, std::vector<GptPiece>{{.first_layer = 0, .end_layer = m.n_layer, .embedding = true, .head = true}},
+            layout.ep);
       const std::vector<int64_t> counts = parallel::pipeline::stage_layer_counts(m.n_layer, P * V, layout.stage_layers);
-      return std::make_unique<Gpt>(config, tp, parallel::pipeline::rank_pieces(counts, P, V, layout.stage));
+      return std::make_unique<Gpt>(config, tp, parallel::pipeline::rank_pieces(counts, P, V, layout.stage), layout.ep);
     }
     case ModelKind::Mlp:
       if (tp && tp->size() > 1) throw ConfigError("model.kind 'mlp' has no tensor-parallel form (use gpt or vit)");

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "meshtrain/nn/model.hpp"
+#include "meshtrain/nn/moe/expert_parallel.hpp"
+#include "meshtrain/nn/moe/moe_config.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
 #include "meshtrain/train/config/job_config.hpp"
 
@@ -15,6 +17,7 @@ namespace meshtrain {
 
 struct ModelLayout {
   nn::TensorParallelComm* tp = nullptr;
+  nn::ExpertParallelComm* ep = nullptr;  // the rank's expert group; null: every expert
   int pipeline = 1, virtual_stages = 1, stage = 0;
   std::vector<int64_t> stage_layers;  // empty: balanced
 };
@@ -22,6 +25,9 @@ struct ModelLayout {
 std::unique_ptr<Model> make_model(const ModelSection& model, nn::TensorParallelComm* tp = nullptr);
 std::unique_ptr<Model> make_model(const ModelSection& model, const ModelLayout& layout);
 // The layout of worker `stage` of a job's [parallel] section.
-ModelLayout model_layout(const ParallelSection& parallel, nn::TensorParallelComm* tp, int stage);
+ModelLayout model_layout(const ParallelSection& parallel, nn::TensorParallelComm* tp, int stage,
+                         nn::ExpertParallelComm* ep = nullptr);
+// The [model] section's mixture-of-experts keys.
+nn::MoeConfig gpt_moe_config(const ModelSection& model);
 
 }  // namespace meshtrain

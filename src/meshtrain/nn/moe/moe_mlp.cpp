@@ -1,0 +1,224 @@
+#include "meshtrain/nn/moe/moe_mlp.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::nn {
+
+namespace {
+int ranks_of(const ExpertParallelComm* ep) { return ep ? ep->size() : 1; }
+}  // namespace
+
+MoeMlp::MoeMlp(ParamStore& store, const std::string& prefix, int64_t C, const MoeConfig& config,
+               TensorParallelComm* tp, ExpertParallelComm* ep, RouterSums* sums)
+    : C_(C), E_(config.n_expert), k_(config.top_k), ep_(ep), sums_(sums), router_(store, prefix + ".router", C, config) {
+  const int X = ranks_of(ep);
+  if (E_ % X != 0)
+    throw ConfigError("model.n_expert = " + std::to_string(E_) + " does not divide by the " + std::to_string(X) +
+                      " expert-parallel ways (parallel.expert)");
+  const int64_t local = E_ / X;
+  first_expert_ = (ep ? ep->rank() : 0) * local;
+  ExpertScope experts(store);
+  for (int64_t e = first_expert_; e < first_expert_ + local; ++e)
+    experts_.push_back(std::make_unique<Mlp>(store, prefix + ".experts." + std::to_string(e), C, tp));
+  ran_.assign(size_t(local), 0);
+}
+
+void MoeMlp::init(Rng& rng, float stddev, float proj_stddev) {
+  router_.init(rng, stddev);
+  for (auto& expert : experts_) expert->init(rng, stddev, proj_stddev);
+}
+
+void MoeMlp::defer_weight_gradients(bool on) {
+  for (auto& expert : experts_) expert->defer_weight_gradients(on);
+}
+
+void MoeMlp::backward_weight() {
+  for (size_t e = 0; e < experts_.size(); ++e)
+    if (ran_[e]) experts_[e]->backward_weight();
+}
+
+void MoeMlp::dispatch(const float* send, float* recv) {
+  size_t sent = 0;
+  for (size_t rows : send_rows_) sent += rows;
+  if (ranks_of(ep_) == 1) {
+    std::copy(send, send + sent * size_t(C_), recv);
+    return;
+  }
+  std::vector<size_t> s(send_rows_), r(recv_rows_);
+  for (auto& n : s) n *= size_t(C_);
+  for (auto& n : r) n *= size_t(C_);
+  ep_->all_to_all_v(send, s, recv, r);
+}
+
+void MoeMlp::gather_back(const float* send, float* recv) {
+  size_t sent = 0;
+  for (size_t rows : send_rows_) sent += rows;
+  if (ranks_of(ep_) == 1) {
+    std::copy(send, send + sent * size_t(C_), recv);
+    return;
+  }
+  std::vector<size_t> s(recv_rows_), r(send_rows_);
+  for (auto& n : s) n *= size_t(C_);
+  for (auto& n : r) n *= size_t(C_);
+  ep_->all_to_all_v(send, s, recv, r);
+}
+
+void MoeMlp::to_expert_order(const float* recv, float* by_expert) const {
+  const size_t X = recv_rows_.size(), local = experts_.size(), C = size_t(C_);
+  std::vector<size_t> offset(local, 0);  // where each expert's rows start in expert order
+  for (size_t e = 1; e < local; ++e) offset[e] = offset[e - 1] + size_t(expert_rows_[e - 1]);
+  size_t at = 0;
+  for (size_t s = 0; s < X; ++s)
+    for (size_t e = 0; e < local; ++e) {
+      const size_t rows = size_t(recv_counts_[s * local + e]);
+      std::memcpy(by_expert + offset[e] * C, recv + at * C, rows * C * sizeof(float));
+      offset[e] += rows;
+      at += rows;
+    }
+}
+
+void MoeMlp::from_expert_order(const float* by_expert, float* recv) const {
+  const size_t X = recv_rows_.size(), local = experts_.size(), C = size_t(C_);
+  std::vector<size_t> offset(local, 0);
+  for (size_t e = 1; e < local; ++e) offset[e] = offset[e - 1] + size_t(expert_rows_[e - 1]);
+  size_t at = 0;
+  for (size_t s = 0; s < X; ++s)
+    for (size_t e = 0; e < local; ++e) {
+      const size_t rows = size_t(recv_counts_[s * local + e]);
+      std::memcpy(recv + at * C, by_expert + offset[e] * C, rows * C * sizeof(float));
+      offset[e] += rows;
+      at += rows;
+    }
+}
+
+float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* residual) {
+  const int64_t N = B * T, C = C_, k = k_;
+  const int X = ranks_of(ep_);
+  const size_t local = experts_.size();
+  N_ = N;
+  router_.forward(inp, B, T, sums_);
+  const int32_t* choice = router_.choices();
+  const uint8_t* kept = router_.kept();
+
+  // Kept (token, choice) pairs by expert, then token.
+  std::vector<int64_t> per_expert(size_t(E_), 0);
+  for (int64_t i = 0; i < N * k; ++i)
+    if (kept[i]) ++per_expert[size_t(choice[i])];
+  std::vector<int64_t> start(size_t(E_) + 1, 0);
+  for (int64_t e = 0; e < E_; ++e) start[size_t(e) + 1] = start[size_t(e)] + per_expert[size_t(e)];
+  send_pair_.assign(size_t(start.back()), 0);
+  std::vector<int64_t> next(start.begin(), start.end() - 1);
+  for (int64_t i = 0; i < N * k; ++i)
+    if (kept[i]) send_pair_[size_t(next[size_t(choice[i])]++)] = i;
+
+  // Rows per rank and, to each rank, per expert of its; then what arrives.
+  send_rows_.assign(size_t(X), 0);
+  for (int64_t e = 0; e < E_; ++e) send_rows_[size_t(e) / local] += size_t(per_expert[size_t(e)]);
+  recv_counts_.assign(size_t(X) * local, 0);
+  if (X == 1)
+    recv_counts_.assign(per_expert.begin(), per_expert.end());
+  else
+    ep_->all_to_all(per_expert.data(), recv_counts_.data(), local);
+  recv_rows_.assign(size_t(X), 0);
+  expert_rows_.assign(local, 0);
+  for (size_t s = 0; s < size_t(X); ++s)
+    for (size_t e = 0; e < local; ++e) {
+      recv_rows_[s] += size_t(recv_counts_[s * local + e]);
+      expert_rows_[e] += recv_counts_[s * local + e];
+    }
+  size_t received = 0;
+  for (size_t rows : recv_rows_) received += rows;
+
+  // Tokens to their experts.
+  const size_t sent = send_pair_.size();
+  send_.ensure(std::max<size_t>(sent, 1) * size_t(C));
+  for (size_t i = 0; i < sent; ++i)
+    std::memcpy(send_.data() + i * size_t(C), inp + (send_pair_[i] / k) * C, size_t(C) * sizeof(float));
+  recv_.ensure(std::max<size_t>(received, 1) * size_t(C));
+  expert_in_.ensure(std::max<size_t>(received, 1) * size_t(C));
+  expert_out_.ensure(std::max<size_t>(received, 1) * size_t(C));
+  dispatch(send_.data(), recv_.data());
+  to_expert_order(recv_.data(), expert_in_.data());
+
+  // Each expert on its rows (expert_in_ stays alive for backward).
+  size_t offset = 0;
+  for (size_t e = 0; e < local; ++e) {
+    const int64_t rows = expert_rows_[e];
+    ran_[e] = rows > 0;
+    if (rows > 0) {
+      const float* y = experts_[e]->forward(expert_in_.data() + offset * size_t(C), rows, nullptr);
+      std::memcpy(expert_out_.data() + offset * size_t(C), y, size_t(rows * C) * sizeof(float));
+    }
+    offset += size_t(rows);
+  }
+
+  // Outputs back, and combined with the gates.
+  from_expert_order(expert_out_.data(), recv_.data());
+  returned_.ensure(std::max<size_t>(sent, 1) * size_t(C));
+  gather_back(recv_.data(), returned_.data());
+  out_.ensure(N * C);
+  float* out = out_.data();
+  if (residual)
+    std::memcpy(out, residual, size_t(N * C) * sizeof(float));
+  else
+    std::fill(out, out + N * C, 0.0f);
+  const float* gates = router_.gates();
+  for (size_t i = 0; i < sent; ++i) {
+    const int64_t pair = send_pair_[i];
+    const float g = gates[pair];
+    float* o = out + (pair / k) * C;
+    const float* y = returned_.data() + i * size_t(C);
+    for (int64_t c = 0; c < C; ++c) o[c] += g * y[c];
+  }
+  return out;
+}
+
+void MoeMlp::backward(float* dinp, const float* dout, Workspace& ws) {
+  if (N_ == 0) throw Error("MoeMlp::backward called before forward");
+  const int64_t N = N_, C = C_, k = k_;
+  const size_t local = experts_.size(), sent = send_pair_.size();
+  size_t received = 0;
+  for (size_t rows : recv_rows_) received += rows;
+  // d gate = dout . y; d y = gate dout, in send order.
+  std::vector<float> dgates(size_t(N * k), 0.0f);
+  const float* gates = router_.gates();
+  for (size_t i = 0; i < sent; ++i) {
+    const int64_t pair = send_pair_[i];
+    const float* d = dout + (pair / k) * C;
+    const float* y = returned_.data() + i * size_t(C);
+    float* dy = send_.data() + i * size_t(C);
+    double dot = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      dot += double(d[c]) * y[c];
+      dy[c] = gates[pair] * d[c];
+    }
+    dgates[size_t(pair)] = float(dot);
+  }
+  dispatch(send_.data(), recv_.data());
+  float* dy_by_expert = expert_out_.data();  // the outputs are no longer needed
+  to_expert_order(recv_.data(), dy_by_expert);
+  std::vector<float> dx_by_expert(std::max<size_t>(received, 1) * size_t(C));
+  size_t offset = 0;
+  for (size_t e = 0; e < local; ++e) {
+    const int64_t rows = expert_rows_[e];
+    if (rows > 0)
+      experts_[e]->backward(dx_by_expert.data() + offset * size_t(C), dy_by_expert + offset * size_t(C), ws);
+    else
+      experts_[e]->announce_gradients();  // no token this micro-batch: nothing more will come
+    offset += size_t(rows);
+  }
+  from_expert_order(dx_by_expert.data(), recv_.data());
+  gather_back(recv_.data(), send_.data());
+  std::fill(dinp, dinp + N * C, 0.0f);
+  for (size_t i = 0; i < sent; ++i) {
+    float* dx = dinp + (send_pair_[i] / k) * C;
+    const float* part = send_.data() + i * size_t(C);
+    for (int64_t c = 0; c < C; ++c) dx[c] += part[c];
+  }
+  router_.backward(dgates.data(), dinp);
+}
+
+}  // namespace meshtrain::nn

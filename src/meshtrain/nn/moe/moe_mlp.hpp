@@ -1,0 +1,88 @@
+#pragma once
+// A mixture-of-experts feed-forward sublayer (Shazeer et al. 2017; GShard;
+// Switch): a router (router.hpp) picks each token's top-k of E experts, each
+// expert is a GPT-2 MLP (mlp.hpp), and the output is the residual plus the
+// gate-weighted sum of the token's experts' outputs. Dropped choices add
+// nothing.
+//
+// Tensors, under "<prefix>" (= "h.<i>.mlp"): "router.weight" (C, E) [and
+// "router.expert_bias" (E)], and per expert e "experts.<e>.c_fc.*" and
+// "experts.<e>.c_proj.*" with the dense MLP's shapes, marked expert
+// (ParamView::expert). With a tensor-parallel group every expert is split
+// as the dense MLP is; the router is replicated.
+//
+// Dispatch is one code path for any number of expert-parallel ranks X: the
+// rank holds experts [r E/X, (r+1) E/X) and every token's chosen rows travel
+// to the rank of their expert by all-to-all (variable sizes), ordered by
+// expert and then token; the receiving rank runs each expert on its rows
+// from every rank (source rank order, so expert e sees the global batch's
+// tokens in their one-process order), and the outputs travel back the same
+// way. Backward sends the output gradients the same way and the input
+// gradients back. Without a group (or X = 1) the all-to-all is a copy.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/param_store.hpp"
+#include "meshtrain/nn/feed_forward.hpp"
+#include "meshtrain/nn/mlp.hpp"
+#include "meshtrain/nn/moe/expert_parallel.hpp"
+#include "meshtrain/nn/moe/moe_config.hpp"
+#include "meshtrain/nn/moe/router.hpp"
+#include "meshtrain/nn/moe/router_sums.hpp"
+#include "meshtrain/nn/tensor_parallel.hpp"
+
+namespace meshtrain::nn {
+
+class MoeMlp final : public FeedForward {
+ public:
+  // `sums` (shared by the layer's activation slots; may be null) receives
+  // the routing statistics of every training forward. Throws ConfigError
+  // when E does not divide by the expert-parallel ranks.
+  MoeMlp(ParamStore& store, const std::string& prefix, int64_t C, const MoeConfig& config, TensorParallelComm* tp,
+         ExpertParallelComm* ep, RouterSums* sums);
+
+  void init(Rng& rng, float stddev, float proj_stddev) override;
+  float* forward(const float* inp, int64_t B, int64_t T, const float* residual) override;
+  void backward(float* dinp, const float* dout, Workspace& ws) override;
+  void defer_weight_gradients(bool on) override;
+  void backward_weight() override;
+
+  Router& router() { return router_; }
+  int64_t first_expert() const { return first_expert_; }
+  int64_t local_experts() const { return static_cast<int64_t>(experts_.size()); }
+
+ private:
+  // Rows in send order <-> rows in receive order, by all-to-all (width C).
+  void dispatch(const float* send, float* recv);
+  void gather_back(const float* send, float* recv);
+  // Receive order (source rank, expert, token) <-> expert order (expert, source rank, token).
+  void to_expert_order(const float* recv, float* by_expert) const;
+  void from_expert_order(const float* by_expert, float* recv) const;
+
+  int64_t C_, E_, k_;
+  ExpertParallelComm* ep_;
+  RouterSums* sums_;
+  Router router_;
+  int64_t first_expert_ = 0;
+  std::vector<std::unique_ptr<Mlp>> experts_;  // experts first_expert_ ...
+  std::vector<uint8_t> ran_;                   // per local expert: had rows in the last forward
+
+  int64_t N_ = 0;
+  // The last forward's routing: the kept (token, choice) pairs in send
+  // order (by expert, then token), and the row counts.
+  std::vector<int64_t> send_pair_;             // t * k + r, in send order
+  std::vector<size_t> send_rows_, recv_rows_;  // per rank
+  std::vector<int64_t> recv_counts_;           // (source rank, local expert) rows
+  std::vector<int64_t> expert_rows_;           // per local expert, rows from all ranks
+  AlignedBuffer<float> send_{MemoryKind::Activations};     // (rows sent, C)
+  AlignedBuffer<float> recv_{MemoryKind::Activations};     // (rows received, C)
+  AlignedBuffer<float> expert_in_{MemoryKind::Activations};  // (rows received, C) in expert order
+  AlignedBuffer<float> expert_out_{MemoryKind::Activations};
+  AlignedBuffer<float> returned_{MemoryKind::Activations};  // (rows sent, C): the experts' outputs, send order
+  AlignedBuffer<float> out_{MemoryKind::Activations};       // (N, C)
+};
+
+}  // namespace meshtrain::nn

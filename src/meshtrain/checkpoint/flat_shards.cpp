@@ -149,18 +149,20 @@ class ViewTensorReader final : public FlatRangeReader {
 
 }  // namespace
 
-std::string shard_file_prefix(int tensor_rank, int tensor_ways, int pipeline_rank, int pipeline_ways) {
-  char stage[32] = "", tensor[32] = "";
+std::string shard_file_prefix(int tensor_rank, int tensor_ways, int pipeline_rank, int pipeline_ways, int expert_rank,
+                              int expert_ways) {
+  char stage[32] = "", expert[32] = "", tensor[32] = "";
   if (pipeline_ways > 1) std::snprintf(stage, sizeof stage, "pp-%05d-of-%05d.", pipeline_rank, pipeline_ways);
+  if (expert_ways > 1) std::snprintf(expert, sizeof expert, "ep-%05d-of-%05d.", expert_rank, expert_ways);
   if (tensor_ways > 1) std::snprintf(tensor, sizeof tensor, "tp-%05d-of-%05d.", tensor_rank, tensor_ways);
-  return std::string(stage) + tensor + "shard-";
+  return std::string(stage) + expert + tensor + "shard-";
 }
 
 std::string shard_file_name(int rank, int world, int tensor_rank, int tensor_ways, int pipeline_rank,
-                            int pipeline_ways) {
+                            int pipeline_ways, int expert_rank, int expert_ways) {
   char name[64];
   std::snprintf(name, sizeof name, "%05d-of-%05d.safetensors", rank, world);
-  return shard_file_prefix(tensor_rank, tensor_ways, pipeline_rank, pipeline_ways) + name;
+  return shard_file_prefix(tensor_rank, tensor_ways, pipeline_rank, pipeline_ways, expert_rank, expert_ways) + name;
 }
 
 void write_flat_shard(const fs::path& path, const ParamStore& store, const FlatSegments& segments,

@@ -38,12 +38,17 @@ struct ShardBuffer {
 // > 1) each tensor rank's data-parallel shards are
 // "tp-00000-of-00002.shard-00001-of-00004.safetensors" (a checkpoint is one
 // flat directory: checkpoint/manifest.hpp); under pipeline parallelism
-// (pipeline_ways > 1) each stage's files start with "pp-00001-of-00004.".
+// (pipeline_ways > 1) each stage's files start with "pp-00001-of-00004.";
+// under expert parallelism (expert_ways > 1) each expert rank's files
+// (its experts, and a copy of the dense tensors) carry "ep-00001-of-00002."
+// after the stage's: "pp-..ep-..tp-..shard-..", the data ranks that hold
+// the same experts splitting them.
 std::string shard_file_name(int rank, int world, int tensor_rank = 0, int tensor_ways = 1, int pipeline_rank = 0,
-                            int pipeline_ways = 1);
-// The prefix every shard file of one tensor rank of one pipeline stage
-// starts with ("shard-" when both ways are 1).
-std::string shard_file_prefix(int tensor_rank, int tensor_ways, int pipeline_rank = 0, int pipeline_ways = 1);
+                            int pipeline_ways = 1, int expert_rank = 0, int expert_ways = 1);
+// The prefix every shard file of one tensor rank of one expert rank of one
+// pipeline stage starts with ("shard-" when every way is 1).
+std::string shard_file_prefix(int tensor_rank, int tensor_ways, int pipeline_rank = 0, int pipeline_ways = 1,
+                              int expert_rank = 0, int expert_ways = 1);
 
 // Writes `segments` of every buffer to `path` (atomically, as
 // write_safetensors does), with `metadata` plus the layout keys above.

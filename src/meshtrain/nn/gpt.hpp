@@ -140,6 +140,9 @@ class Gpt final : public Model, public nn::PipelineModel {
   std::span<const float> last_logits(std::span<const int32_t> tokens);
 
   const GptConfig& config() const { return config_; }
+  // This rank's place in its expert-parallel group (0 of 1 without one).
+  int expert_rank() const { return ep_ ? ep_->rank() : 0; }
+  int expert_ways() const { return ep_ ? ep_->size() : 1; }
   // The mixture-of-experts blocks of this rank's pieces, in layer order.
   std::vector<GptMoeLayer>& moe_layers() { return moe_layers_; }
 

@@ -38,7 +38,7 @@ std::vector<ParamStore> run(int ranks, std::vector<size_t> announce, size_t buck
       ParamStore& store = stores[size_t(r)];
       for (size_t i = 0; i < store.params().size(); ++i) store.params()[i] = float(r);  // differ before broadcast
       GradientSync sync(store, group, {.bucket_bytes = bucket_bytes, .first_bucket_bytes = bucket_bytes});
-      sync.broadcast_parameters(0);
+      sync.broadcast_parameters();
       sync.start_backward();
       auto grads = store.grads();
       for (size_t i = 0; i < grads.size(); ++i) grads[i] = grad_value(r, i);

@@ -14,6 +14,7 @@ namespace meshtrain::parallel {
 struct GradientBucket {
   size_t begin = 0, end = 0;             // elements [begin, end) of the flat buffer
   size_t first_view = 0, end_view = 0;   // tensors [first_view, end_view) of the store
+  bool expert = false;                   // expert tensors only (ParamView::expert); otherwise none
   size_t elements() const { return end - begin; }
 };
 
@@ -22,7 +23,9 @@ struct GradientBucket {
 // PyTorch DDP) so communication starts early in backward, and the last: the
 // first tensors up to first_bucket_bytes, ready only at the end of backward,
 // go alone so little is left to send after it. A tensor larger than a bucket
-// gets a bucket of its own. An empty store has no bucket.
+// gets a bucket of its own. Expert and dense tensors never share a bucket
+// (expert gradients are reduced over other ranks). An empty store has no
+// bucket.
 std::vector<GradientBucket> plan_gradient_buckets(const ParamStore& store, size_t bucket_bytes,
                                                   size_t first_bucket_bytes);
 

@@ -6,10 +6,12 @@
 
 namespace meshtrain::parallel {
 
-GradientSync::GradientSync(ParamStore& store, comm::ProcessGroup& group, GradientSyncOptions options)
+GradientSync::GradientSync(ParamStore& store, comm::ProcessGroup& group, GradientSyncOptions options,
+                           ExpertReduction experts)
     : store_(store),
       group_(group),
       options_(options),
+      experts_(experts),
       buckets_(plan_gradient_buckets(store, options.bucket_bytes, options.first_bucket_bytes)),
       bucket_of_view_(store.views().size()),
       announced_(store.views().size()),
@@ -33,8 +35,18 @@ GradientSync::~GradientSync() {
   }
 }
 
-void GradientSync::broadcast_parameters(int root) {
-  if (group_.size() > 1) group_.broadcast(store_.params(), root);
+comm::ProcessGroup* GradientSync::group_of(const GradientBucket& bucket) const {
+  comm::ProcessGroup* g = bucket.expert && experts_.ways > 1 ? experts_.group : &group_;
+  return g && g->size() > 1 ? g : nullptr;
+}
+
+void GradientSync::broadcast_parameters() {
+  if (experts_.ways == 1) {
+    if (group_.size() > 1) group_.broadcast(store_.params(), 0);
+    return;
+  }
+  for (const GradientBucket& bucket : buckets_)
+    if (comm::ProcessGroup* g = group_of(bucket)) g->broadcast(store_.params().subspan(bucket.begin, bucket.elements()), 0);
 }
 
 void GradientSync::start_backward() {
@@ -61,11 +73,12 @@ void GradientSync::launch_ready_buckets() {
 }
 
 void GradientSync::launch(size_t b) {
-  if (group_.size() == 1) return;
   const auto& bucket = buckets_[b];
+  comm::ProcessGroup* group = group_of(bucket);
+  if (!group) return;
   // Avg divides on the communication thread, so backward's thread never
   // makes a pass over the gradients for it.
-  work_[b] = group_.all_reduce_async(store_.grads().subspan(bucket.begin, bucket.elements()), comm::ReduceKind::Avg,
+  work_[b] = group->all_reduce_async(store_.grads().subspan(bucket.begin, bucket.elements()), comm::ReduceKind::Avg,
                                      options_.algorithm);
 }
 
@@ -74,15 +87,21 @@ GradientSyncStats GradientSync::finish_backward() {
   in_backward_ = false;
   while (next_launch_ < buckets_.size()) launch(next_launch_++);
   GradientSyncStats stats;
-  if (group_.size() == 1) return stats;
   const auto wait_start = std::chrono::steady_clock::now();
   for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!work_[b]) continue;
     work_[b]->wait();
     stats.busy_s += work_[b]->busy_seconds();
     stats.bytes += buckets_[b].elements() * sizeof(float);
     work_[b].reset();
   }
   stats.exposed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  if (experts_.ways > 1) {
+    const float share = 1.0f / static_cast<float>(experts_.ways);
+    for (const GradientBucket& bucket : buckets_)
+      if (bucket.expert)
+        for (float& g : store_.grads().subspan(bucket.begin, bucket.elements())) g *= share;
+  }
   return stats;
 }
 

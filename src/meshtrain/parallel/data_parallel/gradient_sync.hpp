@@ -8,6 +8,12 @@
 // order, on the communicator's thread, so they travel while backward goes on.
 // Bucket order is the same on every rank (the plan and the order of
 // announcements are), which the communicator's ordering rule needs.
+//
+// Under expert parallelism (ExpertReduction) the expert tensors' buckets
+// are averaged over the ranks holding the same experts instead, then
+// divided by the expert ways: each expert's gradient already sums the
+// tokens of its whole expert group (they came by all-to-all), so the result
+// is the global batch's mean, as for the dense tensors.
 #include <cstddef>
 #include <vector>
 
@@ -31,16 +37,22 @@ struct GradientSyncStats {
   double hidden_share() const { return busy_s > 0 ? 1.0 - std::min(1.0, exposed_s / busy_s) : 1.0; }
 };
 
+struct ExpertReduction {
+  comm::ProcessGroup* group = nullptr;  // the data ranks with the same experts; null: just this one
+  int ways = 1;                         // expert-parallel ways
+};
+
 class GradientSync {
  public:
-  // Installs a grad-ready hook on `store`; the store and group must outlive this.
-  GradientSync(ParamStore& store, comm::ProcessGroup& group, GradientSyncOptions options);
+  // Installs a grad-ready hook on `store`; the store and groups must outlive this.
+  GradientSync(ParamStore& store, comm::ProcessGroup& group, GradientSyncOptions options, ExpertReduction experts = {});
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
-  // Makes every worker's parameters equal to root's.
-  void broadcast_parameters(int root = 0);
+  // Makes every worker's parameters equal to group rank 0's (the expert
+  // tensors: to expert-data group rank 0's).
+  void broadcast_parameters();
   // Before backward: no bucket is ready yet.
   void start_backward();
   // After backward: starts the buckets still waiting and waits for all.
@@ -53,10 +65,13 @@ class GradientSync {
   void on_grad_ready(size_t view);
   void launch_ready_buckets();
   void launch(size_t bucket);
+  // The group a bucket is reduced over; null: nothing to reduce.
+  comm::ProcessGroup* group_of(const GradientBucket& bucket) const;
 
   ParamStore& store_;
   comm::ProcessGroup& group_;
   GradientSyncOptions options_;
+  ExpertReduction experts_;
   std::vector<GradientBucket> buckets_;
   std::vector<size_t> bucket_of_view_;
   std::vector<char> announced_;       // per view, this step

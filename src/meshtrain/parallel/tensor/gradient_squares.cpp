@@ -11,7 +11,9 @@ GradSquares grad_squares_by_placement(const ParamStore& store, std::span<const f
   GradSquares squares;
   for (const ParamView& view : store.views()) {
     const size_t begin = view.offset, end = view.offset + view.numel;
-    double& sum = view.placement.replicated() ? squares.replicated : squares.sharded;
+    const bool replicated = view.placement.replicated();
+    double& sum = view.expert ? (replicated ? squares.expert_replicated : squares.expert_sharded)
+                              : (replicated ? squares.replicated : squares.sharded);
     for (const FlatSegment& s : segments) {
       const size_t lo = std::max(begin, s.begin), hi = std::min(end, s.end);
       if (lo < hi) sum += squared_norm_range(grads, s.local + (lo - s.begin), s.local + (hi - s.begin));

@@ -13,9 +13,14 @@
 
 namespace meshtrain::parallel {
 
+// Expert tensors (ParamView::expert) are kept apart: under expert
+// parallelism each rank of an expert group holds other experts, so their
+// squares also sum over the expert group.
 struct GradSquares {
   double replicated = 0;
   double sharded = 0;
+  double expert_replicated = 0;
+  double expert_sharded = 0;
 };
 
 // Over the parts of the store's views inside `segments`, whose gradients

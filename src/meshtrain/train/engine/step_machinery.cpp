@@ -53,8 +53,9 @@ StepMachinery make_step_machinery(const StepSettings& settings, const ParallelSe
         store, *group,
         parallel::GradientSyncOptions{.algorithm = workers.algorithm(),
                                       .bucket_bytes = bucket_bytes,
-                                      .first_bucket_bytes = std::min<size_t>(size_t{1} << 20, bucket_bytes)});
-    m.sync->broadcast_parameters(0);
+                                      .first_bucket_bytes = std::min<size_t>(size_t{1} << 20, bucket_bytes)},
+        parallel::ExpertReduction{.group = workers.expert_data_group(), .ways = workers.expert_size()});
+    m.sync->broadcast_parameters();
   } else {
     group->broadcast(store.params(), 0);
   }

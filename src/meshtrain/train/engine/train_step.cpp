@@ -24,15 +24,20 @@ double global_squared_norm(const HeldGradients& held, const ParamStore& store, W
   double duplicate[2];  // replicated, sharded
   micro_batches.duplicate_squares(held, duplicate[0], duplicate[1]);
   double squares = 0;
-  if (workers.tensor_size() == 1) {
+  if (workers.tensor_size() == 1 && workers.expert_size() == 1) {
     squares = squared_norm_range(held.values, 0, held.values.size()) - (duplicate[0] + duplicate[1]);
     if (held.data_sharded) workers.sum({&squares, 1});
   } else {
     const parallel::GradSquares parts = parallel::grad_squares_by_placement(store, held.values, held.segments);
-    double sums[2] = {parts.replicated - duplicate[0], parts.sharded - duplicate[1]};
+    // Replicated, tensor-sharded, tensor-sharded expert, replicated expert:
+    // the middle two sum over the tensor ranks, the last two over the
+    // expert ranks. (The tied embedding's duplicate is never an expert.)
+    double sums[4] = {parts.replicated - duplicate[0], parts.sharded - duplicate[1], parts.expert_sharded,
+                      parts.expert_replicated};
     if (held.data_sharded) workers.sum(sums);
-    workers.tensor_sum({&sums[1], 1});
-    squares = sums[0] + sums[1];
+    workers.tensor_sum({&sums[1], 2});
+    workers.expert_sum({&sums[2], 2});
+    squares = sums[0] + sums[1] + sums[2] + sums[3];
   }
   workers.pipeline_sum({&squares, 1});
   return squares;
@@ -56,6 +61,7 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   GradientReduction& gradients = ctx.gradients;
   const int64_t micro_batches = ctx.settings.micro_batches;
   gradients.begin_step();
+  if (ctx.moe) ctx.moe->begin_step();
   const double loss_sum = ctx.micro_batches.train(batch, gradients);
   StepResult r;
   r.comm = gradients.finish_backward();
@@ -63,6 +69,7 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   ctx.micro_batches.finish_gradients(held);
   // The sum of the micro-batches' mean gradients -> the batch's mean.
   if (micro_batches > 1) scale_range(held.values, 0, held.values.size(), 1.0f / static_cast<float>(micro_batches));
+  if (ctx.moe) ctx.moe->add_balancing_gradients(held);
   // The global batch's mean: every data rank's share is the same size.
   // Tensor ranks share their batch and hold the same loss: not summed.
   double global_sum = static_cast<float>(loss_sum / static_cast<double>(micro_batches));
@@ -76,6 +83,10 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
                 std::to_string(r.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");
   r.lr = scheduled_lr(ctx.settings.schedule, ctx.settings.base_lr, step);
   gradients.update(ctx.optimizer, static_cast<float>(r.lr));
+  if (ctx.moe) {
+    ctx.moe->after_update();
+    r.moe = ctx.moe->report();
+  }
   return r;
 }
 

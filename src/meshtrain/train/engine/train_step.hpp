@@ -19,7 +19,9 @@
 // and 3); under tensor parallelism split by placement (a replicated tensor
 // counted once, a sharded one summed over the tensor ranks:
 // parallel/tensor/gradient_squares.hpp); under pipeline parallelism added
-// over the stages, the tied embedding's copy on the last stage left out.
+// over the stages, the tied embedding's copy on the last stage left out;
+// under expert parallelism the expert tensors' squares are summed over the
+// expert group (each rank holds other experts), the dense ones' are not.
 #include <cstdint>
 
 #include "meshtrain/core/batch.hpp"
@@ -30,6 +32,7 @@
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
 #include "meshtrain/train/engine/micro_batches.hpp"
+#include "meshtrain/train/engine/moe_balancing.hpp"
 #include "meshtrain/train/engine/worker_group.hpp"
 
 namespace meshtrain {
@@ -39,6 +42,7 @@ struct StepResult {
   float grad_norm = 0;  // before clipping
   double lr = 0;
   parallel::GradientSyncStats comm;  // zero without data parallelism
+  std::vector<MoeLayerReport> moe;   // the mixture-of-experts layers' routing; empty for a dense model
 };
 
 struct StepContext {
@@ -48,6 +52,7 @@ struct StepContext {
   WorkerGroup& workers;
   const StepSettings& settings;  // schedule, base lr, clipping, micro-batches
   MicroBatchRunner& micro_batches;  // one after another, or through the pipeline (micro_batches.hpp)
+  MoeBalancing* moe = nullptr;      // the MoE layers' balancing (moe_balancing.hpp); null: none
 };
 
 // Step `step` (0-based: the optimizer has taken `step` steps) on `batch`.

@@ -6,6 +6,7 @@
 #include "meshtrain/comm/bootstrap/connect.hpp"
 #include "meshtrain/comm/reduction_server/groups.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/parallel/expert/expert_parallel_group.hpp"
 #include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
 
 namespace meshtrain {
@@ -44,13 +45,14 @@ void WorkerGroup::place(const ParallelSection& p, const comm::LaunchEnv& env) {
   if (env.role == "server")
     throw ConfigError("rank " + std::to_string(env.rank) + " is a pool-2 server rank (the last " +
                       std::to_string(env.num_servers) + " ranks); run `meshtrain reducer` there, not `train`");
-  const int pipeline = static_cast<int>(p.pipeline);
+  const int pipeline = static_cast<int>(p.pipeline), expert = static_cast<int>(p.expert);
   try {
-    mesh_ = comm::DeviceMesh(comm::MeshShape{.dp = -1, .tp = tensor, .pp = pipeline}, env.num_workers());
+    mesh_ = comm::DeviceMesh(comm::MeshShape{.dp = -1, .tp = tensor, .pp = pipeline, .ep = expert}, env.num_workers());
   } catch (const ConfigError& e) {
     throw ConfigError(std::to_string(env.num_workers()) + " workers do not split into tensor groups of " +
-                      "parallel.tensor = " + std::to_string(tensor) + " and pipelines of parallel.pipeline = " +
-                      std::to_string(pipeline) + " stages (" + e.what() + ")");
+                      "parallel.tensor = " + std::to_string(tensor) + ", pipelines of parallel.pipeline = " +
+                      std::to_string(pipeline) + " stages and expert groups of parallel.expert = " +
+                      std::to_string(expert) + " data ranks (" + e.what() + ")");
   }
   if (p.data != DataParallelism::AllReduce && size() > 1)
     throw ConfigError(std::to_string(env.num_workers()) + " workers at parallel.tensor = " + std::to_string(tensor) +
@@ -63,7 +65,7 @@ void WorkerGroup::place(const ParallelSection& p, const comm::LaunchEnv& env) {
 }
 
 void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const SharedSettings& shared) {
-  const bool tensor = p.tensor > 1, pipeline = p.pipeline > 1;
+  const bool tensor = p.tensor > 1, pipeline = p.pipeline > 1, expert = p.expert > 1;
   comm::TransportOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(p.timeout_s * 1000));
   // The tensor axis gets a channel of its own (its own transport and
@@ -74,6 +76,9 @@ void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const 
   std::vector<std::string> channels{""};
   if (tensor) channels.push_back("tp");
   if (pipeline) channels.push_back("pp");
+  // And the expert axis: its all-to-alls run inside every MoE layer's
+  // forward and backward, beside the overlapped gradient buckets.
+  if (expert) channels.push_back("ep");
   auto transports = comm::connect_transports(env, p.transport, options, channels);
   communicator_ = std::make_shared<comm::Communicator>(std::move(transports[0]));
   // MPI gives one transport for every channel: the axes share it.
@@ -83,6 +88,7 @@ void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const 
   };
   tensor_communicator_ = tensor ? channel("tp") : communicator_;
   pipeline_communicator_ = pipeline ? channel("pp") : communicator_;
+  expert_communicator_ = expert ? channel("ep") : communicator_;
   local_size_ = env.local_world_size;  // learned at rendezvous where the launcher did not say
   std::vector<int> workers(static_cast<size_t>(mesh_.workers()));
   std::iota(workers.begin(), workers.end(), 0);
@@ -94,6 +100,12 @@ void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const 
     tensor_group_ = std::make_unique<comm::ProcessGroup>(tensor_communicator_,
                                                          mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_));
     tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_, p.sequence_parallel);
+  }
+  if (expert) {
+    expert_group_ = std::make_unique<comm::ProcessGroup>(expert_communicator_,
+                                                         mesh_.group_ranks(comm::MeshAxis::Expert, worker_rank_));
+    expert_comm_ = std::make_unique<parallel::ExpertParallelGroup>(*expert_group_);
+    expert_data_group_ = std::make_unique<comm::ProcessGroup>(communicator_, mesh_.expert_data_ranks(worker_rank_));
   }
   if (pipeline) {
     const std::vector<int> stages = mesh_.group_ranks(comm::MeshAxis::Pipeline, worker_rank_);
@@ -134,7 +146,7 @@ const char* WorkerGroup::transport_name() const {
 uint64_t WorkerGroup::bytes_sent() const {
   uint64_t sent = 0;
   for (const auto* g : {all_workers_.get(), data_group_.get(), tensor_group_.get(), pipeline_group_.get(),
-                        embedding_group_.get()})
+                        embedding_group_.get(), expert_group_.get(), expert_data_group_.get()})
     if (g) sent += g->bytes_sent();
   return sent;
 }
@@ -145,6 +157,10 @@ void WorkerGroup::sum(std::span<double> values) {
 
 void WorkerGroup::tensor_sum(std::span<double> values) {
   if (tensor_group_) tensor_group_->all_reduce(values, comm::ReduceKind::Sum);
+}
+
+void WorkerGroup::expert_sum(std::span<double> values) {
+  if (expert_group_) expert_group_->all_reduce(values, comm::ReduceKind::Sum);
 }
 
 void WorkerGroup::pipeline_sum(std::span<double> values) {

@@ -2,7 +2,9 @@
 // The workers of a synchronous job as one process sees them: the device mesh
 // they form (comm/mesh/device_mesh.hpp: pipeline x data x tensor ways, tensor
 // fastest), this process's place in it, and the process groups cut from it:
-// the data-parallel group its gradients are reduced over, the tensor-parallel
+// the data-parallel group its gradients are reduced over (and, under expert
+// parallelism, the expert group its tokens travel in and the expert-data
+// group its expert gradients are reduced over), the tensor-parallel
 // group its layers exchange activations in, the pipeline group its stages
 // pass micro-batches along (and the first and last stage's pair, which sums
 // the tied embedding's gradient), and all the workers (for the lead's
@@ -18,6 +20,7 @@
 #include "meshtrain/comm/bootstrap/launch_env.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/comm/mesh/device_mesh.hpp"
+#include "meshtrain/nn/moe/expert_parallel.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
 #include "meshtrain/train/config/job_config.hpp"
 #include "meshtrain/train/config/rank_agreement.hpp"
@@ -48,6 +51,14 @@ class WorkerGroup {
   // Pipeline stage (rank in the pipeline group) and stages.
   int pipeline_rank() const { return mesh_.coord(worker_rank_).pp; }
   int pipeline_size() const { return mesh_.size(comm::MeshAxis::Pipeline); }
+  // Expert-parallel ways (inside the data ways) and this rank's place among
+  // them.
+  int expert_size() const { return mesh_.size(comm::MeshAxis::Expert); }
+  int expert_rank() const { return mesh_.coord(worker_rank_).ep; }
+  // The data ranks that hold this rank's experts: their rank among
+  // themselves and how many (size() / expert_size()).
+  int expert_data_rank() const { return rank() / expert_size(); }
+  int expert_data_size() const { return size() / expert_size(); }
   // Position among all workers, and how many there are (data x tensor x pipeline).
   int worker_rank() const { return worker_rank_; }
   int workers() const { return mesh_.workers(); }
@@ -60,6 +71,11 @@ class WorkerGroup {
   // The tensor-parallel group as nn/'s layers take it; null for tensor = 1.
   // It has a communication channel of its own (comm/bootstrap/connect.hpp).
   nn::TensorParallelComm* tensor_group() { return tensor_comm_.get(); }
+  // The expert group as nn/'s MoE layers take it (its all-to-alls on a
+  // channel of its own); null for expert = 1.
+  nn::ExpertParallelComm* expert_group() { return expert_comm_.get(); }
+  // The data ranks holding this rank's experts; null when that is one rank.
+  comm::ProcessGroup* expert_data_group() { return expert_data_size() > 1 ? expert_data_group_.get() : nullptr; }
   // The pipeline group, on a channel of its own; null for pipeline = 1.
   comm::ProcessGroup* pipeline_group() { return pipeline_group_.get(); }
   // The first and the last stage of this rank's pipeline (group ranks 0 and
@@ -74,6 +90,8 @@ class WorkerGroup {
   void sum(std::span<double> values);
   // Sums `values` over the tensor-parallel ranks, in place (a no-op for one).
   void tensor_sum(std::span<double> values);
+  // Sums `values` over the expert group (a no-op for expert = 1).
+  void expert_sum(std::span<double> values);
   // Sums `values` over the pipeline stages, in place (a no-op for one).
   void pipeline_sum(std::span<double> values);
   // Every worker's `values` (of any length), in worker-rank order, on every
@@ -96,8 +114,11 @@ class WorkerGroup {
   std::shared_ptr<comm::Communicator> communicator_;         // all workers, the data axis
   std::shared_ptr<comm::Communicator> tensor_communicator_;    // the tensor axis's channel (MPI: communicator_)
   std::shared_ptr<comm::Communicator> pipeline_communicator_;  // the pipeline axis's channel (MPI: communicator_)
+  std::shared_ptr<comm::Communicator> expert_communicator_;    // the expert axis's channel (MPI: communicator_)
   std::unique_ptr<comm::ProcessGroup> all_workers_, data_group_, tensor_group_, pipeline_group_, embedding_group_;
+  std::unique_ptr<comm::ProcessGroup> expert_group_, expert_data_group_;
   std::unique_ptr<nn::TensorParallelComm> tensor_comm_;
+  std::unique_ptr<nn::ExpertParallelComm> expert_comm_;
 };
 
 }  // namespace meshtrain

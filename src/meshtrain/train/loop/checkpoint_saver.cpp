@@ -22,9 +22,11 @@ CheckpointSaver::CheckpointSaver(const CheckpointSettings& settings, const Model
     segments_ = zero->layout().segments();
     params_in_shard_ = zero->stage() >= 3;
     state_in_shard_ = true;
-  } else if (workers.size() > 1) {
-    // Every worker holds everything; each saves the slices ZeRO would give it.
-    segments_ = parallel::ShardLayout(store, workers.rank(), workers.size()).segments();
+  } else if (workers.expert_data_size() > 1) {
+    // Every worker holds everything (under expert parallelism: everything
+    // of its expert rank's); each saves the slices ZeRO would give it among
+    // the workers that hold the same.
+    segments_ = parallel::ShardLayout(store, workers.expert_data_rank(), workers.expert_data_size()).segments();
   } else {
     segments_ = {{.begin = 0, .end = store.flat_size(), .local = 0}};
   }
@@ -69,15 +71,20 @@ std::string CheckpointSaver::wait() {
 
 void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
                             std::optional<checkpoint::CheckpointWriter> writer) {
-  const int world = workers_.size(), tensor_ways = workers_.tensor_size(), stages = workers_.pipeline_size();
+  // The data ranks holding the same store split it: under expert
+  // parallelism, those with the same experts.
+  const int world = workers_.expert_data_size(), tensor_ways = workers_.tensor_size(),
+            stages = workers_.pipeline_size(), expert_ways = workers_.expert_size();
   if (workers_.workers() == 1) {
     write_whole_checkpoint(dir, state, settings_.config_toml, model_, share);
   } else {
     try {
       write_checkpoint_shard(dir,
-                             {.rank = workers_.rank(), .world = world, .tensor_rank = workers_.tensor_rank(),
-                              .tensor_ways = tensor_ways, .pipeline_rank = workers_.pipeline_rank(),
-                              .pipeline_ways = stages, .zero_stage = zero_stage_},
+                             {.rank = workers_.expert_data_rank(), .world = world,
+                              .tensor_rank = workers_.tensor_rank(), .tensor_ways = tensor_ways,
+                              .pipeline_rank = workers_.pipeline_rank(), .pipeline_ways = stages,
+                              .expert_rank = workers_.expert_rank(), .expert_ways = expert_ways,
+                              .zero_stage = zero_stage_},
                              state, settings_.config_toml, model_.store(), share);
     } catch (...) {
       // The others may still be writing their shards into this directory:
@@ -92,9 +99,10 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(settings_.timeout_s);
   for (int p = 0; p < stages && workers_.workers() > 1; ++p)
+  for (int e = 0; e < expert_ways; ++e)
   for (int t = 0; t < tensor_ways; ++t)
     for (int r = 0; r < world; ++r) {
-      const fs::path shard = dir / checkpoint::shard_file_name(r, world, t, tensor_ways, p, stages);
+      const fs::path shard = dir / checkpoint::shard_file_name(r, world, t, tensor_ways, p, stages, e, expert_ways);
       while (!fs::exists(shard)) {
         if (abandon_) return;
         if (std::chrono::steady_clock::now() > deadline)
@@ -104,8 +112,8 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
-  auto info = writer->commit({.workers = workers_.workers(), .zero_stage = zero_stage_, .dp = world,
-                              .tp = tensor_ways, .pp = stages, .config = settings_.config_toml});
+  auto info = writer->commit({.workers = workers_.workers(), .zero_stage = zero_stage_, .dp = workers_.size(),
+                              .tp = tensor_ways, .pp = stages, .ep = expert_ways, .config = settings_.config_toml});
   checkpoint::prune(settings_.root, static_cast<size_t>(settings_.keep));
   committed_ = info.path.string();
 }

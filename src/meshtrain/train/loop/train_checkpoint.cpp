@@ -12,6 +12,7 @@
 #include "meshtrain/checkpoint/safetensors_writer.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/nn/gpt.hpp"
+#include "meshtrain/parallel/expert/solo_expert_group.hpp"
 #include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
 #include "meshtrain/train/engine/model_factory.hpp"
@@ -65,20 +66,21 @@ std::vector<fs::path> files_named(const fs::path& dir, std::initializer_list<std
 }
 
 // Where a rank's files sit in a sharded checkpoint: its tensor rank of its
-// pipeline stage.
+// expert rank of its pipeline stage.
 struct SavedCoordinate {
-  int tensor_rank = 0, tensor_ways = 1, stage = 0, stages = 1;
+  int tensor_rank = 0, tensor_ways = 1, stage = 0, stages = 1, expert_rank = 0, expert_ways = 1;
 };
 
 // One saved rank's shard files of a sharded checkpoint; empty for a whole one.
 std::vector<fs::path> shard_files(const fs::path& dir, const SavedCoordinate& at) {
-  return files_named(dir, {checkpoint::shard_file_prefix(at.tensor_rank, at.tensor_ways, at.stage, at.stages)});
+  return files_named(dir, {checkpoint::shard_file_prefix(at.tensor_rank, at.tensor_ways, at.stage, at.stages,
+                                                         at.expert_rank, at.expert_ways)});
 }
 
 // The file whose metadata holds the training state: the first worker's
 // shard (tensor rank 0, data rank 0), or the whole checkpoint's state file.
 fs::path state_file(const fs::path& dir) {
-  auto shards = files_named(dir, {checkpoint::shard_file_prefix(0, 1), "tp-", "pp-"});
+  auto shards = files_named(dir, {checkpoint::shard_file_prefix(0, 1), "tp-", "pp-", "ep-"});
   return shards.empty() ? dir / kStateFile : shards.front();
 }
 
@@ -92,16 +94,26 @@ TensorCoordinate tensor_coordinate(const ParamStore& store) {
   return {};
 }
 
+// Where a model sits in its expert-parallel group (a dense model: 0 of 1).
+struct ExpertCoordinate {
+  int index = 0, ways = 1;
+};
+ExpertCoordinate expert_coordinate(const Model& model) {
+  const auto* gpt = dynamic_cast<const Gpt*>(&model);
+  return gpt ? ExpertCoordinate{gpt->expert_rank(), gpt->expert_ways()} : ExpertCoordinate{};
+}
+
 // A reader of one saved rank's buffers in `layout` (whole checkpoints have
 // one rank).
 std::unique_ptr<checkpoint::FlatRangeReader> open_saved_rank(
     const fs::path& dir, const SavedCoordinate& at, const ParamStore& layout,
     const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
   if (auto shards = shard_files(dir, at); !shards.empty()) return checkpoint::open_flat_shards(shards, layout);
-  if (at.tensor_ways > 1 || at.stages > 1)
+  if (at.tensor_ways > 1 || at.stages > 1 || at.expert_ways > 1)
     throw CheckpointError(dir.string() + ": holds no shard of tensor-parallel rank " + std::to_string(at.tensor_rank) +
                           " of " + std::to_string(at.tensor_ways) + ", pipeline stage " + std::to_string(at.stage) +
-                          " of " + std::to_string(at.stages));
+                          " of " + std::to_string(at.stages) + ", expert rank " + std::to_string(at.expert_rank) +
+                          " of " + std::to_string(at.expert_ways));
   std::vector<checkpoint::ViewTensorSource> sources{{"params", dir / kModelFile, ""}};
   for (auto& [name, buffer] : states) sources.push_back({name, dir / kStateFile, name + "."});
   return checkpoint::open_view_tensors(sources, layout);
@@ -120,30 +132,36 @@ std::vector<std::vector<GptPiece>> saved_stage_pieces(const JobConfig& saved) {
   const ParallelSection& p = saved.parallel;
   std::vector<std::vector<GptPiece>> stages;
   for (int s = 0; s < int(p.pipeline); ++s) {
-    const std::unique_ptr<Model> model = make_model(saved.model, model_layout(p, nullptr, s));
+    parallel::SoloExpertGroup experts(0, static_cast<int>(p.expert));  // the pieces do not depend on it
+    const std::unique_ptr<Model> model = make_model(saved.model, model_layout(p, nullptr, s, &experts));
     stages.push_back(pieces_of(*model));
   }
   return stages;
 }
 
-// A checkpoint saved at another tensor-parallel width or pipeline split,
-// read by placement and name (checkpoint/placement_reader.hpp): each saved
-// rank's layout comes from the model the checkpoint's own config describes.
+// A checkpoint saved at another tensor-parallel width, pipeline split or
+// expert split, read by placement and name (checkpoint/placement_reader.hpp):
+// each saved rank's layout comes from the model the checkpoint's own config
+// describes (an expert rank's: its experts, by name, and the dense tensors,
+// which every expert rank holds the same).
 std::unique_ptr<checkpoint::FlatRangeReader> open_resharded_checkpoint(
-    const fs::path& dir, const JobConfig& saved, int saved_ways, const ParamStore& store,
+    const fs::path& dir, const JobConfig& saved, int saved_ways, int saved_experts, const ParamStore& store,
     const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
   parallel::SoloTensorGroup group(0, saved_ways);  // for the layout only
   const int stages = static_cast<int>(saved.parallel.pipeline);
   std::vector<checkpoint::SavedTensorRank> ranks;
-  for (int s = 0; s < stages; ++s) {
-    const std::unique_ptr<Model> model =
-        make_model(saved.model, model_layout(saved.parallel, saved_ways > 1 ? &group : nullptr, s));
-    for (int t = 0; t < saved_ways; ++t) {
-      checkpoint::SavedTensorRank rank{.layout = checkpoint::layout_copy(model->store(), saved_ways > 1 ? t : -1)};
-      rank.reader = open_saved_rank(dir, {t, saved_ways, s, stages}, *rank.layout, states);
-      ranks.push_back(std::move(rank));
+  for (int s = 0; s < stages; ++s)
+    for (int e = 0; e < saved_experts; ++e) {
+      parallel::SoloExpertGroup experts(e, saved_experts);
+      const std::unique_ptr<Model> model =
+          make_model(saved.model, model_layout(saved.parallel, saved_ways > 1 ? &group : nullptr, s,
+                                               saved_experts > 1 ? &experts : nullptr));
+      for (int t = 0; t < saved_ways; ++t) {
+        checkpoint::SavedTensorRank rank{.layout = checkpoint::layout_copy(model->store(), saved_ways > 1 ? t : -1)};
+        rank.reader = open_saved_rank(dir, {t, saved_ways, s, stages, e, saved_experts}, *rank.layout, states);
+        ranks.push_back(std::move(rank));
+      }
     }
-  }
   return checkpoint::open_resharded(std::move(ranks), store);
 }
 
@@ -185,14 +203,16 @@ void write_whole_checkpoint(const fs::path& dir, const TrainState& state, const 
 
 void write_checkpoint_shard(const fs::path& dir, const ShardCoordinate& at, const TrainState& state,
                             const std::string& config_toml, const ParamStore& store, const SavedShare& share) {
-  const bool first = at.rank == 0 && at.tensor_rank == 0 && at.pipeline_rank == 0;
+  const bool first = at.rank == 0 && at.tensor_rank == 0 && at.pipeline_rank == 0 && at.expert_rank == 0;
   checkpoint::Metadata meta = first ? state_metadata(state, config_toml, share) : checkpoint::Metadata{};
   meta["zero_stage"] = std::to_string(at.zero_stage);
   meta["workers"] = std::to_string(at.world);
   meta["tensor_parallel"] = std::to_string(at.tensor_ways);
   meta["pipeline_parallel"] = std::to_string(at.pipeline_ways);
+  meta["expert_parallel"] = std::to_string(at.expert_ways);
   checkpoint::write_flat_shard(dir / checkpoint::shard_file_name(at.rank, at.world, at.tensor_rank, at.tensor_ways,
-                                                                 at.pipeline_rank, at.pipeline_ways),
+                                                                 at.pipeline_rank, at.pipeline_ways, at.expert_rank,
+                                                                 at.expert_ways),
                                store, share.segments, share.buffers, meta);
 }
 
@@ -230,8 +250,9 @@ TrainState load_train_checkpoint(const std::string& path, Model& model, Optimize
   // pieces read that rank's own files by flat range; another layout (one
   // process included) reshards by placement and name.
   const checkpoint::Manifest manifest = checkpoint::read_manifest(dir);
-  const int saved_ways = manifest.job.tp;
+  const int saved_ways = manifest.job.tp, saved_experts = manifest.job.ep;
   const TensorCoordinate here = tensor_coordinate(store);
+  const ExpertCoordinate experts_here = expert_coordinate(model);
   const JobConfig saved = checkpoint_config(path);
   const std::vector<std::vector<GptPiece>> saved_stages =
       manifest.job.pp > 1 ? saved_stage_pieces(saved) : std::vector<std::vector<GptPiece>>{};
@@ -242,9 +263,10 @@ TrainState load_train_checkpoint(const std::string& path, Model& model, Optimize
   for (size_t s = 0; s < saved_stages.size(); ++s)
     if (saved_stages[s] == mine) stage = static_cast<int>(s);
   std::unique_ptr<checkpoint::FlatRangeReader> reader =
-      saved_ways == here.ways && stage >= 0
-          ? open_saved_rank(dir, {here.index, here.ways, stage, manifest.job.pp}, store, states)
-          : open_resharded_checkpoint(dir, saved, saved_ways, store, states);
+      saved_ways == here.ways && saved_experts == experts_here.ways && stage >= 0
+          ? open_saved_rank(dir, {here.index, here.ways, stage, manifest.job.pp, experts_here.index, experts_here.ways},
+                            store, states)
+          : open_resharded_checkpoint(dir, saved, saved_ways, saved_experts, store, states);
   for (auto& [name, buffer] : states)
     if (!reader->has(name)) throw CheckpointError(path + ": holds no optimizer state '" + name + "'");
 

@@ -12,10 +12,14 @@
 //    shard, or the same split of the whole model when every worker holds
 //    all of it); shard 0's metadata carries the training state. Under
 //    tensor parallelism each tensor rank t of T saves its own store so:
-//    tp-<t>-of-<T>.shard-<r>-of-<N>.safetensors.
+//    tp-<t>-of-<T>.shard-<r>-of-<N>.safetensors; under expert parallelism
+//    each expert rank e of X (its experts and a copy of the dense tensors)
+//    ep-<e>-of-<X>.shard-<r>-of-<N>, N the data ranks holding those
+//    experts; pipeline stages put pp-<s>-of-<S>. first.
 // Either layout loads into any worker count and ZeRO stage, or into one
 // process (meshtrain consolidate writes a whole model file from shards); a
-// checkpoint of another tensor-parallel width is resharded by placement
+// checkpoint of another tensor-parallel width, pipeline split or expert
+// split is resharded by placement and name
 // (checkpoint/placement_reader.hpp), optimizer state included.
 #include <cstdint>
 #include <cstdio>
@@ -65,12 +69,14 @@ std::string save_train_checkpoint(const CheckpointSettings& settings, const Trai
 // config's TOML; share.segments must be the whole store.
 void write_whole_checkpoint(const std::filesystem::path& dir, const TrainState& state, const std::string& config_toml,
                             const Model& model, const SavedShare& share);
-// Which shard a worker writes: its data-parallel rank of `world` (the shard
-// of its tensor rank's store), its tensor rank of `tensor_ways`.
+// Which shard a worker writes: its data-parallel rank of `world` among the
+// ranks holding the same store (under expert parallelism: the same
+// experts), its tensor rank of `tensor_ways`, its stage, its expert rank.
 struct ShardCoordinate {
   int rank = 0, world = 1;
   int tensor_rank = 0, tensor_ways = 1;
   int pipeline_rank = 0, pipeline_ways = 1;
+  int expert_rank = 0, expert_ways = 1;
   int zero_stage = 0;
 };
 // Writes a worker's shard into `dir`; the first worker's (rank 0, tensor

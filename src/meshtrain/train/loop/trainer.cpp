@@ -87,6 +87,24 @@ void add_memory_peaks(nlohmann::json& record) {
   record["peak_total_mb"] = double(tracker.peak_total()) / (1 << 20);
 }
 
+// The mixture-of-experts layers' routing (moe_balancing.hpp): the step's
+// totals beside the loss, and per layer the load of each expert.
+void add_moe_metrics(nlohmann::json& record, const std::vector<MoeLayerReport>& layers) {
+  double aux = 0, z = 0, dropped = 0;
+  nlohmann::json per_layer = nlohmann::json::array();
+  for (const MoeLayerReport& l : layers) {
+    aux += l.aux_loss;
+    z += l.z_loss;
+    dropped += l.dropped;
+    per_layer.push_back({{"layer", l.layer}, {"load", l.load}, {"tokens", l.tokens}, {"dropped", l.dropped},
+                         {"aux_loss", l.aux_loss}, {"z_loss", l.z_loss}});
+  }
+  record["aux_loss"] = aux;
+  record["z_loss"] = z;
+  record["dropped_tokens"] = dropped;
+  record["moe"] = per_layer;
+}
+
 // How one step went, beside its StepResult.
 struct StepTiming {
   double step_s = 0;
@@ -128,6 +146,7 @@ class SyncTrainer {
   std::optional<DataLoader> loader_;
   StepSettings step_;
   StepMachinery machinery_;
+  std::optional<MoeBalancing> moe_;  // the MoE layers' balancing and routing report
   const ThroughputUnit unit_;
   const bool lead_;
   std::FILE* out_;  // the lead's report stream; null on the others
@@ -146,7 +165,8 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
       checkpoints_(check_writable(to_checkpoint_settings(config))),
       workers_(config.parallel, shared_settings(config)),
       model_(make_model(config.model,
-                        model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank()))),
+                        model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank(),
+                                     workers_.expert_group()))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
       lead_(workers_.is_lead()),
       out_(lead_ ? options.out : nullptr) {
@@ -157,6 +177,7 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
   Rng init_rng(static_cast<uint64_t>(config.training.seed));
   model_->init_parameters(init_rng);
   machinery_ = make_step_machinery(step_, config.parallel, *model_, workers_);
+  moe_.emplace(*model_, workers_);
 }
 
 TrainSummary SyncTrainer::run() {
@@ -230,6 +251,12 @@ void SyncTrainer::print_setup() const {
                  workers_.pipeline_size(), enum_string(config_.parallel.schedule).c_str(),
                  (long long)config_.parallel.micro_batches, (long long)config_.parallel.virtual_stages,
                  workers_.mesh().describe().c_str());
+  if (const nn::MoeConfig& moe = gpt_moe_config(config_.model); moe.enabled())
+    std::fprintf(out_, "mixture of experts: %lld experts, top-%lld, every %lld block(s), capacity factor %g%s, "
+                 "%d expert-parallel way(s) (%lld experts on this worker)\n",
+                 (long long)moe.n_expert, (long long)moe.top_k, (long long)moe.moe_every, moe.capacity_factor,
+                 moe.capacity_factor > 0 ? "" : " (dropless)", workers_.expert_size(),
+                 (long long)(moe.n_expert / workers_.expert_size()));
   if (const auto* zero = machinery_.zero.get())
     std::fprintf(out_, "ZeRO stage %d: %zu units sharded over %d workers (%zu of %zu elements on this one)\n",
                  step_.zero_stage, zero->layout().units().size(), world_size, zero->layout().local_size(),
@@ -243,7 +270,8 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
                         .gradients = *machinery_.gradients,
                         .workers = workers_,
                         .settings = step_,
-                        .micro_batches = *machinery_.micro_batches};
+                        .micro_batches = *machinery_.micro_batches,
+                        .moe = moe_->active() ? &*moe_ : nullptr};
   const int64_t first_step = step;
   Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)
   double throughput_ema = 0;
@@ -293,6 +321,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
     rec["data_parallel"] = workers_.size();
     rec["tensor_parallel"] = workers_.tensor_size();
     rec["pipeline_parallel"] = workers_.pipeline_size();
+    rec["expert_parallel"] = workers_.expert_size();
     rec["zero_stage"] = step_.zero_stage;
     rec["comm_bytes"] = timing.comm_bytes;  // sent by this worker in the step (loss and norm sums included)
     rec["comm_exposed_ms"] = r.comm.exposed_s * 1e3;
@@ -301,6 +330,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
     rec["comm_ms"] = r.comm.busy_s * 1e3;
     rec["comm_hidden_share"] = r.comm.hidden_share();
   }
+  if (!r.moe.empty()) add_moe_metrics(rec, r.moe);
   add_memory_peaks(rec);
   metrics_->write(rec);
 }

@@ -25,8 +25,9 @@ std::vector<TensorEntry> view_tensors(const ParamStore& store, const float* flat
   return entries;
 }
 
+// Names and shapes only: a layout store (not allocated) can be checked too,
+// as a resharded read of a whole checkpoint does.
 void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix) {
-  require_allocated(store);
   std::vector<std::string> differences;
   size_t count = 0;
   auto note = [&](std::string text) {

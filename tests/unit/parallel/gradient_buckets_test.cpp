@@ -63,4 +63,31 @@ TEST(GradientBuckets, TinyLimitGivesOneTensorPerBucket) {
 }
 
 }  // namespace
+TEST(GradientBuckets, ExpertTensorsNeverShareABucketWithDenseOnes) {
+  // dense t0, t1; experts t2, t3; dense t4: even one huge limit splits at
+  // each change, since expert gradients are reduced over other ranks.
+  ParamStore s;
+  s.declare("t0", {10}, true);
+  s.declare("t1", {10}, true);
+  {
+    ExpertScope experts(s);
+    s.declare("t2", {10}, true);
+    s.declare("t3", {10}, true);
+  }
+  s.declare("t4", {10}, true);
+  s.allocate();
+  auto buckets = plan_gradient_buckets(s, size_t{1} << 30, size_t{1} << 30);
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0].first_view, 4u);
+  EXPECT_FALSE(buckets[0].expert);
+  EXPECT_EQ(buckets[1].first_view, 2u);
+  EXPECT_EQ(buckets[1].end_view, 4u);
+  EXPECT_TRUE(buckets[1].expert);
+  EXPECT_EQ(buckets[2].first_view, 0u);
+  EXPECT_EQ(buckets[2].end_view, 2u);
+  EXPECT_FALSE(buckets[2].expert);
+  EXPECT_EQ(buckets[2].begin, 0u);
+  for (size_t b = 0; b + 1 < buckets.size(); ++b) EXPECT_EQ(buckets[b].begin, buckets[b + 1].end) << b;
+}
+
 }  // namespace meshtrain::parallel

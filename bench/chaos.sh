@@ -12,11 +12,16 @@
 #   rs      2 workers + 1 reducer               victims: worker 0, 1 or the reducer (rank 2)
 #   ps1     1 worker + 2 parameter servers      victims: server 0 or 1 (ranks 1, 2)
 #           (one worker: an asynchronous job is deterministic only then)
+#   4d      8 workers, dp2 (ep2) x pp2 x tp2, the MoE GPT (4 experts, top-2), 2 micro-batches
+#                                               victims: any worker, 0-7
+#   ep4tp2  8 workers, dp4 (ep4: one expert each) x tp2, the MoE GPT
+#                                               victims: any worker, 0-7
 # The tiny GPT of tests/integration (n_embd 128, context 128, batch 8),
 # $STEPS steps (default 40), a checkpoint every $EVERY (default 5), restart
 # backoff 0.2 s. Runtime: ~4 min for 20 trials. Results: bench/RESULTS.md,
 # section "Chaos".
-#   Usage: bench/chaos.sh [TRIALS]     knobs: SEED, STEPS, EVERY, MESHTRAIN, OUT [bench/out/chaos]
+#   Usage: bench/chaos.sh [TRIALS]     knobs: SEED, STEPS, EVERY, MESHTRAIN, OUT [bench/out/chaos],
+#          STRATEGIES [dp zero3 rs ps1 4d ep4tp2] (drawn from at random)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 1
@@ -65,10 +70,14 @@ strategy_args() {
     zero3) echo "--parallel.zero_stage=3" ;;
     rs) echo "--parallel.all_reduce=reduction_server --parallel.reducers=1" ;;
     ps1) echo "--nproc 1 --parallel.data=parameter_server --parallel.servers=2" ;;
+    4d) echo "--nproc 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.expert=2 --parallel.micro_batches=2
+              --model.n_expert=4 --model.top_k=2" ;;
+    ep4tp2) echo "--nproc 8 --parallel.tensor=2 --parallel.expert=4 --model.n_expert=4 --model.top_k=2" ;;
   esac
 }
+read -r -a strategies <<< "${STRATEGIES:-dp zero3 rs ps1 4d ep4tp2}"
 declare -A straight_s
-for s in dp zero3 rs ps1; do
+for s in "${strategies[@]}"; do
   t0=$(date +%s.%N)
   # shellcheck disable=SC2046
   "$MESHTRAIN" run "$WORK/job.toml" $(strategy_args "$s") --training.out_dir="$WORK/straight-$s" \
@@ -84,9 +93,9 @@ echo "|---|---|---|---|---|---|---|---|"
 # trial, not a failure: another is drawn, up to TRIALS more.
 while [ "$trial" -lt "$TRIALS" ] && [ "$missed" -lt "$TRIALS" ]; do
   trial=$((trial + 1))
-  strategies=(dp zero3 rs ps1)
-  s=${strategies[$((RANDOM % 4))]}
+  s=${strategies[$((RANDOM % ${#strategies[@]}))]}
   victims=2; [ "$s" = rs ] && victims=3
+  case "$s" in 4d | ep4tp2) victims=8 ;; esac
   rank=$((RANDOM % victims))
   watch=metrics.jsonl
   [ "$s" = ps1 ] && rank=$((1 + RANDOM % 2)) watch=server-0.jsonl  # the worker logs clocks, servers steps

@@ -251,4 +251,6 @@ refused 2 "expert ways do not divide" --parallel.expert=4 --model.n_expert=8 --p
 refused 2 "use zero_stage = 0 with expert > 1" --parallel.expert=2 --parallel.zero_stage=1
 refused 2 "turn sequence parallelism off" --parallel.tensor=2 --parallel.sequence_parallel=true
 refused 2 "experts per token, but model.n_expert = 4" --model.top_k=5
+refused 2 "choose another parallel.all_reduce" --parallel.expert=2 --parallel.all_reduce=reduction_server
+refused 2 "ZeRO's sharded update does not reach" --model.expert_bias_rate=0.001 --parallel.zero_stage=1
 echo "mixture-of-experts equivalence holds"

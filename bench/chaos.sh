@@ -70,9 +70,9 @@ strategy_args() {
     zero3) echo "--parallel.zero_stage=3" ;;
     rs) echo "--parallel.all_reduce=reduction_server --parallel.reducers=1" ;;
     ps1) echo "--nproc 1 --parallel.data=parameter_server --parallel.servers=2" ;;
-    4d) echo "--nproc 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.expert=2 --parallel.micro_batches=2
+    4d) echo "--parallel.workers=8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.expert=2 --parallel.micro_batches=2
               --model.n_expert=4 --model.top_k=2" ;;
-    ep4tp2) echo "--nproc 8 --parallel.tensor=2 --parallel.expert=4 --model.n_expert=4 --model.top_k=2" ;;
+    ep4tp2) echo "--parallel.workers=8 --parallel.tensor=2 --parallel.expert=4 --model.n_expert=4 --model.top_k=2" ;;
   esac
 }
 read -r -a strategies <<< "${STRATEGIES:-dp zero3 rs ps1 4d ep4tp2}"

@@ -93,7 +93,7 @@ expect_failure "parallel.workers = 6 is not a multiple of pipeline 4 x tensor 1"
   "$MESHTRAIN" train job.toml --parallel.pipeline=4 --parallel.data=allreduce --parallel.workers=6
 if timeout 60 "$MESHTRAIN" launch --nproc 3 -- "$MESHTRAIN" train job.toml --parallel.pipeline=2 \
   --parallel.data=allreduce --training.out_dir="$WORK/pp3" > pp3.log 2>&1; then fail "3 workers ran at pipeline = 2"; fi
-grep -q "3 workers do not split into tensor groups of parallel.tensor = 1 and pipelines of parallel.pipeline = 2" pp3.log ||
+grep -q "3 workers do not split into tensor groups of parallel.tensor = 1, pipelines of parallel.pipeline = 2 stages and expert groups of parallel.expert = 1" pp3.log ||
   { cat pp3.log; fail "pp3's message"; }
 
 # Every subcommand has --help.

@@ -2,12 +2,15 @@
 //   meshtrain plan [PLAN.toml] [--section.key=value ...]   the analytic planner (plan/)
 //   meshtrain plan --measure [...]                         the same on a profile measured here
 //   meshtrain plan --config JOB.toml                       a runnable job's memory and step time here
+// and --emit-config FILE, with the first two or with --config: the
+// recommendation as a job config for `meshtrain run` (plan_job_config.hpp).
 #include <cstdio>
 #include <fstream>
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/cli/machine_profile.hpp"
+#include "meshtrain/cli/plan_job_config.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/plan/plan_chart.hpp"
 #include "meshtrain/plan/plan_keys.hpp"
@@ -22,6 +25,8 @@ struct PlanArgs {
   std::string file;
   std::string job_config;
   std::string svg;
+  std::string emit_config;
+  bool force = false;
   bool json = false;
   bool list = false;
   bool measure = false;
@@ -40,17 +45,36 @@ void print_profiles() {
   std::printf("sources: docs/planner.md\n");
 }
 
-int run_analytic(const PlanArgs& args, const std::vector<std::string>& flags) {
-  if (args.file.empty() && flags.empty() && !args.measure)
+// The recommendation written as a job config, and how to run it.
+void emit_config(const plan::Plan& result, const PlanArgs& args, const JobConfig* base) {
+  const EmittedJob job = job_from_plan(result, base);
+  write_file_atomically(args.emit_config, emitted_config_text(job, args.emit_config));
+  const ParallelSection& par = job.config.parallel;
+  std::fprintf(stderr, "wrote %s: %s, %lld worker%s, %lld samples per worker in %lld micro-batch%s%s%s\n",
+               args.emit_config.c_str(), job.strategy.c_str(), (long long)par.workers, par.workers == 1 ? "" : "s",
+               (long long)job.config.training.batch_size, (long long)par.micro_batches,
+               par.micro_batches == 1 ? "" : "es", base ? ", the rest as in " : "",
+               base ? args.job_config.c_str() : "");
+  for (const std::string& note : job.notes) std::fprintf(stderr, "  note: %s\n", note.c_str());
+  std::fprintf(stderr, "run it:      meshtrain run %s\nforecast it: meshtrain plan --config %s\n",
+               args.emit_config.c_str(), args.emit_config.c_str());
+}
+
+// The analytic planner. With a job (--config with --emit-config), the job
+// gives the model, batch and optimizer; a plan file, or this machine
+// measured (the default then), the hardware.
+int run_analytic(const PlanArgs& args, const std::vector<std::string>& plan_flags, const JobConfig* job) {
+  if (!job && args.file.empty() && plan_flags.empty() && !args.measure)
     throw ConfigError("nothing to plan: give a plan file, --section.key=value flags or --config JOB.toml "
                       "(meshtrain plan --help lists the keys; examples/plan-vision-1b.toml is one)");
   plan::PlanValues values;
-  if (args.measure) {
+  if (args.measure || (job && args.file.empty())) {
     const MachineProfile measured = measure_machine(stderr);
     add_machine_profile(measured, values);
   }
   if (!args.file.empty()) plan::read_plan_file(args.file, values);
-  plan::read_plan_flags(flags, values);
+  plan::read_plan_flags(plan_flags, values);
+  if (job) add_job_to_plan(*job, args.job_config, values);
   const plan::Plan result = plan::make_plan(plan::plan_input_from(values));
   if (!args.svg.empty()) {
     std::ofstream f(args.svg);
@@ -62,6 +86,8 @@ int run_analytic(const PlanArgs& args, const std::vector<std::string>& flags) {
     std::printf("%s\n", plan::plan_to_json(result).dump(2).c_str());
   else
     std::fputs(plan::format_plan(result).c_str(), stdout);
+  std::fflush(stdout);
+  if (!args.emit_config.empty()) emit_config(result, args, job);
   return 0;
 }
 
@@ -86,24 +112,41 @@ void add_plan_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("file", args->file, "a plan file (TOML with the keys below); --key=value flags override it");
   sub->add_option("--config", args->job_config,
                   "a meshtrain job config: predict its per-rank peak memory and step time on this machine "
-                  "(a short probe of its model plus measured communication)");
+                  "(a short probe of its model plus measured communication); with --emit-config, plan for its "
+                  "model and batch instead (hardware from the plan file, else --measure) and start from it");
   sub->add_flag("--json", args->json, "print JSON instead of a table");
   sub->add_option("--svg", args->svg, "also draw the plan (memory and step time per strategy) into this SVG file");
   sub->add_flag("--measure", args->measure,
                 "measure this machine (GEMM and shared-memory all-reduce) and plan for it as the device");
   sub->add_flag("--list", args->list, "list the built-in device and link profiles");
+  CLI::Option* emit = sub->add_option(
+      "--emit-config", args->emit_config,
+      "write the recommended layout as a job config for `meshtrain run` (or train): [parallel] data, all_reduce, "
+      "workers, tensor, pipeline, expert, zero_stage, micro_batches and training.batch_size from the plan; with "
+      "--config the job's other keys as they are, else the plan's model and the default data. Refuses to "
+      "overwrite an existing file");
+  sub->add_flag("--force", args->force, "with --emit-config: overwrite the file if it exists")->needs(emit);
   sub->allow_extras();
   sub->footer("Keys (in a plan file as [section] key = value, or as --section.key=value):\n" +
               plan::plan_keys_reference() +
               "\nExample: meshtrain plan --model.params=1e9 --hardware.device=a100-80gb --training.global_batch=256 "
-              "--time.single_device_days=10 --time.target_days=2");
+              "--time.single_device_days=10 --time.target_days=2\n"
+              "Plan to run: meshtrain plan PLAN.toml --emit-config job.toml && meshtrain run job.toml\n"
+              "             meshtrain plan --config JOB.toml [PLAN.toml] --emit-config job.toml (JOB.toml's model on "
+              "PLAN.toml's hardware, or this machine's)");
   commands.add(sub, [args, sub] {
     if (args->list) {
       print_profiles();
       return 0;
     }
     const std::vector<std::string> flags = sub->remaining();
-    return args->job_config.empty() ? run_analytic(*args, flags) : run_job_forecast(*args, flags);
+    if (!args->emit_config.empty()) check_may_write(args->emit_config, args->force);
+    if (args->job_config.empty()) return run_analytic(*args, flags, nullptr);
+    if (args->emit_config.empty()) return run_job_forecast(*args, flags);
+    // Flags override the job, as with --config alone.
+    JobConfig job = load_job_config(args->job_config);
+    apply_overrides(job, flags);
+    return run_analytic(*args, {}, &job);
   });
 }
 

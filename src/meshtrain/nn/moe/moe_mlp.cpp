@@ -40,33 +40,26 @@ void MoeMlp::backward_weight() {
     if (ran_[e]) experts_[e]->backward_weight();
 }
 
-void MoeMlp::dispatch(const float* send, float* recv) {
-  size_t sent = 0;
-  for (size_t rows : send_rows_) sent += rows;
+// Rows of width C travel by all-to-all: `out_rows[d]` to rank d, taken
+// from `send` in rank order, `in_rows[s]` from rank s into `recv`.
+void MoeMlp::exchange(const float* send, const std::vector<size_t>& out_rows, float* recv,
+                      const std::vector<size_t>& in_rows) {
   if (ranks_of(ep_) == 1) {
-    std::copy(send, send + sent * size_t(C_), recv);
+    std::copy(send, send + out_rows[0] * size_t(C_), recv);
     return;
   }
-  std::vector<size_t> s(send_rows_), r(recv_rows_);
+  std::vector<size_t> s(out_rows), r(in_rows);
   for (auto& n : s) n *= size_t(C_);
   for (auto& n : r) n *= size_t(C_);
   ep_->all_to_all_v(send, s, recv, r);
 }
 
-void MoeMlp::gather_back(const float* send, float* recv) {
-  size_t sent = 0;
-  for (size_t rows : send_rows_) sent += rows;
-  if (ranks_of(ep_) == 1) {
-    std::copy(send, send + sent * size_t(C_), recv);
-    return;
-  }
-  std::vector<size_t> s(recv_rows_), r(send_rows_);
-  for (auto& n : s) n *= size_t(C_);
-  for (auto& n : r) n *= size_t(C_);
-  ep_->all_to_all_v(send, s, recv, r);
-}
+void MoeMlp::dispatch(const float* send, float* recv) { exchange(send, send_rows_, recv, recv_rows_); }
+void MoeMlp::gather_back(const float* send, float* recv) { exchange(send, recv_rows_, recv, send_rows_); }
 
-void MoeMlp::to_expert_order(const float* recv, float* by_expert) const {
+// Receive order (source rank, expert, token) <-> expert order (expert,
+// source rank, token): the same walk, copying one way or the other.
+void MoeMlp::reorder(const float* from, float* to, bool to_expert_order) const {
   const size_t X = recv_rows_.size(), local = experts_.size(), C = size_t(C_);
   std::vector<size_t> offset(local, 0);  // where each expert's rows start in expert order
   for (size_t e = 1; e < local; ++e) offset[e] = offset[e - 1] + size_t(expert_rows_[e - 1]);
@@ -74,21 +67,10 @@ void MoeMlp::to_expert_order(const float* recv, float* by_expert) const {
   for (size_t s = 0; s < X; ++s)
     for (size_t e = 0; e < local; ++e) {
       const size_t rows = size_t(recv_counts_[s * local + e]);
-      std::memcpy(by_expert + offset[e] * C, recv + at * C, rows * C * sizeof(float));
-      offset[e] += rows;
-      at += rows;
-    }
-}
-
-void MoeMlp::from_expert_order(const float* by_expert, float* recv) const {
-  const size_t X = recv_rows_.size(), local = experts_.size(), C = size_t(C_);
-  std::vector<size_t> offset(local, 0);
-  for (size_t e = 1; e < local; ++e) offset[e] = offset[e - 1] + size_t(expert_rows_[e - 1]);
-  size_t at = 0;
-  for (size_t s = 0; s < X; ++s)
-    for (size_t e = 0; e < local; ++e) {
-      const size_t rows = size_t(recv_counts_[s * local + e]);
-      std::memcpy(recv + at * C, by_expert + offset[e] * C, rows * C * sizeof(float));
+      if (to_expert_order)
+        std::memcpy(to + offset[e] * C, from + at * C, rows * C * sizeof(float));
+      else
+        std::memcpy(to + at * C, from + offset[e] * C, rows * C * sizeof(float));
       offset[e] += rows;
       at += rows;
     }
@@ -141,7 +123,7 @@ float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* resi
   expert_in_.ensure(std::max<size_t>(received, 1) * size_t(C));
   expert_out_.ensure(std::max<size_t>(received, 1) * size_t(C));
   dispatch(send_.data(), recv_.data());
-  to_expert_order(recv_.data(), expert_in_.data());
+  reorder(recv_.data(), expert_in_.data(), true);
 
   // Each expert on its rows (expert_in_ stays alive for backward).
   size_t offset = 0;
@@ -156,7 +138,7 @@ float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* resi
   }
 
   // Outputs back, and combined with the gates.
-  from_expert_order(expert_out_.data(), recv_.data());
+  reorder(expert_out_.data(), recv_.data(), false);
   returned_.ensure(std::max<size_t>(sent, 1) * size_t(C));
   gather_back(recv_.data(), returned_.data());
   out_.ensure(N * C);
@@ -199,18 +181,19 @@ void MoeMlp::backward(float* dinp, const float* dout, Workspace& ws) {
   }
   dispatch(send_.data(), recv_.data());
   float* dy_by_expert = expert_out_.data();  // the outputs are no longer needed
-  to_expert_order(recv_.data(), dy_by_expert);
-  std::vector<float> dx_by_expert(std::max<size_t>(received, 1) * size_t(C));
+  reorder(recv_.data(), dy_by_expert, true);
+  expert_dx_.ensure(std::max<size_t>(received, 1) * size_t(C));
+  float* dx_by_expert = expert_dx_.data();
   size_t offset = 0;
   for (size_t e = 0; e < local; ++e) {
     const int64_t rows = expert_rows_[e];
     if (rows > 0)
-      experts_[e]->backward(dx_by_expert.data() + offset * size_t(C), dy_by_expert + offset * size_t(C), ws);
+      experts_[e]->backward(dx_by_expert + offset * size_t(C), dy_by_expert + offset * size_t(C), ws);
     else
       experts_[e]->announce_gradients();  // no token this micro-batch: nothing more will come
     offset += size_t(rows);
   }
-  from_expert_order(dx_by_expert.data(), recv_.data());
+  reorder(dx_by_expert, recv_.data(), false);
   gather_back(recv_.data(), send_.data());
   std::fill(dinp, dinp + N * C, 0.0f);
   for (size_t i = 0; i < sent; ++i) {

@@ -56,11 +56,13 @@ class MoeMlp final : public FeedForward {
 
  private:
   // Rows in send order <-> rows in receive order, by all-to-all (width C).
+  void exchange(const float* send, const std::vector<size_t>& out_rows, float* recv,
+                const std::vector<size_t>& in_rows);
   void dispatch(const float* send, float* recv);
   void gather_back(const float* send, float* recv);
-  // Receive order (source rank, expert, token) <-> expert order (expert, source rank, token).
-  void to_expert_order(const float* recv, float* by_expert) const;
-  void from_expert_order(const float* by_expert, float* recv) const;
+  // Receive order (source rank, expert, token) -> expert order (expert,
+  // source rank, token), or back.
+  void reorder(const float* from, float* to, bool to_expert_order) const;
 
   int64_t C_, E_, k_;
   ExpertParallelComm* ep_;
@@ -81,6 +83,7 @@ class MoeMlp final : public FeedForward {
   AlignedBuffer<float> recv_{MemoryKind::Activations};     // (rows received, C)
   AlignedBuffer<float> expert_in_{MemoryKind::Activations};  // (rows received, C) in expert order
   AlignedBuffer<float> expert_out_{MemoryKind::Activations};
+  AlignedBuffer<float> expert_dx_{MemoryKind::Activations};  // backward: the experts' input gradients
   AlignedBuffer<float> returned_{MemoryKind::Activations};  // (rows sent, C): the experts' outputs, send order
   AlignedBuffer<float> out_{MemoryKind::Activations};       // (N, C)
 };

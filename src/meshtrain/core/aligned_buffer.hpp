@@ -4,6 +4,10 @@
 // allocated once and reused: ensure() only reallocates when asked to grow.
 // Buffers of kHugePageMinBytes or more sit on 2 MiB boundaries and ask for
 // transparent huge pages (huge_pages.hpp).
+//
+// A buffer can instead share another's storage (share()): activation
+// recomputation lets every block of a model keep its internals in one set of
+// buffers, since only the block being recomputed needs them.
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +35,7 @@ class AlignedBuffer {
       data_ = std::exchange(o.data_, nullptr);
       size_ = std::exchange(o.size_, 0);
       capacity_ = std::exchange(o.capacity_, 0);
+      shared_ = std::exchange(o.shared_, nullptr);
       kind_ = o.kind_;
     }
     return *this;
@@ -39,10 +44,11 @@ class AlignedBuffer {
   // Sets the size to count elements, zero-filled. Reallocates only to grow.
   void resize(size_t count) {
     ensure(count);
-    if (count) std::memset(data_, 0, count * sizeof(T));
+    if (count) std::memset(data(), 0, count * sizeof(T));
   }
   // Sets the size to count elements; contents are unspecified. Reallocates only to grow.
   void ensure(size_t count) {
+    if (shared_) return shared_->ensure(count);
     if (count > capacity_) {
       release();
       data_ = static_cast<T*>(allocate_aligned(count * sizeof(T)));
@@ -53,17 +59,23 @@ class AlignedBuffer {
     size_ = count;
   }
   void zero() {
-    if (size_) std::memset(data_, 0, size_ * sizeof(T));
+    if (size()) std::memset(data(), 0, size() * sizeof(T));
+  }
+  // From now on this buffer is `storage` (its own memory released): ensure()
+  // grows storage, data() is storage's. nullptr: its own (empty) again.
+  void share(AlignedBuffer* storage) {
+    release();
+    shared_ = storage == this ? nullptr : storage;
   }
 
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  size_t size() const { return size_; }
-  size_t bytes() const { return size_ * sizeof(T); }
-  T& operator[](size_t i) { return data_[i]; }
-  const T& operator[](size_t i) const { return data_[i]; }
-  std::span<T> span() { return {data_, size_}; }
-  std::span<const T> span() const { return {data_, size_}; }
+  T* data() { return shared_ ? shared_->data_ : data_; }
+  const T* data() const { return shared_ ? shared_->data_ : data_; }
+  size_t size() const { return shared_ ? shared_->size_ : size_; }
+  size_t bytes() const { return size() * sizeof(T); }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  std::span<T> span() { return {data(), size()}; }
+  std::span<const T> span() const { return {data(), size()}; }
   MemoryKind kind() const { return kind_; }
 
  private:
@@ -79,6 +91,7 @@ class AlignedBuffer {
   T* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;
+  AlignedBuffer* shared_ = nullptr;  // share(): the storage this buffer stands for
   MemoryKind kind_ = MemoryKind::Other;
 };
 

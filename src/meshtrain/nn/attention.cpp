@@ -50,6 +50,9 @@ void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
   float* dqkv = Workspace::get(ws.dqkv, B_ * T_ * 3 * C_);  // (B, T, 3C)
   float* datt = Workspace::get(ws.datt, B_ * NH_ * T_ * T_);
   c_proj_.backward(dy, dout);
+  // The same kernel on the same q, k, v: the probabilities (and y, which
+  // c_proj has read already) come out bit for bit as in forward.
+  if (recompute_scores_) kernels::attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_);
   kernels::attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_);
   c_attn_.backward(dinp, dqkv);
 }

@@ -45,11 +45,29 @@ class SelfAttention {
     c_attn_.backward_weight();
   }
 
+  // Selective recomputation (recompute.hpp): the probabilities live in
+  // `pool`'s "attn.att", shared by every attention layer, and backward
+  // computes them again from the saved q, k, v.
+  void recompute_scores(SharedActivations& pool) {
+    att_.share(&pool.get("attn.att"));
+    recompute_scores_ = true;
+  }
+  // Full recomputation: everything this layer saves (q, k, v, the
+  // probabilities, the heads' output, and the output when `output`) lives in
+  // `pool`'s "<key>.*" buffers; the block replays the forward before backward.
+  void share_activations(SharedActivations& pool, const std::string& key, bool output) {
+    c_attn_.share_activations(pool, key + ".c_attn");
+    att_.share(&pool.get("attn.att"));
+    y_.share(&pool.get(key + ".y"));
+    c_proj_.share_activations(pool, key + ".c_proj", output);
+  }
+
  private:
   int64_t C_, NH_;  // this rank's: C/T channels of NH/T heads
   bool causal_;
   Linear c_attn_, c_proj_;
   int64_t B_ = 0, T_ = 0;
+  bool recompute_scores_ = false;
   const float* qkv_ = nullptr;                         // (B, T, 3C), owned by c_attn_
   AlignedBuffer<float> att_{MemoryKind::Activations};  // (B, NH, T, T) softmax probabilities
   AlignedBuffer<float> y_{MemoryKind::Activations};    // (B, T, C) heads side by side

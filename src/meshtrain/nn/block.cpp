@@ -24,10 +24,27 @@ void Block::init(Rng& rng, float stddev, float proj_stddev) {
   mlp_->init(rng, stddev, proj_stddev);
 }
 
+void Block::set_recompute(Recompute mode, SharedActivations& pool) {
+  if (mode == Recompute::Selective) attn_.recompute_scores(pool);
+  if (mode != Recompute::Full) return;
+  mlp_->share_activations(pool, "mlp");  // first: a mixture of experts refuses
+  ln_1_.share_activations(pool, "ln_1");
+  attn_.share_activations(pool, "attn", /*output=*/true);  // x1
+  ln_2_.share_activations(pool, "ln_2");
+  replay_ = true;
+}
+
 float* Block::forward(const float* x, int64_t B, int64_t T) {
   N_ = B * T;
   rows_ = sequence_parallel(tp_) ? sequence_rows(*tp_, N_) : N_;
+  x_ = x;
+  B_ = B;
+  T_ = T;
   UnitScope unit(store_, unit_, UnitPass::Forward);
+  return run_layers(x, B, T);
+}
+
+float* Block::run_layers(const float* x, int64_t B, int64_t T) {
   const float* x1 = attn_.forward(ln_1_.forward(x, rows_), B, T, x);  // (B, T, C) = x + attn(ln_1(x))
   return mlp_->forward(ln_2_.forward(x1, rows_), B, T, x1);             // (B, T, C) = x1 + mlp(ln_2(x1))
 }
@@ -35,6 +52,11 @@ float* Block::forward(const float* x, int64_t B, int64_t T) {
 void Block::backward(float* dres, Workspace& ws) {
   if (N_ == 0) throw Error("Block::backward called before forward");
   UnitScope unit(store_, unit_, UnitPass::Backward);
+  // Full recomputation: the activations in the shared buffers are another
+  // block's by now; the replay makes them this block's again (and rewrites
+  // its output, the next block's kept input, with the same bits). No
+  // forward UnitScope: the backward's has the parameters in place.
+  if (replay_) run_layers(x_, B_, T_);
   float* dln = Workspace::get(ws.dln, rows_ * C_);  // (B, T, C), this rank's rows
   mlp_->backward(dln, dres, ws);
   ln_2_.backward(dres, dln, dres);  // dres = d x1 = d out + ln_2 branch
@@ -45,6 +67,7 @@ void Block::backward(float* dres, Workspace& ws) {
 // No UnitScope: W reads no parameters, and the ZeRO stages that bracket
 // units (2, 3) do not run under a split backward (config_schema.cpp).
 void Block::backward_weight() {
+  if (replay_) run_layers(x_, B_, T_);  // the weight GEMMs read the layers' saved inputs
   mlp_->backward_weight();
   attn_.backward_weight();
 }

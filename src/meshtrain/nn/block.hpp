@@ -17,6 +17,7 @@
 #include "meshtrain/nn/feed_forward.hpp"
 #include "meshtrain/nn/layernorm.hpp"
 #include "meshtrain/nn/mlp.hpp"
+#include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/nn/workspace.hpp"
 
 namespace meshtrain::nn {
@@ -58,7 +59,14 @@ class Block {
   }
   void backward_weight();
 
+  // Activation recomputation (recompute.hpp), with `pool` the buffers every
+  // block of the model shares. Set once, before the first forward.
+  void set_recompute(Recompute mode, SharedActivations& pool);
+
  private:
+  // The two sublayers' forward: x1 = x + attn(ln_1(x)), out = x1 + mlp(ln_2(x1)).
+  float* run_layers(const float* x, int64_t B, int64_t T);
+
   ParamStore& store_;
   size_t unit_;  // declared before the layers: begin_unit() runs before they declare
   LayerNorm ln_1_;
@@ -66,6 +74,9 @@ class Block {
   LayerNorm ln_2_;
   std::unique_ptr<FeedForward> mlp_;
   TensorParallelComm* tp_;
+  bool replay_ = false;        // full recomputation
+  const float* x_ = nullptr;   // the last forward's input, (B, T, C)
+  int64_t B_ = 0, T_ = 0;
   int64_t N_ = 0;     // B * T
   int64_t rows_ = 0;  // this rank's rows of the residual stream: N, or N/TP under sequence parallelism
   int64_t C_;

@@ -5,7 +5,10 @@
 // needs; layer conventions: see linear.hpp.
 #include <cstdint>
 
+#include <string>
+
 #include "meshtrain/core/rng.hpp"
+#include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/nn/workspace.hpp"
 
 namespace meshtrain::nn {
@@ -22,6 +25,11 @@ class FeedForward {
   // Zero-bubble split (linear.hpp): the weight GEMMs wait for backward_weight().
   virtual void defer_weight_gradients(bool on) = 0;
   virtual void backward_weight() = 0;
+  // Full recomputation (recompute.hpp): what forward saves for backward,
+  // except the output, in `pool`'s "<key>.*" buffers. A layer that cannot
+  // replay its forward (a mixture of experts: the replay would route and
+  // exchange tokens again) throws Error.
+  virtual void share_activations(SharedActivations& pool, const std::string& key) = 0;
 };
 
 }  // namespace meshtrain::nn

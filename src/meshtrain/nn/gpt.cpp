@@ -123,6 +123,7 @@ std::unique_ptr<Gpt::Slot> Gpt::make_slot(const GptPiece& piece) {
       };
     s->blocks.push_back(
         std::make_unique<nn::Block>(store_, "h." + std::to_string(i), c.n_embd, c.n_head, true, tp_, moe));
+    s->blocks.back()->set_recompute(c.recompute, recomputed_);
   }
   if (piece.head) {
     s->ln_f = std::make_unique<nn::LayerNorm>(store_, "ln_f", c.n_embd, tp_);

@@ -56,6 +56,7 @@
 #include "meshtrain/nn/moe/router.hpp"
 #include "meshtrain/nn/moe/router_sums.hpp"
 #include "meshtrain/nn/pipeline_model.hpp"
+#include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/nn/vocab_parallel_cross_entropy.hpp"
 #include "meshtrain/nn/workspace.hpp"
 
@@ -68,6 +69,7 @@ struct GptConfig {
   int64_t block_size = 128;  // longest sequence (rows of wpe)
   int64_t vocab_size = 256;  // bytes
   nn::MoeConfig moe;         // n_expert = 1: dense MLPs
+  nn::Recompute recompute = nn::Recompute::None;  // nn/recompute.hpp
 };
 
 // One mixture-of-experts block this rank holds: its step's routing sums
@@ -201,6 +203,9 @@ class Gpt final : public Model, public nn::PipelineModel {
   bool split_wte_unit_ = false;  // pipeline pieces: wte in a unit of its own
   int64_t vocab_rows_ = 0;  // this rank's wte rows (V/TP)
   nn::Workspace ws_;
+  // Recomputation: the activations every block of every slot shares (one
+  // block's backward runs at a time).
+  nn::SharedActivations recomputed_;
 };
 
 }  // namespace meshtrain

@@ -14,6 +14,7 @@
 
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/param_store.hpp"
+#include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
 
 namespace meshtrain::nn {
@@ -35,6 +36,14 @@ class LayerNorm {
   // dinp) is the gradient arriving through the residual path around this
   // norm: adding it here saves a pass. dout must not alias dinp.
   void backward(float* dinp, const float* dout, const float* dresid = nullptr);
+
+  // Full recomputation (recompute.hpp): the output and statistics live in
+  // `pool`'s buffers "<key>.out", "<key>.mean", "<key>.rstd".
+  void share_activations(SharedActivations& pool, const std::string& key) {
+    out_.share(&pool.get(key + ".out"));
+    mean_.share(&pool.get(key + ".mean"));
+    rstd_.share(&pool.get(key + ".rstd"));
+  }
 
  private:
   ParamStore& store_;

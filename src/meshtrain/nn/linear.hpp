@@ -14,6 +14,7 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
+#include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
 
 namespace meshtrain::nn {
@@ -91,6 +92,14 @@ class Linear {
   int64_t out_features() const { return out_; }  // this rank's (Column: out/T)
   size_t weight_index() const { return weight_; }
   float* output() { return out_buf_.data(); }  // (M, out) of the last forward
+
+  // Full recomputation (recompute.hpp): the output (when `output`) and the
+  // sequence-parallel work area live in `pool`'s "<key>.out", "<key>.seq".
+  // A deferred dout stays the layer's own: it waits for backward_weight().
+  void share_activations(SharedActivations& pool, const std::string& key, bool output = true) {
+    if (output) out_buf_.share(&pool.get(key + ".out"));
+    seq_.share(&pool.get(key + ".seq"));
+  }
 
  private:
   ParamStore& store_;

@@ -49,6 +49,13 @@ class Mlp final : public FeedForward {
     c_proj_.backward_weight();
     c_fc_.backward_weight();
   }
+  // The hidden layer before and after the GELU in `pool`; the output stays
+  // this layer's own (it is the block's output, the next block's input).
+  void share_activations(SharedActivations& pool, const std::string& key) override {
+    c_fc_.share_activations(pool, key + ".c_fc");
+    gelu_.share(&pool.get(key + ".gelu"));
+    c_proj_.share_activations(pool, key + ".c_proj", /*output=*/false);
+  }
 
  private:
   int64_t C_;

@@ -27,10 +27,12 @@ const VitConfig& checked(const VitConfig& c, const nn::TensorParallelComm* tp) {
 }
 
 std::vector<std::unique_ptr<nn::Block>> make_blocks(ParamStore& store, const VitConfig& c,
-                                                    nn::TensorParallelComm* tp) {
+                                                    nn::TensorParallelComm* tp, nn::SharedActivations& recomputed) {
   std::vector<std::unique_ptr<nn::Block>> blocks;
-  for (int64_t i = 0; i < c.n_layer; ++i)
+  for (int64_t i = 0; i < c.n_layer; ++i) {
     blocks.push_back(std::make_unique<nn::Block>(store, "h." + std::to_string(i), c.n_embd, c.n_head, false, tp));
+    blocks.back()->set_recompute(c.recompute, recomputed);
+  }
   return blocks;
 }
 }  // namespace
@@ -41,7 +43,7 @@ Vit::Vit(const VitConfig& config, nn::TensorParallelComm* tp)
       patch_dim_(config.channels * config.patch_size * config.patch_size),
       patch_embed_(store_, "patch_embed", patch_dim_, config.n_embd),
       pos_(store_.declare("pos_embed", {np_, config.n_embd}, false)),
-      blocks_(make_blocks(store_, config_, tp)),
+      blocks_(make_blocks(store_, config_, tp, recomputed_)),
       ln_f_(store_, "ln_f", config.n_embd),
       head_(store_, "head", config.n_embd, config.classes) {
   store_.allocate();

@@ -32,6 +32,7 @@ struct VitConfig {
   int64_t n_embd = 64;
   int64_t n_head = 4;
   int64_t classes = 10;
+  nn::Recompute recompute = nn::Recompute::None;  // nn/recompute.hpp
 };
 
 class Vit final : public Model {
@@ -64,6 +65,7 @@ class Vit final : public Model {
   int64_t np_, patch_dim_;
   nn::Linear patch_embed_;
   size_t pos_;
+  nn::SharedActivations recomputed_;  // before the blocks, which share it
   std::vector<std::unique_ptr<nn::Block>> blocks_;
   nn::LayerNorm ln_f_;
   nn::Linear head_;

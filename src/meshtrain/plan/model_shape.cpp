@@ -92,14 +92,24 @@ double ModelShape::train_flops_per_sample(bool recompute) const {
 }
 
 double ModelShape::activation_bytes(double b, int t, bool recompute, double act_bytes) const {
+  return activation_bytes(b, t, recompute ? ActivationRecompute::Full : ActivationRecompute::None, act_bytes);
+}
+
+double ModelShape::activation_bytes(double b, int t, ActivationRecompute mode, double act_bytes, bool dropout) const {
   if (kind == "params") return activation_bytes_per_sample * b;
-  const double s = tokens(), h = double(hidden), a = double(heads), L = double(layers), tp = t;
-  const double scale = act_bytes / 2;  // the formula counts 16-bit activations
-  const double moe_extra = 19.0 * double(top_k - 1);
-  const double full_layer = s * b * h * (10 + (24 + moe_extra) / tp + 5 * a * s / (h * tp)) * scale;
-  const double logits = kind == "gpt" ? 4 * s * b * double(vocab) / tp : 4 * b * double(classes);
-  if (!recompute) return L * full_layer + logits;
-  return L * 2 * s * b * h * scale + full_layer + logits;
+  const double s = tokens();
+  return meshtrain::activation_bytes(
+      {.seq = s,
+       .micro_batch = b,
+       .hidden = double(hidden),
+       .heads = double(heads),
+       .layers = double(layers),
+       .head_floats = kind == "gpt" ? s * b * double(vocab) / t : b * double(classes),
+       .tensor = double(t),
+       .act_bytes = act_bytes,
+       .extra_experts = double(top_k - 1),
+       .dropout = dropout},
+      mode);
 }
 
 double ModelShape::layer_output_bytes(double b, double act_bytes) const {

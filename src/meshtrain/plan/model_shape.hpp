@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "meshtrain/core/activation_memory.hpp"
+
 namespace meshtrain::plan {
 
 struct ModelShape {
@@ -36,13 +38,13 @@ struct ModelShape {
   double train_flops_per_sample(bool recompute) const;
 
   // Activation bytes one device keeps for backward per micro-batch of b
-  // samples, at `act_bytes` per element (2 for 16-bit, 4 for fp32), after
-  // Korthikanti et al. (2022), per layer:
-  //   s b h (10 + 24/t + 5 a s / (h t)) * act_bytes / 2
-  // (the MLP's 19 s b h of those 34 grow with k for MoE), plus the fp32
-  // logits of the loss, 4 s b V / t. With recomputation a layer keeps only
-  // its input, 2 s b h * act_bytes / 2, and one layer's full set is live
-  // while it is recomputed.
+  // samples, at `act_bytes` per element (2 for 16-bit, 4 for fp32):
+  // Korthikanti et al. (2022) per layer, the recomputation mode, one layer's
+  // backward gradients, the ends and the fp32 logits
+  // (core/activation_memory.hpp). Other frameworks train with dropout;
+  // meshtrain has none (dropout = false: its own runs).
+  double activation_bytes(double b, int t, ActivationRecompute mode, double act_bytes, bool dropout = true) const;
+  // recompute: full recomputation, else none.
   double activation_bytes(double b, int t, bool recompute, double act_bytes) const;
 
   // Bytes of one layer's output activation for one micro-batch, s b h

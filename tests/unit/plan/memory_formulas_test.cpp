@@ -44,18 +44,29 @@ TEST(ModelShape, TrainingFlopsAreSixNPlusAttention) {
 }
 
 TEST(ModelShape, ActivationsFollowKorthikanti) {
-  // Per layer s b h (34 + 5 a s / h) bytes in 16-bit, no tensor parallelism;
-  // with t-way tensor parallelism s b h (10 + 24/t + 5 a s / (h t));
-  // recomputation keeps 2 s b h per layer plus one layer's full set.
+  // Per layer s b h (34 + 5 a s / h) bytes in 16-bit with dropout, no tensor
+  // parallelism; with t-way tensor parallelism s b h (10 + 24/t + 5 a s / (h t));
+  // full recomputation keeps 2 s b h per layer plus one layer's full set,
+  // selective the layers without the a s / h term plus one layer's. On top:
+  // one layer's backward gradients s b h (2 + 16/t + 2 a s / (h t)), the
+  // ends 4 s b h and the fp32 logits.
   const PlanInput in = testing::input_from({"model.layers=24", "model.hidden=2048", "model.heads=16",
                                             "model.seq_len=2048", "model.vocab=50000", "hardware.device=h100"});
   const double s = 2048, b = 4, h = 2048, a = 16, L = 24, logits = 4 * s * b * 50000;
   const double layer = s * b * h * (34 + 5 * a * s / h);
-  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 1, false, 2), L * layer + logits);
+  const double rest = s * b * h * (2 + 16 + 2 * a * s / h) + 4 * s * b * h + logits;
+  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 1, false, 2), L * layer + rest);
   const double layer_t4 = s * b * h * (10 + 24.0 / 4 + 5 * a * s / (h * 4));
-  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 4, false, 2), L * layer_t4 + logits / 4);
-  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 1, true, 2), L * 2 * s * b * h + layer + logits);
-  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 1, false, 4), 2 * L * layer + logits);  // fp32
+  const double rest_t4 = s * b * h * (2 + 16.0 / 4 + 2 * a * s / (h * 4)) + 4 * s * b * h + logits / 4;
+  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 4, false, 2), L * layer_t4 + rest_t4);
+  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 1, true, 2), L * 2 * s * b * h + layer + rest);
+  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 1, ActivationRecompute::Selective, 2),
+                   L * 34 * s * b * h + 5 * a * s * s * b + rest);
+  const double fp32_rest = 2 * (rest - logits) + logits;  // the logits are fp32 already
+  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 1, false, 4), 2 * L * layer + fp32_rest);
+  // meshtrain's own layers (no dropout): s b h (8 + 24/t + 2 a s / (h t)).
+  EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 1, ActivationRecompute::None, 2, /*dropout=*/false),
+                   L * s * b * h * (32 + 2 * a * s / h) + rest);
 }
 
 TEST(ModelShape, MixtureOfExpertsCountsActiveParameters) {

@@ -40,6 +40,11 @@ void MoeMlp::backward_weight() {
     if (ran_[e]) experts_[e]->backward_weight();
 }
 
+void MoeMlp::share_activations(SharedActivations&, const std::string&) {
+  throw ConfigError("training.recompute = \"full\" does not cover mixture-of-experts blocks: replaying their "
+                    "forward would route and exchange the tokens a second time; use \"selective\"");
+}
+
 // Rows of width C travel by all-to-all: `out_rows[d]` to rank d, taken
 // from `send` in rank order, `in_rows[s]` from rank s into `recv`.
 void MoeMlp::exchange(const float* send, const std::vector<size_t>& out_rows, float* recv,

@@ -49,6 +49,9 @@ class MoeMlp final : public FeedForward {
   void backward(float* dinp, const float* dout, Workspace& ws) override;
   void defer_weight_gradients(bool on) override;
   void backward_weight() override;
+  // Refused: replaying the forward would route the tokens and exchange them
+  // with the expert group a second time.
+  void share_activations(SharedActivations&, const std::string&) override;
 
   Router& router() { return router_; }
   int64_t first_expert() const { return first_expert_; }

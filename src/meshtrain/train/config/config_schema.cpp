@@ -111,6 +111,8 @@ const std::vector<Field>& fields() {
       MT_FIELD(training, out_dir, String, {}, "run directory (metrics, checkpoints)"),
       MT_FIELD(training, max_memory_mb, Float, closed(0, 1 << 30),
                "per-rank memory limit in MiB, checked before training and after each step; 0: none"),
+      MT_ENUM(training, recompute,
+              "activation recomputation: selective (attention's probabilities) or full (a block keeps its input)"),
       MT_ENUM(optimizer, name, "optimizer"),
       MT_FIELD(optimizer, lr, Float, left_open(0, 10), "base learning rate"),
       MT_FIELD(optimizer, weight_decay, Float, closed(0, 10), "decoupled weight decay"),

@@ -13,6 +13,7 @@
 #include "meshtrain/comm/collectives/algorithm.hpp"
 #include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/data/dataset.hpp"
+#include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/optim/schedule.hpp"
 #include "meshtrain/parallel/pipeline/schedule.hpp"
@@ -79,6 +80,7 @@ struct TrainingSection {
   int64_t eval_batches = 20;
   std::string out_dir = "runs/default";
   double max_memory_mb = 0;  // per-rank limit on tracked memory; 0: none
+  nn::Recompute recompute = nn::Recompute::None;
 };
 
 struct OptimizerSection {

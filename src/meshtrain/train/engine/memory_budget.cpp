@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "meshtrain/core/activation_memory.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/memory.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
@@ -87,6 +88,25 @@ void check_memory_peak(double max_memory_mb, int64_t step) {
               "; a higher parallel.zero_stage or a smaller training.batch_size needs less");
 }
 
+size_t predict_activations(const JobConfig& config) {
+  const ModelSection& m = config.model;
+  const ParallelSection& p = config.parallel;
+  if (m.kind != ModelKind::Gpt || p.pipeline > 1 || m.n_expert > 1 || p.sequence_parallel) return 0;
+  const double t = double(p.tensor), b = double(config.training.batch_size / std::max<int64_t>(p.micro_batches, 1));
+  const auto mode = static_cast<ActivationRecompute>(config.training.recompute);  // the same three, in order
+  return static_cast<size_t>(activation_bytes({.seq = double(m.block_size),
+                                               .micro_batch = b,
+                                               .hidden = double(m.n_embd),
+                                               .heads = double(m.n_head),
+                                               .layers = double(m.n_layer),
+                                               .head_floats = double(m.block_size) * b * double(m.vocab_size) / t,
+                                               .tensor = t,
+                                               .act_bytes = 4,
+                                               .extra_experts = 0,
+                                               .dropout = false},
+                                              mode));
+}
+
 std::string memory_report(const MemoryPrediction& predicted, int world, int stage) {
   const auto& tracker = MemoryTracker::global();
   std::string out = "memory per rank (ZeRO stage " + std::to_string(stage) + ", " + std::to_string(world) +
@@ -101,7 +121,8 @@ std::string memory_report(const MemoryPrediction& predicted, int world, int stag
   row(MemoryKind::Gradients, mib(double(predicted.gradients)));
   row(MemoryKind::OptimizerState, mib(double(predicted.optimizer_state)));
   row(MemoryKind::Communication, mib(double(predicted.communication)));
-  row(MemoryKind::Activations, "(depends on the batch)");
+  row(MemoryKind::Activations, predicted.activations ? mib(double(predicted.activations)) + " (formula)"
+                                                    : "(depends on the batch)");
   row(MemoryKind::Data, "");
   row(MemoryKind::Other, "");
   char total[120];

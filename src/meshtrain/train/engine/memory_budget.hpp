@@ -13,20 +13,24 @@
 // where "/ N" is exactly the rank's shard: one padded slice per unit
 // (parallel/zero/shard_layout.hpp). Communication buffers, documented in
 // param_gatherer.hpp and grad_reducer.hpp, are predicted exactly too; the
-// collectives' transient scratch is not tracked. Activations depend on the
-// batch and are measured, not predicted.
+// collectives' transient scratch is not tracked. Activations are measured;
+// for a GPT outside a pipeline they are also set beside the formula the
+// planner uses (core/activation_memory.hpp, without dropout), for the
+// recomputation mode the job runs.
 #include <cstddef>
 #include <cstdio>
 #include <string>
 
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/optim/config.hpp"
+#include "meshtrain/train/config/job_config.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
 
 namespace meshtrain {
 
 struct MemoryPrediction {
   size_t parameters = 0, gradients = 0, optimizer_state = 0, communication = 0;
+  size_t activations = 0;  // the formula's; 0: not predicted (not part of total())
   size_t model_state() const { return parameters + gradients + optimizer_state; }
   size_t total() const { return model_state() + communication; }
 };
@@ -49,6 +53,10 @@ void check_memory_budget(double max_memory_mb, const StepSettings& step, const P
 // Throws Error when the tracked peak exceeds max_memory_mb (> 0; a step
 // whose activations did not fit), naming the kinds.
 void check_memory_peak(double max_memory_mb, int64_t step);
+
+// The formula's activation bytes of one rank for the job (a GPT on one
+// pipeline stage without experts or sequence parallelism; 0 otherwise).
+size_t predict_activations(const JobConfig& config);
 
 // A table of tracked peak bytes per kind beside the prediction, for
 // --memory-report and the end of a run.

@@ -22,13 +22,15 @@ std::unique_ptr<Model> make_model(const ModelSection& m, nn::TensorParallelComm*
   return make_model(m, ModelLayout{.tp = tp});
 }
 
-ModelLayout model_layout(const ParallelSection& p, nn::TensorParallelComm* tp, int stage, nn::ExpertParallelComm* ep) {
+ModelLayout model_layout(const ParallelSection& p, nn::TensorParallelComm* tp, int stage, nn::ExpertParallelComm* ep,
+                         nn::Recompute recompute) {
   return {.tp = tp,
           .ep = ep,
           .pipeline = static_cast<int>(p.pipeline),
           .virtual_stages = static_cast<int>(p.virtual_stages),
           .stage = stage,
-          .stage_layers = p.stage_layers};
+          .stage_layers = p.stage_layers,
+          .recompute = recompute};
 }
 
 std::unique_ptr<Model> make_model(const ModelSection& m, const ModelLayout& layout) {
@@ -43,7 +45,8 @@ std::unique_ptr<Model> make_model(const ModelSection& m, const ModelLayout& layo
                              .n_head = m.n_head,
                              .block_size = m.block_size,
                              .vocab_size = m.vocab_size,
-                             .moe = gpt_moe_config(m)};
+                             .moe = gpt_moe_config(m),
+                             .recompute = layout.recompute};
       if (P * V == 1)
         return std::make_unique<Gpt>(
             config, tp, std::vector<GptPiece>{{.first_layer = 0, .end_layer = m.n_layer, .embedding = true, .head = true}},
@@ -62,7 +65,8 @@ std::unique_ptr<Model> make_model(const ModelSection& m, const ModelLayout& layo
                                              .n_layer = m.n_layer,
                                              .n_embd = m.n_embd,
                                              .n_head = m.n_head,
-                                             .classes = m.classes},
+                                             .classes = m.classes,
+                                             .recompute = layout.recompute},
                                    tp);
   }
   throw ConfigError("model.kind: unknown model '" + enum_string(m.kind) + "' (expected " +

@@ -10,6 +10,7 @@
 #include "meshtrain/nn/model.hpp"
 #include "meshtrain/nn/moe/expert_parallel.hpp"
 #include "meshtrain/nn/moe/moe_config.hpp"
+#include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
 #include "meshtrain/train/config/job_config.hpp"
 
@@ -20,13 +21,14 @@ struct ModelLayout {
   nn::ExpertParallelComm* ep = nullptr;  // the rank's expert group; null: every expert
   int pipeline = 1, virtual_stages = 1, stage = 0;
   std::vector<int64_t> stage_layers;  // empty: balanced
+  nn::Recompute recompute = nn::Recompute::None;  // training.recompute
 };
 
 std::unique_ptr<Model> make_model(const ModelSection& model, nn::TensorParallelComm* tp = nullptr);
 std::unique_ptr<Model> make_model(const ModelSection& model, const ModelLayout& layout);
 // The layout of worker `stage` of a job's [parallel] section.
 ModelLayout model_layout(const ParallelSection& parallel, nn::TensorParallelComm* tp, int stage,
-                         nn::ExpertParallelComm* ep = nullptr);
+                         nn::ExpertParallelComm* ep = nullptr, nn::Recompute recompute = nn::Recompute::None);
 // The [model] section's mixture-of-experts keys.
 nn::MoeConfig gpt_moe_config(const ModelSection& model);
 

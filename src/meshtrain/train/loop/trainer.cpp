@@ -166,9 +166,8 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
       options_(options),
       checkpoints_(check_writable(to_checkpoint_settings(config))),
       workers_(config.parallel, shared_settings(config)),
-      model_(make_model(config.model,
-                        model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank(),
-                                     workers_.expert_group()))),
+      model_(make_model(config.model, model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank(),
+                                                   workers_.expert_group(), config.training.recompute))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
       lead_(workers_.is_lead()),
       out_(lead_ ? options.out : nullptr) {
@@ -200,9 +199,10 @@ TrainSummary SyncTrainer::run() {
   // Setup made the whole model once on every worker; from here on the
   // peaks are the training's.
   MemoryTracker::global().reset_peaks();
-  const MemoryPrediction predicted =
+  MemoryPrediction predicted =
       predict_memory(model_->store(), workers_.size(), step_.zero_stage, optimizer_state_floats(step_.optimizer),
                      step_.micro_batches);
+  predicted.activations = predict_activations(config_);
   if (lead_) metrics_.emplace(config_.metrics_path(), step, workers_.worker_rank());
   progress_.emplace(out_ ? out_ : options_.out, options_.interactive && lead_);
   // Every worker writes its part (checkpoint_saver.hpp); the lead reports
@@ -242,6 +242,11 @@ void SyncTrainer::print_setup() const {
                enum_string(config_.schedule.scale_rule).c_str(), (long long)reference_batch(config_), step_.base_lr,
                machinery_.optimizer->name().c_str(), enum_string(config_.schedule.decay).c_str(),
                omp_get_max_threads(), kernels::gemm_backend_name());
+  if (config_.training.recompute != nn::Recompute::None)
+    std::fprintf(out_, "activation recomputation: %s (%s)\n", enum_string(config_.training.recompute).c_str(),
+                 config_.training.recompute == nn::Recompute::Full
+                     ? "each block keeps its input and output and replays its forward in backward"
+                     : "attention's probabilities are recomputed in backward");
   if (const auto* sync = machinery_.sync.get())
     std::fprintf(out_,
                  "data parallel: %d workers, all-reduce %s over %s, %zu gradient buckets (up to %.3g MiB; the "
@@ -405,6 +410,7 @@ void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock:
   progress_->finish();
   nlohmann::json peaks = {{"step", step}, {"memory", "peak"}};
   add_memory_peaks(peaks);
+  if (predicted.activations) peaks["predicted_activations_mb"] = double(predicted.activations) / (1 << 20);
   metrics_->write(peaks);
   if (options_.memory_report) {
     std::fputs(memory_report(predicted, workers_.size(), step_.zero_stage).c_str(), out_);

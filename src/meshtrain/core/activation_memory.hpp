@@ -1,0 +1,61 @@
+#pragma once
+// Activation memory of a GPT-style transformer for one micro-batch, after
+// Korthikanti et al. (2022), "Reducing Activation Recomputation in Large
+// Transformer Models": what the planner assumes for any framework and what
+// meshtrain's trainer reports beside its measured peak, so the two agree.
+//
+// Per layer, in bytes at 16 bits per element (s sequence, b micro-batch,
+// h hidden, a heads, t tensor-parallel ways; scaled by act_bytes / 2):
+//   with dropout      s b h (10 + 24/t + 5 a s / (h t))
+//   without dropout   s b h ( 8 + 24/t + 2 a s / (h t))
+// Without dropout there are no masks, and the softmax's output is also what
+// attention multiplies with V. meshtrain has no dropout; its layers keep
+// exactly these tensors: the block input and ln_1's output, q k v, the
+// probabilities and the heads' output, x1 and ln_2's output, and the MLP's
+// hidden layer before and after the GELU.
+//   selective recomputation  the a s / (h t) term is kept for one layer only
+//                            (the probabilities are recomputed)
+//   full recomputation       each layer keeps its input, 2 s b h, and one
+//                            layer's whole set is live while it is replayed
+// On top, whatever the mode:
+//   - one layer's backward gradients, s b h (2 + 16/t + 2 a s / (h t)): the
+//     gradients of a layernorm's output, of the heads' output, of q k v, of
+//     the MLP's hidden layer, and of the probabilities;
+//   - the embedding's output and the final norm's, 4 s b h;
+//   - the loss's inputs in fp32: the logits, 4 s b V / t (head_floats).
+// A mixture of experts' k - 1 further experts per token add their MLP's
+// hidden layers, s b h (k - 1) (16 + 3 with dropout) / t.
+// A pipeline stage multiplies the per-layer terms by its layers and by the
+// micro-batches its schedule keeps in flight; that is not modelled here.
+#include <cstdint>
+
+namespace meshtrain {
+
+enum class ActivationRecompute { None, Selective, Full };
+
+struct ActivationShape {
+  double seq = 0, micro_batch = 0, hidden = 0, heads = 0, layers = 0;
+  double head_floats = 0;  // the loss's fp32 inputs (a GPT's logits, s b V / t)
+  double tensor = 1;       // tensor-parallel ways
+  double act_bytes = 4;    // bytes per element: 4 for fp32, 2 for bf16/fp16
+  double extra_experts = 0;  // top_k - 1 of a mixture of experts
+  bool dropout = false;
+};
+
+inline double activation_bytes(const ActivationShape& m, ActivationRecompute mode) {
+  const double sbh = m.seq * m.micro_batch * m.hidden, t = m.tensor, scale = m.act_bytes / 2;
+  const double attention = (m.dropout ? 5.0 : 2.0) * m.heads * m.seq / (m.hidden * t);
+  const double linear = (m.dropout ? 10.0 : 8.0) + (24.0 + m.extra_experts * (m.dropout ? 19.0 : 16.0)) / t;
+  const double layer = sbh * (linear + attention) * scale;
+  double layers = 0;
+  switch (mode) {
+    case ActivationRecompute::None: layers = m.layers * layer; break;
+    case ActivationRecompute::Selective: layers = m.layers * sbh * linear * scale + sbh * attention * scale; break;
+    case ActivationRecompute::Full: layers = m.layers * 2 * sbh * scale + layer; break;
+  }
+  const double backward = sbh * (2 + 16.0 / t + 2.0 * m.heads * m.seq / (m.hidden * t)) * scale;
+  const double ends = 4 * sbh * scale;
+  return layers + backward + ends + 4 * m.head_floats;
+}
+
+}  // namespace meshtrain

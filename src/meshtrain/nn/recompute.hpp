@@ -1,0 +1,47 @@
+#pragma once
+// Activation recomputation (training.recompute): trade FLOPs for memory by
+// dropping activations after a block's forward and computing them again in
+// its backward (Chen et al. 2016; Korthikanti et al. 2022 for "selective").
+//   None       every block keeps all it saved for backward.
+//   Selective  attention's probabilities (B, NH, T, T), the one activation
+//              that grows with T^2, live in one buffer every attention
+//              layer shares; each layer's backward recomputes them from its
+//              saved q, k, v first (a few percent of the step).
+//   Full       a block keeps only its input and its output (the next
+//              block's input); everything between lives in buffers all the
+//              blocks share, and the block's backward replays its forward
+//              into them first (about a third more compute). A split
+//              backward (zero-bubble) replays it again before the weight
+//              gradients.
+// The replay runs the same kernels on the same inputs, so both modes are
+// bitwise equal to None.
+#include <map>
+#include <memory>
+#include <string>
+
+#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/enum_names.hpp"
+
+namespace meshtrain::nn {
+
+// In the order of core/activation_memory.hpp's ActivationRecompute.
+enum class Recompute { None, Selective, Full };
+inline constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}};
+constexpr std::span<const EnumName<Recompute>> enum_names(Recompute) { return kRecomputeNames; }
+
+// The buffers the layers of a model share under recomputation, by name
+// ("attn.att", "ln_1.out", ...): one of each, grown to the largest use.
+class SharedActivations {
+ public:
+  AlignedBuffer<float>& get(const std::string& name) {
+    auto& buffer = buffers_[name];
+    if (!buffer) buffer = std::make_unique<AlignedBuffer<float>>(MemoryKind::Activations);
+    return *buffer;
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<AlignedBuffer<float>>> buffers_;
+};
+
+}  // namespace meshtrain::nn

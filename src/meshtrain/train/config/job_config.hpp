@@ -109,6 +109,7 @@ struct CheckpointSection {
 struct MetricsSection {
   std::string path;   // empty: <training.out_dir>/metrics.jsonl
   std::string trace;  // Chrome/Perfetto trace JSON of the last step's pipeline actions, every rank; empty: none
+  bool tensorboard = false;  // the metrics as TensorBoard event files in <training.out_dir>/tb too
 };
 
 // How the job spreads over processes. `meshtrain run` starts the pools named
@@ -151,6 +152,7 @@ struct JobConfig {
 
   std::string checkpoint_dir() const;
   std::string metrics_path() const;
+  std::string tensorboard_dir() const;  // <training.out_dir>/tb
 };
 
 }  // namespace meshtrain

@@ -1,0 +1,24 @@
+#include "meshtrain/train/report/tensorboard/tensorboard_log.hpp"
+
+#include "meshtrain/train/report/tensorboard/event_proto.hpp"
+#include "meshtrain/train/report/tensorboard/event_trim.hpp"
+
+namespace meshtrain::tensorboard {
+
+TensorBoardLog::TensorBoardLog(const std::filesystem::path& dir, ScalarSource source)
+    : source_(source), file_(dir, source == ScalarSource::Evaluator ? kEvaluatorSuffix : "") {}
+
+void TensorBoardLog::write(const nlohmann::json& record) {
+  const auto scalars = scalars_of_record(record, source_);
+  if (!scalars) return;
+  file_.write_event(encode_scalar_event(scalars->wall_time.value_or(wall_time_now()), scalars->step, scalars->scalars));
+}
+
+std::unique_ptr<TensorBoardLog> open_trainer_tensorboard(const std::filesystem::path& dir, int64_t from_step,
+                                                         bool enabled) {
+  drop_events_after(dir, from_step);
+  if (!enabled) return nullptr;
+  return std::make_unique<TensorBoardLog>(dir, ScalarSource::Trainer);
+}
+
+}  // namespace meshtrain::tensorboard

@@ -85,10 +85,10 @@ class Evaluator {
     try {
       loaded = load_checkpoint_model(ckpt.path.string(), options_.overrides);
     } catch (const CheckpointError& e) {  // pruned or replaced while we looked
-      std::fprintf(options_.log, "evaluator: skipping step %lld: %s\n", (long long)ckpt.step, e.what());
+      std::fprintf(options_.log, "evaluator: warning: skipping step %lld: %s\n", (long long)ckpt.step, e.what());
       return;
     } catch (const IoError& e) {
-      std::fprintf(options_.log, "evaluator: skipping step %lld: %s\n", (long long)ckpt.step, e.what());
+      std::fprintf(options_.log, "evaluator: warning: skipping step %lld: %s\n", (long long)ckpt.step, e.what());
       return;
     }
     const JobConfig& c = loaded.config;

@@ -124,6 +124,9 @@ resumed_from=$(sed -n 's/^resuming from step \([0-9]*\).*/\1/p' resumed.log)
 echo "killed after step $killed_at, resumed from step $resumed_from"
 [ "$killed_at" -gt "$resumed_from" ] || echo "note: the kill landed right after a checkpoint; no step was logged twice"
 [ "$(ls "$WORK"/killed/tb/events.out.tfevents.* | wc -l)" = 2 ] || { ls -la "$WORK/killed/tb"; fail "expected the old file and the resumed run's"; }
+# TensorBoard reads a run's files in name order; the resumed run's must come last.
+[ "$(ls "$WORK"/killed/tb/events.out.tfevents.* | tail -n 1)" != "$tb_file" ] ||
+  { ls -la "$WORK/killed/tb"; fail "the resumed run's file sorts before the old one"; }
 check_run "$WORK/killed"
 # The control: the killed run's file as it was, beside the resumed run's, shows steps twice.
 if [ "$killed_at" -gt "$resumed_from" ]; then

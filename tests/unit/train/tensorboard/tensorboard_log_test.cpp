@@ -179,6 +179,16 @@ TEST(EventTrim, OpenForTheTrainerTrimsEvenWhenOff) {
   }
   EXPECT_FALSE(open_trainer_tensorboard(dir, 2, false));
   EXPECT_EQ(steps_in(old), (std::vector<int64_t>{0, 1, 2}));
+
+  // The next file sorts after the older ones, even within the same second
+  // or behind a file from a clock that ran ahead.
+  const auto again = open_trainer_tensorboard(dir, 2, true);
+  EXPECT_GT(again->path().filename().string(), old.filename().string());
+  const fs::path ahead = dir / "events.out.tfevents.9999999990.otherhost.1.0";
+  fs::copy_file(old, ahead);
+  const auto later = open_trainer_tensorboard(dir, 2, true);
+  EXPECT_TRUE(later->path().filename().string().starts_with("events.out.tfevents.9999999991.")) << later->path();
+  EXPECT_EQ(newest_name_time(dir, is_trainer_event_file), 9999999991);
 }
 
 TEST(MetricsLogMirror, PassesEachStampedRecordOn) {

@@ -5,8 +5,8 @@
 
 namespace meshtrain::tensorboard {
 
-TensorBoardLog::TensorBoardLog(const std::filesystem::path& dir, ScalarSource source)
-    : source_(source), file_(dir, source == ScalarSource::Evaluator ? kEvaluatorSuffix : "") {}
+TensorBoardLog::TensorBoardLog(const std::filesystem::path& dir, ScalarSource source, int64_t name_time_after)
+    : source_(source), file_(dir, source == ScalarSource::Evaluator ? kEvaluatorSuffix : "", name_time_after) {}
 
 void TensorBoardLog::write(const nlohmann::json& record) {
   const auto scalars = scalars_of_record(record, source_);
@@ -18,7 +18,8 @@ std::unique_ptr<TensorBoardLog> open_trainer_tensorboard(const std::filesystem::
                                                          bool enabled) {
   drop_events_after(dir, from_step);
   if (!enabled) return nullptr;
-  return std::make_unique<TensorBoardLog>(dir, ScalarSource::Trainer);
+  // A restart within the same second, or a clock set back, still sorts after the older files.
+  return std::make_unique<TensorBoardLog>(dir, ScalarSource::Trainer, newest_name_time(dir, is_trainer_event_file));
 }
 
 }  // namespace meshtrain::tensorboard

@@ -18,7 +18,8 @@ namespace meshtrain::tensorboard {
 
 class TensorBoardLog {
  public:
-  TensorBoardLog(const std::filesystem::path& dir, ScalarSource source);
+  // name_time_after: see EventFileWriter.
+  TensorBoardLog(const std::filesystem::path& dir, ScalarSource source, int64_t name_time_after = -1);
   // A record without an integer "step" or without numbers writes nothing.
   // Its "time", if any, is the event's wall time; else now.
   void write(const nlohmann::json& record);
@@ -32,7 +33,8 @@ class TensorBoardLog {
 // The trainer's, for a run that continues from `from_step` (0: from the
 // start): first the older trainer files in `dir` lose their events after
 // from_step (event_trim.hpp; done even when `enabled` is false, so a later
-// run with it on shows each step once); then, if enabled, a new file.
+// run with it on shows each step once); then, if enabled, a new file whose
+// name sorts after theirs.
 std::unique_ptr<TensorBoardLog> open_trainer_tensorboard(const std::filesystem::path& dir, int64_t from_step,
                                                          bool enabled);
 

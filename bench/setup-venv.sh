@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Sets up the PyTorch peers for the benchmarks in bench/ (see bench/RESULTS.md):
-#   * bench/.venv (git-ignored): the current PyTorch release from PyPI.
+# Sets up the PyTorch peers for the benchmarks in bench/ (see bench/RESULTS.md)
+# and the Python tools the tests check meshtrain's output with:
+#   * bench/.venv (git-ignored): the current PyTorch release from PyPI, and
+#     transformers, tokenizers, tensorboard and safetensors
+#     (tests/integration/python_tools_lib.sh finds them there).
 #     The Linux wheel on PyPI depends on several GB of nvidia-* CUDA packages
 #     that are never used on a CPU-only machine, so torch is installed with
 #     --no-deps plus its pure-Python dependencies; if `import torch` or a
@@ -88,4 +91,10 @@ EOF
     fi
   fi
   OMP_NUM_THREADS=1 "$venv/bin/python" -c "$smoke"
+  tools=(transformers tokenizers tensorboard safetensors)
+  if OMP_NUM_THREADS=1 "$venv/bin/python" -c "import $(IFS=,; echo "${tools[*]}")" 2>/dev/null; then
+    echo "setup-venv: $venv already has ${tools[*]}"
+  else
+    "$venv/bin/python" -m pip install --no-input --progress-bar off "${tools[@]}"
+  fi
 fi

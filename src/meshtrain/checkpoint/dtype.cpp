@@ -31,4 +31,14 @@ std::optional<Dtype> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+float f16_to_float(uint16_t bits) {
+  const uint32_t sign = uint32_t(bits & 0x8000) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
+  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  // Zero or subnormal: mantissa x 2^-24, exact in float.
+  const float magnitude = float(mantissa) * 0x1p-24f;
+  return sign ? -magnitude : magnitude;
+}
+
 }  // namespace meshtrain::checkpoint

@@ -2,6 +2,7 @@
 // Element types a safetensors file can name, with their spelling in the
 // header and their size in bytes. Sub-byte types (F4, F6_*) are left out:
 // nothing in meshtrain writes them, and their byte size is not numel * size.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -19,6 +20,13 @@ size_t dtype_size(Dtype dtype);
 std::string_view dtype_name(Dtype dtype);
 // The dtype spelled `name` in a header, or nullopt for one we do not know.
 std::optional<Dtype> parse_dtype(std::string_view name);
+
+// F32, BF16 and F16: the dtypes a parameter read widens to float.
+constexpr bool widens_to_float(Dtype dtype) { return dtype == Dtype::F32 || dtype == Dtype::BF16 || dtype == Dtype::F16; }
+// bfloat16 is float's upper 16 bits.
+inline float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
+// IEEE binary16 (1 sign, 5 exponent, 10 mantissa bits), subnormals, infinities and NaN included.
+float f16_to_float(uint16_t bits);
 
 // The dtype of a C++ element type, for typed reads and writes.
 template <typename T> constexpr Dtype dtype_of();

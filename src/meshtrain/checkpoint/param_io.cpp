@@ -27,7 +27,8 @@ std::vector<TensorEntry> view_tensors(const ParamStore& store, const float* flat
 
 // Names and shapes only: a layout store (not allocated) can be checked too,
 // as a resharded read of a whole checkpoint does.
-void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix) {
+void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix,
+                        const std::function<bool(std::string_view)>& ignored) {
   std::vector<std::string> differences;
   size_t count = 0;
   auto note = [&](std::string text) {
@@ -40,12 +41,12 @@ void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store
     const TensorInfo* t = reader.find(name);
     if (!t)
       note("missing tensor '" + name + "' " + shape_string(v.shape));
-    else if (t->dtype != Dtype::F32 || t->shape != v.shape)
+    else if (!widens_to_float(t->dtype) || t->shape != v.shape)
       note("tensor '" + name + "': model has F32 " + shape_string(v.shape) + ", file has " +
            std::string(dtype_name(t->dtype)) + " " + shape_string(t->shape));
   }
   for (const TensorInfo& t : reader.tensors())
-    if (t.name.starts_with(prefix) && !expected.count(t.name))
+    if (t.name.starts_with(prefix) && !expected.count(t.name) && !(ignored && ignored(t.name)))
       note("extra tensor '" + t.name + "' " + shape_string(t.shape) + " not in the model");
   if (count > 0) {
     std::string msg = "checkpoint " + reader.path().string() + " does not match the model (" +
@@ -60,7 +61,7 @@ void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store,
                        std::string_view prefix) {
   check_view_tensors(reader, store, prefix);
   for (const ParamView& v : store.views())
-    reader.read<float>(std::string(prefix) + v.name, v.shape, std::span<float>(flat + v.offset, v.numel));
+    reader.read_elements(std::string(prefix) + v.name, 0, std::span<float>(flat + v.offset, v.numel));
 }
 
 void save_params(const ParamStore& store, const std::filesystem::path& path, const Metadata& metadata) {

@@ -171,15 +171,28 @@ void SafetensorsReader::read(std::string_view name, Dtype dtype, const Shape& sh
 
 void SafetensorsReader::read_elements(std::string_view name, size_t first, std::span<float> out) const {
   const TensorInfo& t = info(name);
-  if (t.dtype != Dtype::F32)
-    fail("tensor '" + t.name + "': expected dtype F32, found " + std::string(dtype_name(t.dtype)));
-  const uint64_t count = t.bytes() / sizeof(float);
+  if (!widens_to_float(t.dtype))
+    fail("tensor '" + t.name + "': expected a float dtype (F32, BF16 or F16), found " +
+         std::string(dtype_name(t.dtype)));
+  const size_t size = dtype_size(t.dtype);
+  const uint64_t count = t.bytes() / size;
   if (first > count || out.size() > count - first)
     fail("tensor '" + t.name + "' has " + std::to_string(count) + " elements; elements [" + std::to_string(first) +
          ", " + std::to_string(first + out.size()) + ") were asked for");
   if (out.empty()) return;
-  if (!fd_.pread_exact(out.data(), out.size_bytes(), data_start_ + t.begin + first * sizeof(float)))
-    fail("tensor '" + t.name + "' ends past the end of the file (was it truncated after opening?)");
+  const uint64_t offset = data_start_ + t.begin + first * size;
+  const auto truncated = [&] { fail("tensor '" + t.name + "' ends past the end of the file (was it truncated after opening?)"); };
+  if (t.dtype == Dtype::F32) {
+    if (!fd_.pread_exact(out.data(), out.size_bytes(), offset)) truncated();
+    return;
+  }
+  // 16-bit floats (a Hugging Face model saved in half precision): read into
+  // the upper half of `out`'s bytes, then widen front to back, which never
+  // overwrites a 16-bit value before it is read.
+  auto* halves = reinterpret_cast<uint16_t*>(out.data()) + out.size();
+  if (!fd_.pread_exact(halves, out.size() * sizeof(uint16_t), offset)) truncated();
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = t.dtype == Dtype::BF16 ? bf16_to_float(halves[i]) : f16_to_float(halves[i]);
 }
 
 }  // namespace meshtrain::checkpoint

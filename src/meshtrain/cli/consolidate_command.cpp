@@ -1,11 +1,14 @@
-// `meshtrain consolidate CHECKPOINT OUT.safetensors`: the parameters of a
-// checkpoint, whole or sharded by ZeRO over any number of workers, in one
-// safetensors file under the model's names (Hugging Face names for GPT).
+// `meshtrain consolidate CHECKPOINT OUT [--format safetensors|hf]`: the
+// parameters of a checkpoint of any layout in one safetensors file under the
+// model's names (Hugging Face names for GPT), or, --format hf, a Hugging
+// Face GPT-2 directory (config.json + model.safetensors) that
+// transformers.GPT2LMHeadModel.from_pretrained loads.
 #include <cstdio>
 #include <memory>
 
 #include "meshtrain/checkpoint/param_io.hpp"
 #include "meshtrain/cli/commands.hpp"
+#include "meshtrain/train/interop/hf_gpt2.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 
 namespace meshtrain::cli {
@@ -14,6 +17,7 @@ namespace {
 struct ConsolidateArgs {
   std::string checkpoint;
   std::string out;
+  std::string format = "safetensors";
 };
 
 }  // namespace
@@ -25,9 +29,22 @@ void add_consolidate_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("checkpoint", args->checkpoint,
                   "a checkpoint directory (step_*), or a directory of them: the newest complete one")
       ->required();
-  sub->add_option("out", args->out, "the safetensors file to write (replaced atomically if it exists)")->required();
+  sub->add_option("out", args->out,
+                  "the safetensors file to write, or with --format hf the directory (files replaced atomically)")
+      ->required();
+  sub->add_option("--format", args->format,
+                  "safetensors: one file of meshtrain's tensors; hf: a Hugging Face GPT-2 directory (config.json, "
+                  "model.safetensors) for transformers")
+      ->check(CLI::IsMember({"safetensors", "hf"}))
+      ->capture_default_str();
   commands.add(sub, [args] {
     CheckpointModel loaded = load_checkpoint_model(args->checkpoint);
+    if (args->format == "hf") {
+      interop::export_hf_gpt2(loaded.config.model, loaded.model->store(), args->out);
+      std::printf("%s (step %lld): %zu parameters -> Hugging Face GPT-2 in %s\n", loaded.path.c_str(),
+                  (long long)loaded.step, loaded.model->store().parameter_count(), args->out.c_str());
+      return 0;
+    }
     checkpoint::save_params(loaded.model->store(), args->out,
                             {{"format", "pt"}, {"step", std::to_string(loaded.step)}, {"model", loaded.model->kind()}});
     std::printf("%s (step %lld): %zu parameters -> %s\n", loaded.path.c_str(), (long long)loaded.step,

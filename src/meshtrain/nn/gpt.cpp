@@ -299,6 +299,12 @@ void Gpt::backward() {
 }
 
 std::span<const float> Gpt::last_logits(std::span<const int32_t> tokens) {
+  return logits_from(tokens, static_cast<int64_t>(tokens.size()) - 1);
+}
+
+std::span<const float> Gpt::sequence_logits(std::span<const int32_t> tokens) { return logits_from(tokens, 0); }
+
+std::span<const float> Gpt::logits_from(std::span<const int32_t> tokens, int64_t first) {
   const int64_t T = static_cast<int64_t>(tokens.size()), C = config_.n_embd, V = config_.vocab_size;
   if (tp_ && tp_->size() > 1)
     throw Error("gpt: generation runs in one process, but this model is split over " +
@@ -306,17 +312,18 @@ std::span<const float> Gpt::last_logits(std::span<const int32_t> tokens) {
                 "(meshtrain consolidate) and generate from one process");
   if (!whole_model()) throw Error("gpt: generation needs the whole model, not pipeline pieces");
   if (T <= 0 || T > config_.block_size)
-    throw Error("gpt: last_logits needs 1 to " + std::to_string(config_.block_size) + " tokens, got " +
+    throw Error("gpt: logits need 1 to " + std::to_string(config_.block_size) + " tokens, got " +
                 std::to_string(T));
   Slot& s = slot(0, 0);
   const float* lnf = run_layers(s, pieces_[0].piece, tokens.data(), 1, T);
   s.forwarded = false;  // saved activations now belong to this sequence, not a training batch
-  s.logits.ensure(V);
-  // Only the last row: logits (1, V) = lnf[T-1] (1, C) wte^T.
-  kernels::gemm(Trans::No, Trans::Yes, 1, static_cast<int>(V), static_cast<int>(C), 1.0f, lnf + (T - 1) * C,
-                static_cast<int>(C), store_.param(head_wte_), static_cast<int>(C), 0.0f, s.logits.data(),
-                static_cast<int>(V));
-  return {s.logits.data(), static_cast<size_t>(V)};
+  const int64_t rows = T - first;
+  s.logits.ensure(rows * V);
+  // logits (rows, V) = lnf[first:T] (rows, C) wte^T.
+  kernels::gemm(Trans::No, Trans::Yes, static_cast<int>(rows), static_cast<int>(V), static_cast<int>(C), 1.0f,
+                lnf + first * C, static_cast<int>(C), store_.param(head_wte_), static_cast<int>(C), 0.0f,
+                s.logits.data(), static_cast<int>(V));
+  return {s.logits.data(), static_cast<size_t>(rows * V)};
 }
 
 double Gpt::flops_per_sample() const {

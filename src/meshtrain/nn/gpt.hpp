@@ -138,6 +138,9 @@ class Gpt final : public Model, public nn::PipelineModel {
   // group of more than one rank (each holds V/TP of the logits; consolidate
   // the checkpoint first) or on a pipeline piece.
   std::span<const float> last_logits(std::span<const int32_t> tokens);
+  // Logits (T, V) of every position of one sequence, on the same terms
+  // (what a user compares with another implementation's).
+  std::span<const float> sequence_logits(std::span<const int32_t> tokens);
 
   const GptConfig& config() const { return config_; }
   // This rank's place in its expert-parallel group (0 of 1 without one).
@@ -177,6 +180,8 @@ class Gpt final : public Model, public nn::PipelineModel {
   // returns the last layer's output, under sequence parallelism this rank's
   // rows (B T / TP, C).
   const float* run_layers(Slot& s, const GptPiece& piece, const int32_t* tokens, int64_t B, int64_t T);
+  // Logits of positions [first, T) of one sequence (last_logits, sequence_logits).
+  std::span<const float> logits_from(std::span<const int32_t> tokens, int64_t first);
   // The tied output layer and the loss over ln_f's output.
   ForwardResult head_forward(Slot& s, const int32_t* targets);
   // dlogits -> dlnf -> s.dres (rows of this rank).

@@ -1,6 +1,7 @@
 // Write -> read round trips of the safetensors writer and reader.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -133,6 +134,27 @@ TEST(SafetensorsRoundTrip, EmptyFileOfNoTensors) {
 TEST(SafetensorsRoundTrip, MissingFileIsIoError) {
   TempDir tmp;
   EXPECT_THROW(SafetensorsReader(tmp / "absent.safetensors"), IoError);
+}
+
+TEST(SafetensorsRoundTrip, HalfPrecisionWidensToFloatInElementReads) {
+  TempDir tmp;
+  // bf16 1, -2, 0.5; f16 1, -2, 65504 (largest), 2^-24 (smallest subnormal), -0, inf.
+  const std::vector<uint16_t> bf16 = {0x3f80, 0xc000, 0x3f00};
+  const std::vector<uint16_t> f16 = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x8000, 0x7c00};
+  const std::vector<TensorEntry> entries = {{"b", Dtype::BF16, {3}, bf16.data(), bf16.size() * 2},
+                                            {"h", Dtype::F16, {2, 3}, f16.data(), f16.size() * 2}};
+  write_safetensors(tmp / "half.safetensors", entries, {});
+  SafetensorsReader reader(tmp / "half.safetensors");
+  std::vector<float> b(3), h(5);
+  reader.read_elements("b", 0, b);
+  reader.read_elements("h", 1, h);  // from the second element on
+  EXPECT_EQ(b, (std::vector<float>{1.0f, -2.0f, 0.5f}));
+  EXPECT_EQ(h[0], -2.0f);
+  EXPECT_EQ(h[1], 65504.0f);
+  EXPECT_EQ(h[2], 0x1p-24f);
+  EXPECT_TRUE(h[3] == 0.0f && std::signbit(h[3]));
+  EXPECT_TRUE(std::isinf(h[4]));
+  EXPECT_EQ(f16_to_float(0x3555), 0.333251953125f);  // 1/3 rounded to f16
 }
 
 }  // namespace

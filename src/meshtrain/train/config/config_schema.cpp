@@ -94,6 +94,9 @@ const std::vector<Field>& fields() {
       MT_FIELD(model, classes, Int, closed(2, 65536), "output classes (mlp, vit)"),
       MT_FIELD(model, image_size, Int, closed(1, 4096), "image side in pixels (vit)"),
       MT_FIELD(model, patch_size, Int, closed(1, 4096), "patch side in pixels; divides image_size (vit)"),
+      MT_FIELD(model, init_from, String, {},
+               "start from these parameters: a Hugging Face GPT-2 directory or safetensors file, or a meshtrain "
+               "checkpoint; empty: random"),
       MT_ENUM(data, kind, "dataset kind"),
       MT_FIELD(data, path, String, {}, "text file, or Fashion-MNIST directory (empty: Debian's)"),
       MT_FIELD(data, val_fraction, Float, left_open(0, 0.5), "share of a text file held out for validation"),

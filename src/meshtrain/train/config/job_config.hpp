@@ -57,6 +57,9 @@ struct ModelSection {
   // vit
   int64_t image_size = 28;
   int64_t patch_size = 7;
+  // Starting parameters: a Hugging Face GPT-2 or a meshtrain checkpoint
+  // (train/loop/init_from.hpp); empty: random from training.seed.
+  std::string init_from;
 };
 
 struct DataSection {

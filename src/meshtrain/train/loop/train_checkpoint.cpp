@@ -224,6 +224,17 @@ std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::stri
   return latest;
 }
 
+void read_parameters(const checkpoint::FlatRangeReader& reader, Model& model, parallel::ZeroEngine* zero) {
+  ParamStore& store = model.store();
+  auto param_shard = zero ? zero->param_shard() : std::span<float>{};
+  if (param_shard.empty()) {
+    reader.read("params", 0, store.flat_size(), store.params().data());
+    return;
+  }
+  for (const FlatSegment& s : zero->layout().segments())
+    reader.read("params", s.begin, s.end, param_shard.data() + s.local);
+}
+
 TrainState load_train_checkpoint(const std::string& path, Model& model, Optimizer* optimizer,
                                  parallel::ZeroEngine* zero) {
   const fs::path dir(path);
@@ -270,15 +281,10 @@ TrainState load_train_checkpoint(const std::string& path, Model& model, Optimize
   for (auto& [name, buffer] : states)
     if (!reader->has(name)) throw CheckpointError(path + ": holds no optimizer state '" + name + "'");
 
-  // This worker's elements: its ZeRO segments, or the whole store.
+  read_parameters(*reader, model, zero);
+  // This worker's elements of the optimizer state: its ZeRO segments, or the whole store.
   const FlatSegments whole{{.begin = 0, .end = store.flat_size(), .local = 0}};
   const FlatSegments& owned = zero ? zero->layout().segments() : whole;
-  auto param_shard = zero ? zero->param_shard() : std::span<float>{};
-  if (!param_shard.empty()) {
-    for (const FlatSegment& s : owned) reader->read("params", s.begin, s.end, param_shard.data() + s.local);
-  } else {
-    reader->read("params", 0, store.flat_size(), store.params().data());
-  }
   for (auto& [name, buffer] : states)
     for (const FlatSegment& s : owned) reader->read(name, s.begin, s.end, buffer->data() + s.local);
   if (optimizer)

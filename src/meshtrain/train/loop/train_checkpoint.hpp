@@ -97,6 +97,10 @@ std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::stri
 TrainState load_train_checkpoint(const std::string& path, Model& model, Optimizer* optimizer,
                                  parallel::ZeroEngine* zero = nullptr);
 
+// The parameters in `reader` (this rank's layout) into the model: with a
+// ZeRO stage-3 `zero`, this worker's shard of them; else the whole store.
+void read_parameters(const checkpoint::FlatRangeReader& reader, Model& model, parallel::ZeroEngine* zero = nullptr);
+
 // A checkpoint directory given by a user: a step directory itself, or a
 // directory of them (the newest verified one is taken). Verified either way.
 std::string resolve_checkpoint(const std::string& path);

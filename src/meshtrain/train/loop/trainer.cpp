@@ -23,6 +23,7 @@
 #include "meshtrain/train/loop/checkpoint_saver.hpp"
 #include "meshtrain/train/loop/evaluator.hpp"
 #include "meshtrain/train/loop/heartbeat.hpp"
+#include "meshtrain/train/loop/init_from.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 #include "meshtrain/train/ps/ps_worker.hpp"
 #include "meshtrain/train/report/metrics_log.hpp"
@@ -124,7 +125,8 @@ class SyncTrainer {
   TrainSummary run();
 
  private:
-  int64_t resume();
+  // The newest complete checkpoint's step, after loading it; nullopt when there is none.
+  std::optional<int64_t> resume();
   void print_setup() const;
   // Steps from `step` to last_step_; returns the step reached.
   int64_t train_steps(int64_t step, Clock::time_point run_start);
@@ -182,7 +184,12 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
 }
 
 TrainSummary SyncTrainer::run() {
-  int64_t step = options_.resume ? resume() : 0;
+  const std::optional<int64_t> resumed = options_.resume ? resume() : std::nullopt;
+  if (!resumed && !config_.model.init_from.empty()) {
+    const std::string source = init_parameters_from(config_, *model_, machinery_.zero.get());
+    if (out_) std::fprintf(out_, "parameters from %s (model.init_from)\n", source.c_str());
+  }
+  int64_t step = resumed.value_or(0);
   const int64_t steps = config_.training.steps;
   last_step_ = options_.stop_at_step > 0 ? std::min(options_.stop_at_step, steps) : steps;
   summary_ = {.first_step = step, .last_step = step};
@@ -214,12 +221,11 @@ TrainSummary SyncTrainer::run() {
   return summary_;
 }
 
-// The step the run continues from: the newest complete checkpoint's, or 0.
-int64_t SyncTrainer::resume() {
+std::optional<int64_t> SyncTrainer::resume() {
   const auto latest = agree_on_resume_checkpoint(workers_, checkpoints_.root, out_);
   if (!latest) {
     if (out_) std::fprintf(out_, "no checkpoint in %s: starting from step 0\n", checkpoints_.root.c_str());
-    return 0;
+    return std::nullopt;
   }
   const TrainState state = load_train_checkpoint(*latest, *model_, machinery_.optimizer.get(), machinery_.zero.get());
   loader_->restore(state.data);

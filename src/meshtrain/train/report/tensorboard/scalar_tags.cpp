@@ -7,9 +7,9 @@
 namespace meshtrain::tensorboard {
 namespace {
 
-constexpr std::array kJobKeys = {"batch_size",      "global_batch",      "effective_lr",
-                                 "workers",         "data_parallel",     "tensor_parallel",
-                                 "pipeline_parallel", "expert_parallel", "zero_stage"};
+// The job's shape, the same at every step.
+constexpr std::array kJobKeys = {"batch_size",    "global_batch",      "effective_lr",    "workers",   "data_parallel",
+                                 "tensor_parallel", "pipeline_parallel", "expert_parallel", "zero_stage"};
 constexpr std::array kMoeKeys = {"aux_loss", "z_loss", "dropped_tokens"};
 
 template <size_t N>

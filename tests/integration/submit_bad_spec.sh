@@ -28,6 +28,6 @@ cat > lonely.json <<JSON
   {"replicaCount": 1, "containerSpec": {"command": ["sleep", "60"]}}]}}
 JSON
 start=$(date +%s)
-expect_failure "meshtrain submit: primary exited with status" "$MESHTRAIN" submit lonely.json
+expect_failure "meshtrain submit: error: primary exited with status" "$MESHTRAIN" submit lonely.json
 [ $(( $(date +%s) - start )) -lt 20 ] || fail "a missing peer took $(( $(date +%s) - start )) s to be noticed"
 echo "submit bad spec ok"

@@ -92,7 +92,7 @@ int relaunch(const BenchArgs& a) {
   }
   std::fclose(out);
   router.join();
-  if (result.exit_code != 0) std::fprintf(stderr, "meshtrain bench collectives: %s\n", result.failure.c_str());
+  if (result.exit_code != 0) std::fprintf(stderr, "meshtrain bench collectives: error: %s\n", result.failure.c_str());
   return result.exit_code;
 }
 

@@ -27,7 +27,8 @@ void add_evaluator_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("config", *config_path, "the job's config (TOML)")->required();
   sub->allow_extras();
   sub->footer(
-      "Appends {step, val_loss, val_accuracy, ...} per checkpoint to <training.out_dir>/eval.jsonl and\n"
+      "Appends {step, val_loss, val_accuracy, ...} per checkpoint to <training.out_dir>/eval.jsonl (and,\n"
+      "with metrics.tensorboard=true, as TensorBoard scalars eval/... to <training.out_dir>/tb) and\n"
       "exits after the checkpoint of step training.steps. Overrides (--section.key=value) apply to the\n"
       "job config and to each checkpoint's config.");
   commands.add(sub, [config_path, sub] {

@@ -30,7 +30,7 @@ void add_launch_command(CLI::App& app, CommandSet& commands) {
     options->transport = *parse_enum<comm::TransportKind>(*transport);
     options->reducer_command = {self_executable(), "reducer"};
     LaunchResult r = launch_local(*options);
-    if (r.exit_code != 0) std::fprintf(stderr, "meshtrain launch: %s\n", r.failure.c_str());
+    if (r.exit_code != 0) std::fprintf(stderr, "meshtrain launch: error: %s\n", r.failure.c_str());
     return r.exit_code;
   });
 }

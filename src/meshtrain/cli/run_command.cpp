@@ -41,7 +41,7 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
     apply_overrides(config, request->overrides);
     request->self = self_executable();
     SupervisorResult r = supervise(plan_local_job(config.parallel, *request), local_job_supervision(config.parallel));
-    if (r.exit_code != 0) std::fprintf(stderr, "meshtrain run: %s\n", r.failure.c_str());
+    if (r.exit_code != 0) std::fprintf(stderr, "meshtrain run: error: %s\n", r.failure.c_str());
     return r.exit_code;
   });
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/loop/evaluator.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
+#include "meshtrain/train/report/tensorboard/tensorboard_log.hpp"
 
 namespace meshtrain {
 namespace {
@@ -83,10 +85,10 @@ class Evaluator {
     try {
       loaded = load_checkpoint_model(ckpt.path.string(), options_.overrides);
     } catch (const CheckpointError& e) {  // pruned or replaced while we looked
-      std::fprintf(options_.log, "evaluator: skipping step %lld: %s\n", (long long)ckpt.step, e.what());
+      std::fprintf(options_.log, "evaluator: warning: skipping step %lld: %s\n", (long long)ckpt.step, e.what());
       return;
     } catch (const IoError& e) {
-      std::fprintf(options_.log, "evaluator: skipping step %lld: %s\n", (long long)ckpt.step, e.what());
+      std::fprintf(options_.log, "evaluator: warning: skipping step %lld: %s\n", (long long)ckpt.step, e.what());
       return;
     }
     const JobConfig& c = loaded.config;
@@ -96,6 +98,10 @@ class Evaluator {
     nlohmann::json record = {{"step", loaded.step},         {"val_loss", r.loss},       {"val_accuracy", r.accuracy},
                              {"predictions", r.predictions}, {"batches", r.batches},     {"checkpoint", loaded.path}};
     append_line(records_, record.dump());
+    if (config_.metrics.tensorboard) {  // this evaluator's own file, made at its first record
+      if (!tensorboard_) tensorboard_.emplace(config_.tensorboard_dir(), tensorboard::ScalarSource::Evaluator);
+      tensorboard_->write(record);
+    }
     ++evaluated_;
     std::fprintf(options_.log, "evaluator: step %lld val_loss %.4f val_accuracy %.4f\n", (long long)loaded.step,
                  r.loss, r.accuracy);
@@ -114,6 +120,7 @@ class Evaluator {
   fs::path out_dir_, claims_, records_;
   std::set<int64_t> seen_;
   std::unique_ptr<DataLoader> loader_;
+  std::optional<tensorboard::TensorBoardLog> tensorboard_;
   Batch scratch_;
   int64_t evaluated_ = 0;
 };

@@ -5,6 +5,8 @@
 // overrides on top, training.eval_batches batches), appending one JSON line
 // per checkpoint to <training.out_dir>/eval.jsonl:
 //   {"step": 100, "val_loss": 2.31, "val_accuracy": 0.42, "predictions": ..., "batches": ..., "checkpoint": "..."}
+// With metrics.tensorboard, each evaluator also writes the numbers to its own
+// TensorBoard event file in <training.out_dir>/tb (tags eval/loss, ...).
 //
 // Several evaluators share the work: each checkpoint is claimed by creating
 // <training.out_dir>/.eval_claims/step_<S> exclusively, so every checkpoint

@@ -74,7 +74,7 @@ struct TcpStore::State {
   // Drops a connection that broke the protocol, with a log line; a short
   // Error reply tells an honest but misconfigured client why.
   void drop(Conn& c, const std::string& why, bool tell_client) {
-    tcp::log_line("rendezvous store dropped the connection from " + c.peer + ": " + why);
+    tcp::log_line("warning", "rendezvous store dropped the connection from " + c.peer + ": " + why);
     if (tell_client) reply(c, FrameType::Error, "", why);
     c.dead = true;
   }
@@ -85,7 +85,7 @@ struct TcpStore::State {
       std::lock_guard lock(failure_mutex);
       if (failure.empty()) failure = why;
     }
-    tcp::log_line("rendezvous store: job failed: " + why);
+    tcp::log_line("error", "rendezvous store: job failed: " + why);
     reply(c, FrameType::Error, "", why);
     c.dead = true;
     for (auto& [key, list] : waiters)

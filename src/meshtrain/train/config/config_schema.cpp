@@ -133,6 +133,8 @@ const std::vector<Field>& fields() {
       MT_FIELD(checkpoint, keep, Int, closed(1, 1 << 20), "complete checkpoints to keep"),
       MT_FIELD(checkpoint, async, Bool, {}, "write checkpoints on a thread while training goes on"),
       MT_FIELD(metrics, path, String, {}, "JSONL metrics file; empty: <out_dir>/metrics.jsonl"),
+      MT_FIELD(metrics, tensorboard, Bool, {},
+               "also write the metrics as TensorBoard scalars to <out_dir>/tb (worker 0 and evaluators)"),
       MT_FIELD(metrics, trace, String, {},
                "Chrome/Perfetto trace JSON of the last step's pipeline actions on every rank; empty: none"),
       MT_ENUM(parallel, data, "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),

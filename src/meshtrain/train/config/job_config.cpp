@@ -10,4 +10,6 @@ std::string JobConfig::metrics_path() const {
   return metrics.path.empty() ? training.out_dir + "/metrics.jsonl" : metrics.path;
 }
 
+std::string JobConfig::tensorboard_dir() const { return training.out_dir + "/tb"; }
+
 }  // namespace meshtrain

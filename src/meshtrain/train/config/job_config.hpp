@@ -114,6 +114,7 @@ struct CheckpointSection {
 struct MetricsSection {
   std::string path;   // empty: <training.out_dir>/metrics.jsonl
   std::string trace;  // Chrome/Perfetto trace JSON of the last step's pipeline actions, every rank; empty: none
+  bool tensorboard = false;  // the metrics as TensorBoard event files in <training.out_dir>/tb too
 };
 
 // How the job spreads over processes. `meshtrain run` starts the pools named
@@ -156,6 +157,7 @@ struct JobConfig {
 
   std::string checkpoint_dir() const;
   std::string metrics_path() const;
+  std::string tensorboard_dir() const;  // <training.out_dir>/tb
 };
 
 }  // namespace meshtrain

@@ -15,6 +15,7 @@ namespace {
 constexpr std::array kPerHost = {
     "data.path",          "training.out_dir",     "training.threads",    "training.log_every",
     "checkpoint.dir",     "checkpoint.keep",      "checkpoint.async",    "metrics.path",
+    "metrics.tensorboard",
     "parallel.transport", "parallel.timeout_s",   "parallel.workers",    "parallel.reducers",
     "parallel.servers",   "parallel.evaluators",  "parallel.max_restarts", "parallel.restart_backoff_s",
     "parallel.heartbeat_timeout_s"};

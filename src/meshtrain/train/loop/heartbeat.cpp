@@ -37,7 +37,7 @@ void Heartbeat::beat() {
   if (fd_ < 0 || futimens(fd_, nullptr) != 0) {
     // Say why once and stop trying: the supervisor will see a hung worker and
     // name it, which is the right outcome for a heartbeat that cannot be sent.
-    std::fprintf(stderr, "heartbeat: cannot touch %s: %s; no more heartbeats\n", path_.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "heartbeat: warning: cannot touch %s: %s; no more heartbeats\n", path_.c_str(), std::strerror(errno));
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
     path_.clear();

@@ -220,7 +220,7 @@ std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::stri
   std::vector<std::string> skipped;
   auto latest = checkpoint::latest_verified(root, &skipped);
   if (log)
-    for (const auto& why : skipped) std::fprintf(log, "skipping checkpoint: %s\n", why.c_str());
+    for (const auto& why : skipped) std::fprintf(log, "warning: skipping checkpoint: %s\n", why.c_str());
   return latest;
 }
 

@@ -29,6 +29,7 @@
 #include "meshtrain/train/report/metrics_log.hpp"
 #include "meshtrain/train/report/pipeline_trace.hpp"
 #include "meshtrain/train/report/progress.hpp"
+#include "meshtrain/train/report/tensorboard/tensorboard_log.hpp"
 #include "meshtrain/train/report/throughput.hpp"
 
 namespace meshtrain {
@@ -203,7 +204,9 @@ TrainSummary SyncTrainer::run() {
       predict_memory(model_->store(), workers_.size(), step_.zero_stage, optimizer_state_floats(step_.optimizer),
                      step_.micro_batches);
   predicted.activations = predict_activations(config_);
-  if (lead_) metrics_.emplace(config_.metrics_path(), step, workers_.worker_rank());
+  if (lead_)
+    metrics_.emplace(config_.metrics_path(), step, workers_.worker_rank(),
+                     tensorboard::open_trainer_tensorboard(config_.tensorboard_dir(), step, config_.metrics.tensorboard));
   progress_.emplace(out_ ? out_ : options_.out, options_.interactive && lead_);
   // Every worker writes its part (checkpoint_saver.hpp); the lead reports
   // each checkpoint once it is committed.

@@ -106,7 +106,7 @@ int64_t restore_server_shard(const std::string& root, int index, int num_servers
     try {
       checkpoint::verify_checkpoint(dir);
     } catch (const CheckpointError& e) {
-      std::fprintf(out, "ps-server %d: skipping checkpoint: %s\n", index, e.what());
+      std::fprintf(out, "ps-server %d: warning: skipping checkpoint: %s\n", index, e.what());
       continue;
     }
     checkpoint::SafetensorsReader reader(dir / kShardFile);

@@ -40,7 +40,9 @@ void drop_records_after(const std::string& path, int64_t from_step) {
 
 }  // namespace
 
-MetricsLog::MetricsLog(const std::string& path, int64_t from_step, int rank) : path_(path), rank_(rank) {
+MetricsLog::MetricsLog(const std::string& path, int64_t from_step, int rank,
+                       std::unique_ptr<tensorboard::TensorBoardLog> tensorboard)
+    : path_(path), rank_(rank), tensorboard_(std::move(tensorboard)) {
   std::error_code ec;
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
@@ -64,6 +66,7 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::string line = stamped.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     throw IoError(path_ + ": cannot write metrics: " + std::strerror(errno));
+  if (tensorboard_) tensorboard_->write(stamped);
 }
 
 }  // namespace meshtrain

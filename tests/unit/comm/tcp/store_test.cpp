@@ -97,7 +97,7 @@ TEST(TcpStore, WorldSizeMismatchFailsTheJob) {
   ::testing::internal::CaptureStderr();
   EXPECT_COMM_ERROR(StoreClient{client_options(store, 1, 3)}, "rank 1 (127.0.0.1:");
   waiter.join();  // the pending get was answered with the error, not left to time out
-  EXPECT_NE(::testing::internal::GetCapturedStderr().find("job failed"), std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("meshtrain tcp: error: rendezvous store: job failed"), std::string::npos);
   EXPECT_NE(store.failure().find("says the world size is 3 but the store (rank 0) says 2"), std::string::npos)
       << store.failure();
   EXPECT_COMM_ERROR(a.set("k", "v"), "world size");  // and so is every later request

@@ -48,7 +48,7 @@ std::string resolve_congestion(const CongestionChoice& choice) {
   // Once per process: every transport (ranks as threads, process groups) would repeat it.
   static std::atomic<bool> said{false};
   if (!said.exchange(true)) {
-    log_line("congestion control " + choice.name + " refused (" + why + "), using the kernel's default " +
+    log_line("warning", "congestion control " + choice.name + " refused (" + why + "), using the kernel's default " +
              first_line("/proc/sys/net/ipv4/tcp_congestion_control") + "; " + offered);
   }
   return "";

@@ -101,7 +101,7 @@ void accept_lower_ranks(const MeshOptions& o, const Fd& listener, std::vector<Fd
         peers[sender] = std::move(p.fd);
         --missing;
       } else {
-        log_line(me + " dropped a data connection from " + p.peer + ": " + why);
+        log_line("warning", me + " dropped a data connection from " + p.peer + ": " + why);
       }
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
     }

@@ -256,8 +256,10 @@ long long ms_between(Clock::time_point from, Clock::time_point to) {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-void log_line(std::string_view message) {
+void log_line(std::string_view level, std::string_view message) {
   std::string line = "meshtrain tcp: ";
+  line.append(level);
+  line.append(": ");
   line.append(message);
   line.push_back('\n');
   [[maybe_unused]] ssize_t rc = ::write(STDERR_FILENO, line.data(), line.size());

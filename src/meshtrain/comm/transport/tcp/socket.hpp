@@ -79,8 +79,9 @@ int poll_until(pollfd* fds, size_t count, Clock::time_point deadline);
 long long ms_between(Clock::time_point from, Clock::time_point to);
 std::string errno_text(int err);
 
-// One line to stderr ("meshtrain tcp: ..."), written with a single write(2)
-// so lines from several ranks' threads do not interleave.
-void log_line(std::string_view message);
+// One line to stderr ("meshtrain tcp: <level>: ...", level "warning" or
+// "error": every line of it reports a problem), written with a single
+// write(2) so lines from several ranks' threads do not interleave.
+void log_line(std::string_view level, std::string_view message);
 
 }  // namespace meshtrain::comm::tcp

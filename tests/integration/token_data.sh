@@ -62,6 +62,7 @@ block_size = 32
 vocab_size = 512
 [data]
 kind = "tokens"
+train_path = "$WORK/mt-nanogpt.bin"
 order = "sequential"
 tokenizer = "$WORK/tok.json"
 [training]

@@ -21,13 +21,13 @@ Bytes llmc_bytes(const std::vector<uint16_t>& tokens, int32_t magic = kLlmcMagic
   header[0] = magic, header[1] = version, header[2] = static_cast<int32_t>(count < 0 ? tokens.size() : count);
   Bytes out(1024 + 2 * tokens.size());
   std::memcpy(out.data(), header.data(), 1024);
-  std::memcpy(out.data() + 1024, tokens.data(), 2 * tokens.size());
+  if (!tokens.empty()) std::memcpy(out.data() + 1024, tokens.data(), 2 * tokens.size());
   return out;
 }
 
 Bytes raw_bytes(const std::vector<uint16_t>& tokens) {
   Bytes out(2 * tokens.size());
-  std::memcpy(out.data(), tokens.data(), out.size());
+  if (!tokens.empty()) std::memcpy(out.data(), tokens.data(), out.size());
   return out;
 }
 

@@ -22,6 +22,8 @@ packages=(
   openmpi-bin libopenmpi-dev
   # gzip-compressed data files (Fashion-MNIST)
   zlib1g-dev
+  # the BPE tokenizer's pre-tokenizer regex (GPT-2's, with JIT)
+  libpcre2-dev
   # data: the King James Bible text and Fashion-MNIST
   bible-kjv-text bible-kjv dataset-fashion-mnist
 )

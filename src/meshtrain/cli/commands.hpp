@@ -39,5 +39,7 @@ void add_submit_command(CLI::App& app, CommandSet& commands);
 void add_evaluator_command(CLI::App& app, CommandSet& commands);
 void add_consolidate_command(CLI::App& app, CommandSet& commands);
 void add_plan_command(CLI::App& app, CommandSet& commands);
+void add_tokenize_command(CLI::App& app, CommandSet& commands);
+void add_tokenizer_train_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace meshtrain::cli

@@ -1,10 +1,12 @@
-// `meshtrain generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]`
+// `meshtrain generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
+//  [--tokenizer FILE]`
 #include <cstdio>
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/nn/gpt.hpp"
+#include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/loop/generate.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 
@@ -14,6 +16,7 @@ namespace {
 struct GenerateArgs {
   std::string checkpoint;
   std::string prompt;
+  std::string tokenizer;
   SamplingOptions sampling;
 };
 
@@ -26,19 +29,24 @@ void add_generate_command(CLI::App& app, CommandSet& commands) {
                   "a checkpoint directory (step_*), or a directory of them: the newest complete one")
       ->required();
   sub->add_option("--prompt", args->prompt, "text to continue")->required();
-  sub->add_option("--tokens", args->sampling.tokens, "bytes to generate")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--tokens", args->sampling.tokens, "tokens to generate (bytes for a run on text)")
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--temperature", args->sampling.temperature, "softmax temperature; 0 is greedy")
       ->check(CLI::Range(0.0, 100.0));
-  sub->add_option("--top-k", args->sampling.top_k, "sample among the k likeliest bytes; 0: all")
+  sub->add_option("--top-k", args->sampling.top_k, "sample among the k likeliest tokens; 0: all")
       ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--seed", args->sampling.seed, "sampling seed");
+  sub->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer.json (or vocab.json) to encode and decode with; default: the run's data.tokenizer "
+                  "(token data), or bytes (text)");
   commands.add(sub, [args] {
     CheckpointModel loaded = load_checkpoint_model(args->checkpoint);
     auto* gpt = dynamic_cast<Gpt*>(loaded.model.get());
     if (!gpt)
       throw ConfigError(loaded.path + ": generate needs a GPT checkpoint, this one is '" +
                         enum_string(loaded.config.model.kind) + "'");
-    std::string text = generate_text(*gpt, args->prompt, args->sampling);
+    const auto codec = make_text_codec(to_data_config(loaded.config), args->tokenizer);
+    std::string text = generate_text(*gpt, *codec, args->prompt, args->sampling);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
     return 0;

@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   meshtrain::cli::add_evaluator_command(app, commands);
   meshtrain::cli::add_consolidate_command(app, commands);
   meshtrain::cli::add_plan_command(app, commands);
+  meshtrain::cli::add_tokenize_command(app, commands);
+  meshtrain::cli::add_tokenizer_train_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

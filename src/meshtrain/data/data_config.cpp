@@ -3,6 +3,7 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/fashion_mnist.hpp"
 #include "meshtrain/data/text_dataset.hpp"
+#include "meshtrain/data/tokens/token_dataset.hpp"
 
 namespace meshtrain {
 
@@ -18,6 +19,10 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& config, int64_t se
       throw;
     }
   }
+  if (config.kind == DataKind::Tokens)
+    return std::make_shared<TokenDataset>(
+        TokenDatasetOptions{.train_path = config.train_path, .val_path = config.val_path, .seq_len = seq_len,
+                            .vocab_size = config.vocab_size, .val_fraction = config.val_fraction});
   return std::make_shared<FashionMnistDataset>(config.path.empty() ? kFashionMnistDefaultDir : config.path);
 }
 

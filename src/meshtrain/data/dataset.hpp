@@ -14,10 +14,11 @@ namespace meshtrain {
 
 enum class Split { Train, Validation };
 
-// Bytes of any file as tokens, or Fashion-MNIST's images and labels.
-enum class DataKind { Text, FashionMnist };
-inline constexpr EnumName<DataKind> kDataKindNames[] = {{DataKind::Text, "text"},
-                                                        {DataKind::FashionMnist, "fashion_mnist"}};
+// Bytes of any file as tokens, token ids from .bin files (nanoGPT's, llm.c's;
+// data/tokens/), or Fashion-MNIST's images and labels.
+enum class DataKind { Text, Tokens, FashionMnist };
+inline constexpr EnumName<DataKind> kDataKindNames[] = {
+    {DataKind::Text, "text"}, {DataKind::Tokens, "tokens"}, {DataKind::FashionMnist, "fashion_mnist"}};
 constexpr std::span<const EnumName<DataKind>> enum_names(DataKind) { return kDataKindNames; }
 
 std::string_view split_name(Split split);
@@ -28,7 +29,8 @@ class Dataset {
 
   virtual DataKind kind() const = 0;
   virtual int64_t num_samples(Split split) const = 0;
-  // Output classes of the model: the vocabulary (256) for tokens, 10 for Fashion-MNIST.
+  // Output classes of the model: the vocabulary (256 for bytes, model.vocab_size
+  // for token files), 10 for Fashion-MNIST.
   virtual int64_t num_classes() const = 0;
   // T for token data sets, 0 for images.
   virtual int64_t seq_len() const = 0;

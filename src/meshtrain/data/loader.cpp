@@ -13,14 +13,14 @@ static const Dataset& require(const std::shared_ptr<const Dataset>& dataset) {
 }
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_size, int rank,
-                       int world_size, uint64_t seed)
+                       int world_size, uint64_t seed, SampleOrder order)
     : dataset_(std::move(dataset)),
-      sampler_(require(dataset_).num_samples(Split::Train), batch_size, rank, world_size, seed),
+      sampler_(require(dataset_).num_samples(Split::Train), batch_size, rank, world_size, seed, order),
       val_sampler_(dataset_->num_samples(Split::Validation), batch_size, rank, world_size) {}
 
 DataLoader DataLoader::from_config(const DataConfig& config, int64_t seq_len, int64_t batch_size,
                                    int rank, int world_size) {
-  return DataLoader(make_dataset(config, seq_len), batch_size, rank, world_size, config.seed);
+  return DataLoader(make_dataset(config, seq_len), batch_size, rank, world_size, config.seed, config.order);
 }
 
 void DataLoader::next_batch(Batch& batch) {

@@ -1,7 +1,7 @@
 #pragma once
 // A data set plus this rank's sample order: what the training loop pulls
-// batches from. Training batches follow DistributedSampler (shuffled, a slice
-// of the global batch per rank, resumable); validation batches follow
+// batches from. Training batches follow DistributedSampler (shuffled or in
+// file order, a slice of the global batch per rank, resumable); validation batches follow
 // SequentialSampler (in order, a slice of the global batch per rank).
 #include <cstdint>
 #include <memory>
@@ -19,8 +19,8 @@ class DataLoader {
   // world_size * B samples. The validation split may hold fewer than world_size * B: it then
   // has no batches (num_validation_batches() == 0).
   DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_size, int rank,
-             int world_size, uint64_t seed);
-  // make_dataset(config, seq_len), then the constructor above with config.seed.
+             int world_size, uint64_t seed, SampleOrder order = SampleOrder::Random);
+  // make_dataset(config, seq_len), then the constructor above with config.seed and config.order.
   static DataLoader from_config(const DataConfig& config, int64_t seq_len, int64_t batch_size,
                                 int rank, int world_size);
 

@@ -10,8 +10,8 @@
 namespace meshtrain {
 
 DistributedSampler::DistributedSampler(int64_t num_samples, int64_t batch_size, int rank,
-                                       int world_size, uint64_t seed)
-    : num_samples_(num_samples), batch_size_(batch_size), rank_(rank), seed_(seed) {
+                                       int world_size, uint64_t seed, SampleOrder order)
+    : num_samples_(num_samples), batch_size_(batch_size), rank_(rank), seed_(seed), order_(order) {
   if (batch_size < 1)
     throw ConfigError("sampler: batch size must be at least 1, got " + std::to_string(batch_size));
   if (world_size < 1)
@@ -28,9 +28,10 @@ DistributedSampler::DistributedSampler(int64_t num_samples, int64_t batch_size, 
 }
 
 void DistributedSampler::permutation(int64_t num_samples, uint64_t seed, int64_t epoch,
-                                     std::vector<int64_t>& out) {
+                                     std::vector<int64_t>& out, SampleOrder order) {
   out.resize(static_cast<size_t>(num_samples));
   std::iota(out.begin(), out.end(), int64_t{0});
+  if (order == SampleOrder::Sequential) return;
   // Fisher-Yates, back to front: slot i receives a uniform pick among [0, i].
   Rng rng = Rng::derive(seed, static_cast<uint64_t>(epoch));
   for (int64_t i = num_samples - 1; i > 0; --i) {
@@ -48,7 +49,7 @@ std::span<const int64_t> DistributedSampler::next() {
     state_.position = 0;
   }
   if (perm_epoch_ != state_.epoch) {
-    permutation(num_samples_, seed_, state_.epoch, perm_);
+    permutation(num_samples_, seed_, state_.epoch, perm_, order_);
     perm_epoch_ = state_.epoch;
   }
   const int64_t start = state_.position + rank_ * batch_size_;

@@ -1,10 +1,14 @@
 #pragma once
-// Sample order for training (shuffled, rank-aware, resumable) and for
-// validation (in order, the same on every rank).
+// Sample order for training (shuffled or in file order, rank-aware,
+// resumable) and for validation (in order, the same on every rank).
 //
-// Terms. N samples in the split; n ranks (world size); B samples per rank per
-// step; G = n*B the global batch. Each epoch e has its own permutation of
-// [0, N), a Fisher-Yates shuffle driven by Rng::derive(seed, e). The position
+// Terms. N samples in the split; n ranks (world size: the data-parallel
+// ranks; tensor and pipeline ranks of one data rank share its batch); B
+// samples per rank per step; G = n*B the global batch. Each epoch e has its
+// own permutation of [0, N): a Fisher-Yates shuffle driven by
+// Rng::derive(seed, e) for order Random, the identity for order Sequential
+// (so global step s of an epoch takes samples [s*G, (s+1)*G) and rank r
+// samples [s*G + r*B, s*G + (r+1)*B), whatever the seed). The position
 // p counts how many samples of that permutation the whole job (all ranks
 // together) has consumed. A step takes the global batch perm[p, p+G), rank r
 // takes its slice perm[p + r*B, p + (r+1)*B), and p advances by G. When fewer
@@ -18,7 +22,15 @@
 #include <span>
 #include <vector>
 
+#include "meshtrain/core/enum_names.hpp"
+
 namespace meshtrain {
+
+// data.order: the training permutation of each epoch.
+enum class SampleOrder { Random, Sequential };
+inline constexpr EnumName<SampleOrder> kSampleOrderNames[] = {{SampleOrder::Random, "random"},
+                                                              {SampleOrder::Sequential, "sequential"}};
+constexpr std::span<const EnumName<SampleOrder>> enum_names(SampleOrder) { return kSampleOrderNames; }
 
 struct SamplerState {
   int64_t epoch = 0;     // which permutation
@@ -31,7 +43,7 @@ class DistributedSampler {
   // ConfigError for B < 1, world_size < 1, rank outside [0, world_size), or a
   // global batch n*B larger than the N samples (no step could ever be taken).
   DistributedSampler(int64_t num_samples, int64_t batch_size, int rank, int world_size,
-                     uint64_t seed);
+                     uint64_t seed, SampleOrder order = SampleOrder::Random);
 
   // This rank's B indices of the next global batch; advances the state by one
   // global batch. The span points into the sampler and holds until the next
@@ -50,7 +62,7 @@ class DistributedSampler {
 
   // The permutation of [0, num_samples) for an epoch, as next() uses it.
   static void permutation(int64_t num_samples, uint64_t seed, int64_t epoch,
-                          std::vector<int64_t>& out);
+                          std::vector<int64_t>& out, SampleOrder order = SampleOrder::Random);
 
  private:
   int64_t num_samples_;   // N
@@ -58,6 +70,7 @@ class DistributedSampler {
   int64_t global_batch_;  // G
   int rank_;
   uint64_t seed_;
+  SampleOrder order_;
   SamplerState state_;
   std::vector<int64_t> perm_;  // the permutation of perm_epoch_
   int64_t perm_epoch_ = -1;    // -1: none built yet

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/data/token_windows.hpp"
 #include "meshtrain/data/tokenizer.hpp"
 
 namespace meshtrain {
@@ -33,10 +34,6 @@ std::vector<unsigned char> read_file_bytes(const fs::path& path) {
   if (std::ferror(file.get()))
     throw DataError("data file " + path.string() + " cannot be read: " + std::strerror(errno));
   return bytes;
-}
-
-static int64_t windows_in(int64_t len, int64_t seq_len) {
-  return len > seq_len ? (len - 1) / seq_len : 0;
 }
 
 TextDataset::TextDataset(const fs::path& path, int64_t seq_len, double val_fraction)
@@ -73,32 +70,9 @@ int64_t TextDataset::num_samples(Split split) const {
 int64_t TextDataset::num_classes() const { return ByteTokenizer::kVocabSize; }
 
 void TextDataset::fill_batch(Split split, std::span<const int64_t> indices, Batch& batch) const {
-  const int64_t B = static_cast<int64_t>(indices.size());
-  const int64_t T = seq_len_;
-  const int64_t count = num_samples(split);
-  const unsigned char* base = bytes_.data() + (split == Split::Train ? 0 : val_start_);
-
-  batch.batch_size = B;
-  batch.seq_len = T;
-  batch.image_h = batch.image_w = 0;
-  batch.tokens.ensure(static_cast<size_t>(B * T));   // (B, T)
-  batch.targets.ensure(static_cast<size_t>(B * T));  // (B, T)
-  batch.pixels.ensure(0);  // keeps its capacity; says "no images here"
-
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t i = indices[b];
-    if (i < 0 || i >= count)
-      throw Error("text data: sample " + std::to_string(i) + " is outside the " +
-                  std::string(split_name(split)) + " split's " + std::to_string(count) +
-                  " samples");
-    const unsigned char* window = base + i * T;  // T+1 bytes: window[0..T]
-    int32_t* inp = batch.tokens.data() + b * T;
-    int32_t* tgt = batch.targets.data() + b * T;
-    for (int64_t t = 0; t < T; ++t) {
-      inp[t] = window[t];
-      tgt[t] = window[t + 1];
-    }
-  }
+  const int64_t first = split == Split::Train ? 0 : val_start_;
+  const std::span<const unsigned char> bytes(bytes_.data() + first, static_cast<size_t>(split_bytes(split)));
+  fill_windows(bytes, seq_len_, indices, batch, "text data", split);
 }
 
 }  // namespace meshtrain

@@ -2,12 +2,8 @@
 // A token data set from any file, tokenized by bytes (data/tokenizer.hpp).
 //
 // Terms: the file's n bytes are the stream. The last val_fraction of it is the
-// validation split, the rest the train split. A sample is a window of T+1
-// tokens: inputs are its first T, targets the same window shifted by one.
-// Windows start every T tokens within a split (stride T), so windows do not
-// overlap in their inputs and the last target of window i is the first input of
-// window i+1. A split of len tokens holds (len - 1) / T windows; the tail that
-// does not fill a window is never seen.
+// validation split, the rest the train split. Samples are windows of T+1
+// tokens at stride T within a split (data/token_windows.hpp).
 #include <cstdint>
 #include <filesystem>
 #include <string>

@@ -183,5 +183,28 @@ TEST(SequentialSampler, RanksSplitEachGlobalBatch) {
   EXPECT_THROW(SequentialSampler(10, 2, 0, 0), ConfigError);
 }
 
+// Sequential order: global step s takes samples [s*G, (s+1)*G), rank r the
+// r-th B of them, whatever the seed; epochs repeat the same order.
+TEST(DistributedSampler, SequentialOrderTakesConsecutiveSlicesPerRank) {
+  const int64_t N = 23, B = 2;
+  const int n = 3;
+  for (uint64_t seed : {1u, 99u}) {
+    std::vector<DistributedSampler> ranks;
+    for (int r = 0; r < n; ++r) ranks.emplace_back(N, B, r, n, seed, SampleOrder::Sequential);
+    for (int64_t step = 0; step < 7; ++step) {  // 3 steps per epoch (23 / 6): 7 crosses two epochs
+      const int64_t s = step % (N / (n * B));
+      for (int r = 0; r < n; ++r) {
+        const auto idx = ranks[r].next();
+        ASSERT_EQ(idx.size(), 2u);
+        EXPECT_EQ(idx[0], s * n * B + r * B) << "step " << step << " rank " << r;
+        EXPECT_EQ(idx[1], s * n * B + r * B + 1);
+      }
+    }
+  }
+  Indices perm;
+  DistributedSampler::permutation(5, 3, 2, perm, SampleOrder::Sequential);
+  EXPECT_EQ(perm, (Indices{0, 1, 2, 3, 4}));
+}
+
 }  // namespace
 }  // namespace meshtrain

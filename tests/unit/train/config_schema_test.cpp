@@ -84,6 +84,33 @@ TEST(ConfigSchema, MalformedTomlGivesLine) {
   EXPECT_NE(msg.find("malformed TOML"), std::string::npos) << msg;
 }
 
+TEST(ConfigSchema, TokenDataNeedsATrainFileAndTextNeedsByteVocabulary) {
+  const JobConfig c = parse_job_config(R"(
+[model]
+vocab_size = 50304
+[data]
+kind = "tokens"
+train_path = "train.bin"
+val_path = "val.bin"
+tokenizer = "tokenizer.json"
+order = "sequential"
+)", "t.toml");
+  EXPECT_EQ(c.data.kind, DataKind::Tokens);
+  EXPECT_EQ(c.data.order, SampleOrder::Sequential);
+  EXPECT_EQ(c.data.train_path, "train.bin");
+  EXPECT_EQ(parse_job_config(job_config_to_toml(c), "back").data.tokenizer, "tokenizer.json");
+  auto msg = config_error([] { parse_job_config("[data]\nkind = \"tokens\"\n", "job.toml"); });
+  EXPECT_NE(msg.find("data.train_path"), std::string::npos) << msg;
+  msg = config_error([] { parse_job_config("[model]\nvocab_size = 65\n", "job.toml"); });
+  EXPECT_NE(msg.find("model.vocab_size: 65 is too small for data.kind = \"text\""), std::string::npos) << msg;
+  // nanoGPT's shakespeare_char: 65 characters.
+  EXPECT_EQ(parse_job_config("[model]\nvocab_size = 65\n[data]\nkind = \"tokens\"\ntrain_path = \"t.bin\"\n", "j")
+                .model.vocab_size,
+            65);
+  msg = config_error([] { parse_job_config("[data]\norder = \"shuffled\"\n", "job.toml"); });
+  EXPECT_NE(msg.find("random, sequential"), std::string::npos) << msg;
+}
+
 TEST(ConfigSchema, HeadsMustDivideWidth) {
   auto msg = config_error([] { parse_job_config("[model]\nn_embd = 100\nn_head = 3\n", "job.toml"); });
   EXPECT_NE(msg.find("model.n_head"), std::string::npos) << msg;

@@ -80,7 +80,8 @@ const std::vector<Field>& fields() {
       MT_FIELD(model, n_embd, Int, closed(1, 65536), "width C (gpt, vit)"),
       MT_FIELD(model, n_head, Int, closed(1, 1024), "attention heads; must divide n_embd"),
       MT_FIELD(model, block_size, Int, closed(1, 65536), "context length T (gpt)"),
-      MT_FIELD(model, vocab_size, Int, closed(256, 1 << 20), "vocabulary (gpt); bytes need 256"),
+      MT_FIELD(model, vocab_size, Int, closed(1, 1 << 20),
+               "vocabulary (gpt): at least 256 for data.kind = \"text\" (bytes); for token files, above every id"),
       MT_FIELD(model, n_expert, Int, closed(1, 4096), "experts per mixture-of-experts MLP (gpt); 1: dense MLPs"),
       MT_FIELD(model, top_k, Int, closed(1, 4096), "experts each token is routed to (n_expert > 1)"),
       MT_FIELD(model, moe_every, Int, closed(1, 1024), "block i's MLP is a mixture of experts when i % moe_every == 0"),
@@ -99,8 +100,21 @@ const std::vector<Field>& fields() {
                "checkpoint; empty: random"),
       MT_ENUM(data, kind, "dataset kind"),
       MT_FIELD(data, path, String, {}, "text file, or Fashion-MNIST directory (empty: Debian's)"),
-      MT_FIELD(data, val_fraction, Float, left_open(0, 0.5), "share of a text file held out for validation"),
+      MT_FIELD(data, val_fraction, Float, left_open(0, 0.5),
+               "share of a text file (or of train_path's tokens, without val_path) held out for validation"),
       MT_FIELD(data, seed, Int, closed(0, kMaxInt), "seed of the shuffling"),
+      MT_FIELD(data, train_path, String, {},
+               "token file of the train split (kind = tokens): nanoGPT's raw uint16 or llm.c's .bin (told apart "
+               "by llm.c's magic), memory-mapped"),
+      MT_FIELD(data, val_path, String, {},
+               "token file of the validation split (kind = tokens); empty: the last val_fraction of train_path"),
+      MT_FIELD(data, tokenizer, String, {},
+               "tokenizer.json (or GPT-2's vocab.json, merges.txt beside it) that made the token files; generate "
+               "encodes prompts and decodes with it (kind = tokens)"),
+      MT_ENUM(data, order,
+              "training order: random (a shuffle per epoch) or sequential (global step s takes windows [s*G, (s+1)*G), "
+              "G = data ranks x batch_size, data rank r the r-th batch_size of them; window i starts at token i x "
+              "block_size)"),
       MT_FIELD(training, batch_size, Int, closed(1, 1 << 24), "samples per step on each device"),
       MT_FIELD(training, steps, Int, closed(1, kMaxInt), "optimizer steps in the run"),
       MT_FIELD(training, seed, Int, closed(0, kMaxInt), "seed of parameter initialization"),
@@ -528,11 +542,17 @@ void validate_job_config(const JobConfig& c) {
   if (m.kind == ModelKind::Vit && m.image_size % m.patch_size != 0)
     fail(origin, "model.patch_size", "patch_size " + std::to_string(m.patch_size) + " does not divide image_size " +
                                          std::to_string(m.image_size));
-  // GPT reads text; the image models read Fashion-MNIST.
-  const DataKind needs = m.kind == ModelKind::Gpt ? DataKind::Text : DataKind::FashionMnist;
-  if (c.data.kind != needs)
-    fail(origin, "data.kind", "model '" + enum_string(m.kind) + "' trains on data.kind = \"" + enum_string(needs) +
-                                  "\", not '" + enum_string(c.data.kind) + "'");
+  // GPT reads text or token files; the image models read Fashion-MNIST.
+  const bool gpt_data = c.data.kind == DataKind::Text || c.data.kind == DataKind::Tokens;
+  if (m.kind == ModelKind::Gpt ? !gpt_data : c.data.kind != DataKind::FashionMnist)
+    fail(origin, "data.kind", "model '" + enum_string(m.kind) + "' trains on data.kind = " +
+                                  (m.kind == ModelKind::Gpt ? "\"text\" or \"tokens\"" : "\"fashion_mnist\"") +
+                                  ", not '" + enum_string(c.data.kind) + "'");
+  if (m.kind == ModelKind::Gpt && c.data.kind == DataKind::Text && m.vocab_size < 256)
+    fail(origin, "model.vocab_size", std::to_string(m.vocab_size) + " is too small for data.kind = \"text\": "
+                                     "bytes need 256");
+  if (c.data.kind == DataKind::Tokens && c.data.train_path.empty())
+    fail(origin, "data.train_path", "token data (data.kind = \"tokens\") needs a train file");
   if (c.data.kind == DataKind::FashionMnist && m.kind == ModelKind::Vit && m.image_size != 28)
     fail(origin, "model.image_size", "Fashion-MNIST images are 28x28, not " + std::to_string(m.image_size));
   if (c.data.kind == DataKind::Text && c.data.path.empty()) fail(origin, "data.path", "a text dataset needs a path");

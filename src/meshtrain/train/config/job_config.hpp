@@ -13,6 +13,7 @@
 #include "meshtrain/comm/collectives/algorithm.hpp"
 #include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/data/dataset.hpp"
+#include "meshtrain/data/sampler.hpp"
 #include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/optim/schedule.hpp"
@@ -42,7 +43,7 @@ struct ModelSection {
   int64_t n_head = 4;
   // gpt
   int64_t block_size = 128;  // context length T
-  int64_t vocab_size = 256;  // byte-level
+  int64_t vocab_size = 256;  // byte-level; token files: above every id
   // gpt, mixture of experts (nn/moe/moe_config.hpp)
   int64_t n_expert = 1;          // 1: dense MLPs
   int64_t top_k = 2;
@@ -68,6 +69,11 @@ struct DataSection {
   std::string path = "data/kjv.txt";
   double val_fraction = 0.05;
   int64_t seed = 1234;
+  // kind = tokens (docs/tokenized_data.md)
+  std::string train_path;  // a .bin of token ids: nanoGPT's raw uint16 or llm.c's
+  std::string val_path;    // empty: the last val_fraction of train_path
+  std::string tokenizer;   // what made them; generate encodes and decodes with it
+  SampleOrder order = SampleOrder::Random;
 };
 
 struct TrainingSection {

@@ -13,7 +13,8 @@ namespace {
 
 // May differ between hosts without changing what the job computes.
 constexpr std::array kPerHost = {
-    "data.path",          "training.out_dir",     "training.threads",    "training.log_every",
+    "data.path",          "data.train_path",      "data.val_path",       "data.tokenizer",
+    "training.out_dir",   "training.threads",     "training.log_every",
     "checkpoint.dir",     "checkpoint.keep",      "checkpoint.async",    "metrics.path",
     "metrics.tensorboard",
     "parallel.transport", "parallel.timeout_s",   "parallel.workers",    "parallel.reducers",

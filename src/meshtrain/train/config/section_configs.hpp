@@ -41,16 +41,23 @@ struct CheckpointSettings {
   std::string config_toml;  // the job config every checkpoint carries (job_config_to_toml)
 };
 
-inline DataConfig to_data_config(const DataSection& d) {
-  return DataConfig{.kind = d.kind, .path = d.path, .val_fraction = d.val_fraction, .seed = static_cast<uint64_t>(d.seed)};
+// The job's data; token ids are checked against the GPT's vocabulary.
+inline DataConfig to_data_config(const JobConfig& c) {
+  const DataSection& d = c.data;
+  return DataConfig{.kind = d.kind, .path = d.path, .val_fraction = d.val_fraction, .seed = static_cast<uint64_t>(d.seed),
+                    .train_path = d.train_path, .val_path = d.val_path,
+                    .vocab_size = c.model.kind == ModelKind::Gpt ? c.model.vocab_size : 0, .order = d.order,
+                    .tokenizer = d.tokenizer};
 }
 
 // T for token data, 0 for images: what DataLoader::from_config takes.
-inline int64_t data_seq_len(const JobConfig& c) { return c.data.kind == DataKind::Text ? c.model.block_size : 0; }
+inline int64_t data_seq_len(const JobConfig& c) {
+  return c.data.kind == DataKind::Text || c.data.kind == DataKind::Tokens ? c.model.block_size : 0;
+}
 
 // The job's data as rank `rank` of `ranks` reads it, training.batch_size per batch.
 inline DataLoader job_data_loader(const JobConfig& c, int rank, int ranks) {
-  return DataLoader::from_config(to_data_config(c.data), data_seq_len(c), c.training.batch_size, rank, ranks);
+  return DataLoader::from_config(to_data_config(c), data_seq_len(c), c.training.batch_size, rank, ranks);
 }
 
 inline OptimizerConfig to_optimizer_config(const OptimizerSection& o) {

@@ -7,21 +7,26 @@
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/rng.hpp"
-#include "meshtrain/data/tokenizer.hpp"
 
 namespace meshtrain {
 
-std::string generate_text(Gpt& model, const std::string& prompt, const SamplingOptions& options) {
+std::string generate_text(Gpt& model, const TextCodec& codec, const std::string& prompt,
+                          const SamplingOptions& options) {
   if (prompt.empty()) throw ConfigError("--prompt: must not be empty");
   const int64_t block = model.config().block_size;
-  std::vector<int32_t> tokens = ByteTokenizer::encode(prompt);
+  std::vector<int32_t> tokens = codec.encode(prompt);
+  if (tokens.empty()) throw ConfigError("--prompt: encodes to no tokens");
+  for (const int32_t t : tokens)
+    if (t >= model.config().vocab_size)
+      throw ConfigError("--prompt: encodes to token " + std::to_string(t) + ", outside the model's vocabulary of " +
+                        std::to_string(model.config().vocab_size) + " (is this the tokenizer the run trained with?)");
   Rng rng(options.seed);
   std::vector<int32_t> order;
   std::vector<double> probs;
   for (int64_t i = 0; i < options.tokens; ++i) {
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - block);
     auto logits = model.last_logits(std::span<const int32_t>(tokens).subspan(start));
-    const int32_t V = static_cast<int32_t>(std::min<size_t>(logits.size(), 256));  // bytes only
+    const auto V = static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(logits.size()), codec.vocab_size()));
     order.resize(V);
     std::iota(order.begin(), order.end(), 0);
     // Highest logits first; ties broken by id so sampling is deterministic.
@@ -47,7 +52,7 @@ std::string generate_text(Gpt& model, const std::string& prompt, const SamplingO
     }
     tokens.push_back(next);
   }
-  return ByteTokenizer::decode(tokens);
+  return codec.decode(tokens);
 }
 
 }  // namespace meshtrain

@@ -1,5 +1,6 @@
 #include "meshtrain/train/report/progress.hpp"
 
+#include <chrono>
 #include <cmath>
 
 namespace meshtrain {
@@ -24,15 +25,31 @@ void Progress::clear_line() {
   line_open_ = false;
 }
 
+std::string Progress::bar(double done) {
+  constexpr int kBarWidth = 24;
+  const int filled = static_cast<int>(std::fmin(std::fmax(done, 0.0), 1.0) * kBarWidth);
+  std::string bar(filled, '#');
+  bar.resize(kBarWidth, '-');
+  return bar;
+}
+
+void Progress::fraction(double done, const std::string& detail) {
+  if (!interactive_) return;
+  const double now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (done < 1 && last_drawn_s_ >= 0 && now - last_drawn_s_ < 0.1) return;
+  last_drawn_s_ = now;
+  clear_line();
+  std::fprintf(out_, "[%s] %3.0f%% %s", bar(done).c_str(), done * 100, detail.c_str());
+  std::fflush(out_);
+  line_open_ = true;
+}
+
 void Progress::update(const ProgressSample& s, bool log_line) {
   if (interactive_) {
-    constexpr int kBarWidth = 24;
     double done = s.total_steps > 0 ? static_cast<double>(s.step) / s.total_steps : 0;
-    int filled = static_cast<int>(done * kBarWidth);
-    std::string bar(filled, '#');
-    bar.resize(kBarWidth, '-');
     clear_line();
-    std::fprintf(out_, "[%s] %3.0f%% step %lld/%lld | loss %.4f | %.0f %s | lr %.3g | ETA %s", bar.c_str(),
+    std::fprintf(out_, "[%s] %3.0f%% step %lld/%lld | loss %.4f | %.0f %s | lr %.3g | ETA %s", bar(done).c_str(),
                  done * 100, (long long)s.step, (long long)s.total_steps, s.loss, s.throughput, s.unit, s.lr,
                  format_duration(s.seconds_left).c_str());
     std::fflush(out_);

@@ -24,6 +24,10 @@ class Progress {
   Progress(std::FILE* out, bool interactive);
   // Shows a step. Called every step; plain mode prints only when asked to log.
   void update(const ProgressSample& sample, bool log_line);
+  // Work counted in other units than steps (bytes tokenized, merges made):
+  // on a terminal, "[####----]  45% detail" redrawn in place, at most ten
+  // times a second and always at done = 1; otherwise nothing.
+  void fraction(double done, const std::string& detail);
   // A line of its own (an eval result, a checkpoint), above the status line.
   void message(const std::string& text);
   // Ends the status line.
@@ -31,9 +35,11 @@ class Progress {
 
  private:
   void clear_line();
+  static std::string bar(double done);
   std::FILE* out_;
   bool interactive_;
   bool line_open_ = false;
+  double last_drawn_s_ = -1;  // fraction(): when it last drew
 };
 
 // "1h02m", "3m05s", "12s".

@@ -14,7 +14,7 @@ struct ThroughputUnit {
 };
 
 inline ThroughputUnit throughput_unit(DataKind data, int64_t block_size) {
-  if (data == DataKind::Text) return {block_size, "tok/s", "tokens_per_s"};
+  if (data == DataKind::Text || data == DataKind::Tokens) return {block_size, "tok/s", "tokens_per_s"};
   return {};
 }
 

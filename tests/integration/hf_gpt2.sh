@@ -1,7 +1,8 @@
 # Hugging Face GPT-2 both ways, checked by transformers itself:
 #   in   a random GPT2LMHeadModel saved with save_pretrained -> model.init_from
-#        -> meshtrain's loss and logits on fixed batches equal the Hugging
-#        Face model's; the same start under tensor, pipeline and ZeRO-3
+#        -> meshtrain's first-step loss on a fixed batch (sequential token
+#        windows) equals the Hugging Face model's (1e-5 relative), and its
+#        logits and loss on the validation batches too; the same start under tensor, pipeline and ZeRO-3
 #        layouts trains like one process;
 #   out  a checkpoint meshtrain trained -> consolidate --format hf ->
 #        from_pretrained loads it with no missing or unexpected keys, its
@@ -45,14 +46,37 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# In: a random GPT-2 of the tiny config's sizes (vocabulary 256: bytes).
-OMP_NUM_THREADS=1 "$TOOLS_PYTHON" - "$WORK/hf-random" <<'PY' || fail "save a random GPT2LMHeadModel"
-import sys, torch
+# In: a random GPT-2 of the tiny config's sizes (vocabulary 256: bytes),
+# the text's bytes as a nanoGPT token file, and the Hugging Face model's loss
+# on the first 8 windows of 32 tokens: the batch a sequential run's first
+# step takes (docs/tokenized_data.md).
+OMP_NUM_THREADS=1 "$TOOLS_PYTHON" - "$WORK/hf-random" "$WORK/text.txt" "$WORK/tokens.bin" <<'PY' > hf-first-loss.txt ||
+import sys, numpy as np, torch
 from transformers import GPT2Config, GPT2LMHeadModel
 torch.manual_seed(0)
 config = GPT2Config(vocab_size=256, n_positions=32, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0,
                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=None, eos_token_id=None)
-GPT2LMHeadModel(config).save_pretrained(sys.argv[1])
+model = GPT2LMHeadModel(config)
+model.save_pretrained(sys.argv[1])
+tokens = np.frombuffer(open(sys.argv[2], "rb").read(), dtype=np.uint8).astype(np.uint16)
+tokens.tofile(sys.argv[3])
+windows = torch.tensor(np.stack([tokens[i * 32:i * 32 + 33] for i in range(8)]).astype(np.int64))
+with torch.no_grad():
+    logits = model(windows[:, :-1]).logits
+print(torch.nn.functional.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten()).item())
+PY
+  fail "save a random GPT2LMHeadModel"
+
+# Its first training step's loss in meshtrain, on the same batch.
+"$MESHTRAIN" train job.toml "${common[@]}" --model.init_from="$WORK/hf-random" --training.steps=1 \
+  --data.kind=tokens --data.train_path="$WORK/tokens.bin" --data.order=sequential --training.batch_size=8 \
+  --training.out_dir="$WORK/first-step" > first-step.log 2>&1 || { cat first-step.log; fail "first step from the Hugging Face model"; }
+python3 - "$WORK/first-step/metrics.jsonl" "$(tail -n 1 hf-first-loss.txt)" <<'PY' || fail "first-step loss differs from transformers'"
+import json, sys
+ours = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if r.get("step") == 1 and "loss" in r][0]
+theirs = float(sys.argv[2])
+print(f"first step: loss {ours:.7f} (meshtrain, init_from) vs {theirs:.7f} (transformers), relative {abs(ours - theirs) / theirs:.2e}")
+sys.exit(0 if abs(ours - theirs) / theirs <= 1e-5 else 1)
 PY
 
 # One optimizer step at a learning rate too small to move a float32
@@ -133,4 +157,8 @@ expect_failure "does not exist" "$MESHTRAIN" train job.toml "${common[@]}" --mod
 expect_failure "GPT-2 has no mixture of experts" \
   "$MESHTRAIN" train job.toml "${common[@]}" --model.init_from="$WORK/hf-random" --model.n_expert=4 --training.out_dir="$WORK/bad4"
 [ -z "$(find "$WORK"/bad* -name 'step_*' 2> /dev/null)" ] || fail "a refused run wrote a checkpoint"
+# The GPT-2 small example is a valid job: it gets as far as reading the model it names.
+expect_failure "model.init_from: $WORK/no-gpt2 does not exist" \
+  "$MESHTRAIN" train "$SRC/examples/gpt2-small-finetune.toml" --model.init_from="$WORK/no-gpt2" --parallel.workers=1 \
+  --data.train_path="$WORK/tokens.bin" --data.val_path= --data.tokenizer= --training.out_dir="$WORK/bad-example"
 echo "Hugging Face GPT-2: imported and exported models agree with transformers; every layout starts alike"

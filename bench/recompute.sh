@@ -38,7 +38,7 @@ run() {
   shift
   rm -rf "$dir"
   mkdir -p "$dir"
-  wait_idle
+  wait_idle >&2
   "$MESHTRAIN" train "$@" --training.threads="$THREADS" --training.steps="$MT_STEPS" --training.log_every=1 \
     --training.eval_every=0 --checkpoint.every=0 --data.path="$data" --training.out_dir="$dir/run" \
     --metrics.path="$dir/metrics.jsonl" > "$dir/log" 2>&1 ||

@@ -15,6 +15,7 @@
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/optim/factory.hpp"
+#include "meshtrain/parallel/expert/mirrored_expert_group.hpp"
 #include "meshtrain/parallel/pipeline/executor.hpp"
 #include "meshtrain/parallel/pipeline/validator.hpp"
 #include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
@@ -32,6 +33,7 @@ using Clock = std::chrono::steady_clock;
 // data, and (for the update) its optimizer.
 struct StageRig {
   std::unique_ptr<parallel::SoloTensorGroup> tp;
+  std::unique_ptr<parallel::MirroredExpertGroup> ep;  // the busiest expert rank's rows (job_forecast.hpp)
   std::unique_ptr<Model> model;
   Gpt* gpt = nullptr;
   std::unique_ptr<Optimizer> optimizer;
@@ -43,7 +45,8 @@ StageRig make_rig(const JobConfig& config, int stage, int tensor_rank, int data_
   const ParallelSection& p = config.parallel;
   StageRig rig;
   if (p.tensor > 1) rig.tp = std::make_unique<parallel::SoloTensorGroup>(tensor_rank, int(p.tensor), p.sequence_parallel);
-  rig.model = make_model(config.model, model_layout(p, rig.tp.get(), stage));
+  if (p.expert > 1 && config.model.n_expert > 1) rig.ep = std::make_unique<parallel::MirroredExpertGroup>(0, int(p.expert));
+  rig.model = make_model(config.model, model_layout(p, rig.tp.get(), stage, rig.ep.get()));
   Rng rng(static_cast<uint64_t>(config.training.seed));
   rig.model->init_parameters(rng);
   rig.gpt = dynamic_cast<Gpt*>(rig.model.get());

@@ -1,7 +1,8 @@
 #pragma once
 // The pipeline stages of `meshtrain plan --config` (job_forecast.hpp), from a
 // probe of every stage's pieces (one tensor rank's shards under tensor
-// parallelism, their collectives left out):
+// parallelism, one expert rank's experts under expert parallelism computing
+// the busiest expert rank's rows, their collectives left out):
 //   memory    per stage: its parameters, gradients and optimizer state by
 //             ZeRO's formulas over the data ways; activations measured for
 //             one activation slot and for two (so a slot's share and what

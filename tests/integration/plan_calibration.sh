@@ -84,10 +84,15 @@ check pp2-1f1b 2 0 --parallel.pipeline=2 --parallel.micro_batches=4 --parallel.d
 check pp2-zb 2 0 --parallel.pipeline=2 --parallel.micro_batches=4 --parallel.schedule=zero_bubble --parallel.data=none
 check dp2-pp2 4 1 --parallel.pipeline=2 --parallel.micro_batches=4
 # Mixture of experts: every expert on each worker (1 and 2 workers), and split over 2 expert ranks.
+# The forecast routes as the router starts; this small model's routing drifts within a few steps (the
+# busier expert rank took 1.4-1.9x an even share of some layers' rows by step 7, dropless), which sets
+# the busier rank's step time and its activations' high-water mark. Split over ranks, the experts take
+# at most an even share of each sequence (capacity 1.0), so the check holds the forecast to what it
+# can know.
 moe=(--model.n_expert=4 --model.top_k=2)
 check moe-one 1 0 "${moe[@]}"
 check moe-dp2 2 0 "${moe[@]}" --parallel.expert=1
-check moe-ep2 2 0 "${moe[@]}" --parallel.expert=2
+check moe-ep2 2 0 "${moe[@]}" --parallel.expert=2 --model.capacity_factor=1.0
 
 # Bad input: a parameter-server job is refused with a reason.
 expect_failure "parameter-server jobs are not forecast" \

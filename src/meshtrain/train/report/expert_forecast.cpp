@@ -1,6 +1,7 @@
 #include "meshtrain/train/report/expert_forecast.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "meshtrain/nn/gpt.hpp"
 
@@ -14,26 +15,31 @@ std::vector<ExpertLayerTraffic> expert_traffic(const std::vector<Model*>& models
     auto* gpt = dynamic_cast<Gpt*>(m);
     if (!gpt) continue;
     for (const GptMoeLayer& l : gpt->moe_layers()) {
-      const nn::RouterSums& sums = *l.sums;  // summed over the probe's steps
-      double choices = 0;
-      for (int64_t e = 0; e < E; ++e) choices += sums.count(e);
+      // The router's last forward (the probe's last micro-batch): its kept
+      // choices per expert.
+      const nn::Router& router = *l.router;
+      const int64_t tokens = router.tokens();
       ExpertLayerTraffic t;
       t.sums = l.sums->values().size();
-      if (sums.tokens() <= 0 || choices <= 0) {  // never routed: balanced
+      std::vector<double> kept(size_t(E), 0.0);
+      for (int64_t i = 0; i < tokens * router.top_k(); ++i)
+        if (router.kept()[i]) kept[size_t(router.choices()[i])] += 1;
+      double choices = 0;
+      for (double c : kept) choices += c;
+      if (tokens <= 0 || choices <= 0) {  // never routed: balanced
         t.even = double(model.top_k);
         t.received = t.even;
         t.remote = t.even * double(X - 1) / double(X);
         layers.push_back(t);
         continue;
       }
-      const double kept = 1.0 - sums.dropped() / choices;  // drops are not counted per expert
       double busiest = 0;
       for (int64_t r = 0; r < X; ++r) {
         double rows = 0;
-        for (int64_t e = r * local; e < (r + 1) * local; ++e) rows += sums.count(e);
-        busiest = std::max(busiest, rows * kept / sums.tokens());
+        for (int64_t e = r * local; e < (r + 1) * local; ++e) rows += kept[size_t(e)];
+        busiest = std::max(busiest, rows / double(tokens));
       }
-      t.even = choices * kept / sums.tokens();
+      t.even = choices / double(tokens);
       t.received = double(X) * busiest;
       t.remote = std::max(double(X - 1) * busiest, t.even - busiest);
       layers.push_back(t);

@@ -2,8 +2,9 @@
 // The mixture-of-experts part of `meshtrain plan --config` (job_forecast.hpp):
 // what the probe's routing says each MoE layer moves, and what that costs.
 //
-// Every rank is taken to route as the probe's model did (its router's
-// counts over the probe's steps; the router as the job initializes it). Per
+// Every rank is taken to route as the probe's model did (its router's last
+// forward, the kept choices per expert; the router as the job initializes
+// it: the probe's updates are too small to move it). Per
 // MoE layer, in rows per token of a rank's micro-batch, with X expert ranks
 // and s_r the share of the rank's (token, choice) pairs that go to rank r's
 // experts (kept ones: drops under a capacity taken out):

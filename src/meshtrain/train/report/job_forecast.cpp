@@ -204,28 +204,35 @@ void add_data_parallel_comm(comm::AllReduceAlgorithm algorithm, const ParamStore
   }
 }
 
-// The pipeline's own terms: the activations between stages on the critical
-// path, the tied embedding's gradient sum, the loss and norm sums.
-void add_pipeline_comm(const JobConfig& config, const Model& last_stage, const comm::CostTable& links,
-                       JobForecast& f) {
+// One activation (or its gradient) between two stages: a micro-batch's
+// rows of C floats (this rank's under sequence parallelism).
+size_t pipeline_message_bytes(const JobConfig& config) {
   const auto& m = config.model;
   const int64_t rows = config.training.batch_size / config.parallel.micro_batches * m.block_size;
   const int64_t seq = config.parallel.sequence_parallel ? config.parallel.tensor : 1;
-  const size_t activation = size_t(rows / seq * m.n_embd) * sizeof(float);
-  const double messages = 2.0 * (f.micro_batches * f.virtual_stages + f.pipeline - 1);
+  return size_t(rows / seq * m.n_embd) * sizeof(float);
+}
+
+// The pipeline's own terms beside the sends between stages (which the
+// simulated schedule placed, probe_pipeline_job): the tied embedding's
+// gradient sum, the loss and norm sums.
+void add_pipeline_comm(const JobConfig& config, const Model& last_stage, const comm::CostTable& links,
+                       JobForecast& f) {
   const auto* gpt = dynamic_cast<const Gpt*>(&last_stage);
   const size_t wte = gpt ? last_stage.store().view(gpt->head_wte_index()).numel * sizeof(float) : 0;
-  f.pipeline_comm_s = messages * comm::all_gather_seconds(links, 2 * activation, 2) +
-                      comm::all_reduce_seconds(links, comm::choose_all_reduce(links, wte, 2), wte, 2) +
-                      2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), f.pipeline);
-  f.pipeline_comm_bytes = 2.0 * f.micro_batches * f.virtual_stages * double(activation) + double(wte);
+  f.pipeline_comm_s += comm::all_reduce_seconds(links, comm::choose_all_reduce(links, wte, 2), wte, 2) +
+                       2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), f.pipeline);
+  f.pipeline_comm_bytes =
+      2.0 * f.micro_batches * f.virtual_stages * double(pipeline_message_bytes(config)) + double(wte);
 }
 
 // A pipeline job's compute and memory from every stage's probe; returns the
 // stages' models.
 std::vector<std::unique_ptr<Model>> probe_pipeline_job(const JobConfig& config, int data_ways, JobForecast& f,
-                                                       int steps) {
-  PipelineProbe probe = probe_pipeline(config, f.workers, data_ways, f.threads, steps);
+                                                       int steps, const comm::CostTable& links) {
+  const double transfer = comm::all_gather_seconds(links, 2 * pipeline_message_bytes(config), 2);  // alpha + B beta
+  PipelineProbe probe = probe_pipeline(config, f.workers, data_ways, f.threads, steps, transfer);
+  f.pipeline_comm_s = probe.exposed_sends_s;
   f.schedule = enum_string(config.parallel.schedule);
   f.bubble = probe.bubble;
   f.forward_backward_s = probe.compute_s;
@@ -295,7 +302,8 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
   std::vector<ExpertLayerTraffic> traffic;
   if (f.pipeline > 1) {
-    stages = probe_pipeline_job(config, data_ways, f, kProbeSteps);
+    stages = probe_pipeline_job(config, data_ways, f, kProbeSteps,
+                                links.group("pipeline", f.tensor * data_ways, f.pipeline, true));
     std::vector<Model*> all;
     for (auto& stage : stages) all.push_back(stage.get());
     traffic = expert_traffic(all, config.model, f.expert);

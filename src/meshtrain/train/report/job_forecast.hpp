@@ -36,9 +36,10 @@
 //             report's memory is the largest stage's, every stage listed);
 //             the data-parallel terms run on the largest stage's gradients,
 //             the tensor all-reduces count the stages' share on the
-//             critical path, and the sends and receives between stages on
-//             it (2 (M V + P - 1) activations) and the tied embedding's
-//             gradient sum are added at the link's cost.
+//             critical path, the sends between stages count what they add
+//             to the schedule simulated with each message's link time (one
+//             after another on a link, overlapping compute), and the tied
+//             embedding's gradient sum is added at the link's cost.
 //   experts   with model.n_expert > 1, the probe's model holds one expert
 //             rank's experts (parallel.expert = X > 1: E / X of them, with
 //             parallel/expert/mirrored_expert_group.hpp standing in for the

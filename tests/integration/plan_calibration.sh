@@ -89,7 +89,7 @@ check dp2-pp2 4 1 --parallel.pipeline=2 --parallel.micro_batches=4
 # the busier rank's step time and its activations' high-water mark. Split over ranks, the experts take
 # at most an even share of each sequence (capacity 1.0), so the check holds the forecast to what it
 # can know.
-moe=(--model.n_expert=4 --model.top_k=2)
+moe=(--model.n_expert=4 --model.top_k=2 --training.steps=12)
 check moe-one 1 0 "${moe[@]}"
 check moe-dp2 2 0 "${moe[@]}" --parallel.expert=1
 check moe-ep2 2 0 "${moe[@]}" --parallel.expert=2 --model.capacity_factor=1.0

@@ -39,10 +39,9 @@ double single_core_gemm_flops() {
   return 2.0 * n * n * n / best;
 }
 
-std::vector<LinkSample> run_all_reduce_bench() {
-  const std::string command = self_executable() +
-                              " bench collectives --nproc 2 --transport shm --algo ring --sizes 4K:16M --iters 10 "
-                              "--json 2>/dev/null";
+std::vector<LinkSample> run_all_reduce_bench(const std::string& transport) {
+  const std::string command = self_executable() + " bench collectives --nproc 2 --transport " + transport +
+                              " --algo ring --sizes 4K:16M --iters 10 --json 2>/dev/null";
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) throw Error("plan --measure: cannot start the collective benchmark");
   std::vector<LinkSample> points;
@@ -54,8 +53,8 @@ std::vector<LinkSample> run_all_reduce_bench() {
   }
   const int status = ::pclose(pipe);
   if (status != 0 || points.size() < 2)
-    throw Error("plan --measure: the shared-memory all-reduce benchmark failed (run `meshtrain bench collectives "
-                "--nproc 2` to see why)");
+    throw Error("plan --measure: the " + transport + " all-reduce benchmark failed (run `meshtrain bench collectives "
+                "--nproc 2 --transport " + transport + "` to see why)");
   return points;
 }
 
@@ -92,7 +91,7 @@ MachineProfile measure_machine(std::FILE* log) {
   if (log) std::fprintf(log, "measuring: single-core GEMM...\n");
   p.gemm_flops = single_core_gemm_flops();
   if (log) std::fprintf(log, "measuring: shared-memory all-reduce over 2 ranks, 4 KiB to 16 MiB...\n");
-  const LinkFit link = fit_ring_of_two(run_all_reduce_bench());
+  const LinkFit link = fit_ring_of_two(run_all_reduce_bench("shm"));
   p.shm_alpha_s = link.alpha_s;
   p.shm_beta_s_per_byte = link.beta_s_per_byte;
   if (log)
@@ -100,6 +99,16 @@ MachineProfile measure_machine(std::FILE* log) {
                       "+ %.2f GB/s\n",
                  p.cores, p.memory_bytes / 1e9, p.gemm_flops / 1e9, p.shm_alpha_s * 1e6, 1e-9 / p.shm_beta_s_per_byte);
   return p;
+}
+
+comm::CostTable measure_link(const std::string& transport, std::FILE* log) {
+  if (transport == "shm") return measure_machine(log).links();
+  if (log) std::fprintf(log, "measuring: %s all-reduce over 2 ranks, 4 KiB to 16 MiB...\n", transport.c_str());
+  const LinkFit link = fit_ring_of_two(run_all_reduce_bench(transport));
+  if (log)
+    std::fprintf(log, "measured: %s %.1f us + %.2f GB/s\n", transport.c_str(), link.alpha_s * 1e6,
+                 1e-9 / link.beta_s_per_byte);
+  return comm::CostTable::on_one_link(link.alpha_s, link.beta_s_per_byte);
 }
 
 void add_machine_profile(const MachineProfile& p, plan::PlanValues& values) {

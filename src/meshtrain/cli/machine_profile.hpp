@@ -7,6 +7,7 @@
 // all-reduce over two ranks (`meshtrain bench collectives`):
 //   time(B) = 2 alpha + B beta     (ring, n = 2).
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "meshtrain/comm/collectives/cost_model.hpp"
@@ -41,6 +42,10 @@ LinkFit fit_ring_of_two(std::vector<LinkSample> samples);
 // Measures, printing what it does to `log` (may be null). Throws Error when
 // the collective benchmark fails.
 MachineProfile measure_machine(std::FILE* log);
+
+// The link between two ranks of this host over `transport` ("shm", as
+// measure_machine, or "tcp": loopback sockets), as the runtime's cost table.
+comm::CostTable measure_link(const std::string& transport, std::FILE* log);
 
 // Plan keys for a cluster of this machine's cores (hardware.device =
 // custom, this machine's node size, memory, FLOP/s and shared memory).

@@ -51,6 +51,11 @@ bool Linear::sequence_parallel() const {
 int64_t Linear::local_rows(int64_t M) const { return sequence_parallel() ? sequence_rows(*shard_.tp, M) : M; }
 
 float* Linear::forward(const float* inp, int64_t M, const float* residual) {
+  out_buf_.ensure(local_rows(M) * out_);
+  return forward_into(inp, M, out_buf_.data(), residual);
+}
+
+float* Linear::forward_into(const float* inp, int64_t M, float* out, const float* residual) {
   const bool seq = sequence_parallel();
   const int64_t rows = local_rows(M);
   if (seq && shard_.kind == LinearShard::Kind::Column) {
@@ -62,8 +67,6 @@ float* Linear::forward(const float* inp, int64_t M, const float* residual) {
   M_ = M;
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
   if (shard_.kind == LinearShard::Kind::Row) {
-    out_buf_.ensure(rows * out_);
-    float* out = out_buf_.data();
     float* partial = seq ? (seq_.ensure(M * out_), seq_.data()) : out;  // (M, out)
     // The partial products sum over the group first; bias and residual are
     // then added once, not once per rank.
@@ -77,8 +80,6 @@ float* Linear::forward(const float* inp, int64_t M, const float* residual) {
     kernels::add_rows(out, bias, residual, rows, out_);
     return out;
   }
-  out_buf_.ensure(M * out_);
-  float* out = out_buf_.data();
   // Bias and residual go in first and gemm adds onto them (beta = 1): one
   // write pass instead of a read-modify-write pass after the matmul.
   const bool prefill = bias || residual;

@@ -67,6 +67,10 @@ class Linear {
   // Row's out and residual hold this rank's M/T of them (Error when M does
   // not divide by T).
   float* forward(const float* inp, int64_t M, const float* residual = nullptr);
+  // The same into `out` (M, out) (this rank's rows under sequence
+  // parallelism), the caller's memory, which need not outlive the call:
+  // backward reads the input, not the output. Returns out.
+  float* forward_into(const float* inp, int64_t M, float* out, const float* residual = nullptr);
 
   // dW += inp^T dout, db += colsum dout; dinp (M, in) = dout W^T, written,
   // skipped when dinp is null (a first layer whose input needs no gradient).
@@ -91,7 +95,7 @@ class Linear {
   int64_t in_features() const { return in_; }    // this rank's (Row: in/T)
   int64_t out_features() const { return out_; }  // this rank's (Column: out/T)
   size_t weight_index() const { return weight_; }
-  float* output() { return out_buf_.data(); }  // (M, out) of the last forward
+  float* output() { return out_buf_.data(); }  // (M, out) of the last forward (not forward_into's)
 
   // Full recomputation (recompute.hpp): the output (when `output`) and the
   // sequence-parallel work area live in `pool`'s "<key>.out", "<key>.seq".

@@ -24,6 +24,14 @@ float* Mlp::forward(const float* inp, int64_t N, const float* residual) {
   return c_proj_.forward(gelu_.data(), N, residual);
 }
 
+float* Mlp::forward_into(const float* inp, int64_t N, float* h, float* gelu, float* out) {
+  N_ = N;
+  const int64_t H = c_fc_.out_features();
+  h_ = c_fc_.forward_into(inp, N, h);
+  kernels::gelu_forward(gelu, h_, N * H);
+  return c_proj_.forward_into(gelu, N, out);
+}
+
 void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
   if (!h_) throw Error("Mlp::backward called before forward");
   const int64_t H = c_fc_.out_features();

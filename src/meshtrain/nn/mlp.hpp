@@ -29,6 +29,11 @@ class Mlp final : public FeedForward {
   float* forward(const float* inp, int64_t B, int64_t T, const float* residual) override {
     return forward(inp, B * T, residual);
   }
+  // The same (no residual) into the caller's memory: h and gelu (N, H) with
+  // H = hidden_features(), kept alive until backward, and out (N, C). For
+  // experts sharing their layer's buffers (moe_mlp.hpp). Returns out.
+  float* forward_into(const float* inp, int64_t N, float* h, float* gelu, float* out);
+  int64_t hidden_features() const { return c_fc_.out_features(); }  // 4C, or this rank's 4C/T
 
   // dinp (N, C) written (rows as forward's); dout must not alias dinp.
   void backward(float* dinp, const float* dout, Workspace& ws) override;

@@ -130,15 +130,18 @@ float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* resi
   dispatch(send_.data(), recv_.data());
   reorder(recv_.data(), expert_in_.data(), true);
 
-  // Each expert on its rows (expert_in_ stays alive for backward).
+  // Each expert on its rows, in the layer's shared buffers (expert_in_,
+  // expert_h_ and expert_gelu_ stay alive for backward).
+  const size_t H = size_t(experts_.front()->hidden_features());
+  expert_h_.ensure(std::max<size_t>(received, 1) * H);
+  expert_gelu_.ensure(std::max<size_t>(received, 1) * H);
   size_t offset = 0;
   for (size_t e = 0; e < local; ++e) {
     const int64_t rows = expert_rows_[e];
     ran_[e] = rows > 0;
-    if (rows > 0) {
-      const float* y = experts_[e]->forward(expert_in_.data() + offset * size_t(C), rows, nullptr);
-      std::memcpy(expert_out_.data() + offset * size_t(C), y, size_t(rows * C) * sizeof(float));
-    }
+    if (rows > 0)
+      experts_[e]->forward_into(expert_in_.data() + offset * size_t(C), rows, expert_h_.data() + offset * H,
+                                expert_gelu_.data() + offset * H, expert_out_.data() + offset * size_t(C));
     offset += size_t(rows);
   }
 

@@ -85,6 +85,11 @@ class MoeMlp final : public FeedForward {
   AlignedBuffer<float> send_{MemoryKind::Activations};     // (rows sent, C)
   AlignedBuffer<float> recv_{MemoryKind::Activations};     // (rows received, C)
   AlignedBuffer<float> expert_in_{MemoryKind::Activations};  // (rows received, C) in expert order
+  // The experts' activations, one buffer for all of them in expert order
+  // (each expert its slice of the rows), so that the layer holds what this
+  // step's rows need, not every expert's largest step: (rows received, 4C/T).
+  AlignedBuffer<float> expert_h_{MemoryKind::Activations};     // c_fc's output, pre-activation
+  AlignedBuffer<float> expert_gelu_{MemoryKind::Activations};  // c_proj's input
   AlignedBuffer<float> expert_out_{MemoryKind::Activations};
   AlignedBuffer<float> expert_dx_{MemoryKind::Activations};  // backward: the experts' input gradients
   AlignedBuffer<float> returned_{MemoryKind::Activations};  // (rows sent, C): the experts' outputs, send order

@@ -14,8 +14,8 @@ namespace {
 struct Cell {
   bool forward = false, input_grad = false, weight_grad = false;
   bool activation_received = false, gradient_received = false;
-  double activation_sent = -1.0;  // output sent to stage s+1, at this time
-  double gradient_sent = -1.0;    // input gradient sent to stage s-1, at this time
+  double activation_sent = -1.0;  // output sent to stage s+1: arrives at this time
+  double gradient_sent = -1.0;    // input gradient sent to stage s-1: arrives at this time
 };
 
 struct RankState {
@@ -28,7 +28,11 @@ struct RankState {
 class Simulation {
  public:
   Simulation(const Schedule& s, std::span<const ActionCosts> c)
-      : schedule_(s), costs_(c), cells_(size_t(s.stages()) * size_t(s.micro_batches)), ranks_(size_t(s.ranks)) {}
+      : schedule_(s),
+        costs_(c),
+        cells_(size_t(s.stages()) * size_t(s.micro_batches)),
+        ranks_(size_t(s.ranks)),
+        link_free_(size_t(s.ranks) * size_t(s.ranks), 0.0) {}
 
   ScheduleReport run() {
     check_shape();
@@ -104,6 +108,14 @@ class Simulation {
       }
   }
 
+  // When a message rank r sends now arrives: after its transfer, behind the
+  // messages it sent the same peer before.
+  double arrival(int r, const Action& a, const ActionCosts& costs) {
+    double& free = link_free_[size_t(r) * size_t(schedule_.ranks) + size_t(peer_rank(schedule_, r, a))];
+    free = std::max(free, ranks_[size_t(r)].clock) + costs.transfer;
+    return free;
+  }
+
   // Runs `a` on rank r; false when it is a receive whose send has not run.
   bool step(int r, const Action& a) {
     RankState& rank = ranks_[r];
@@ -134,13 +146,13 @@ class Simulation {
         if (s == last) fail(r, a, "the last stage has no stage after it to send to");
         if (!here.forward) fail(r, a, "sent before its forward ran");
         if (here.activation_sent >= 0) fail(r, a, "sent twice");
-        here.activation_sent = rank.clock;
+        here.activation_sent = arrival(r, a, costs);
         return true;
       case ActionKind::SendGradient:
         if (s == 0) fail(r, a, "the first stage has no stage before it to send to");
         if (!here.input_grad) fail(r, a, "sent before its backward ran");
         if (here.gradient_sent >= 0) fail(r, a, "sent twice");
-        here.gradient_sent = rank.clock;
+        here.gradient_sent = arrival(r, a, costs);
         return true;
       case ActionKind::Forward:
         if (here.forward) fail(r, a, "runs twice");
@@ -224,6 +236,7 @@ class Simulation {
   std::span<const ActionCosts> costs_;  // one for every rank, or one per rank
   std::vector<Cell> cells_;  // [stage][micro-batch]
   std::vector<RankState> ranks_;
+  std::vector<double> link_free_;  // [from * ranks + to]: when that link's last message arrives
 };
 
 }  // namespace

@@ -7,9 +7,13 @@
 // The model:
 // - Forward costs `forward`, BackwardInput `backward_input`, BackwardWeight
 //   `backward_weight`, Backward (both halves) their sum; sends and receives
-//   cost 0.
-// - A send never waits (buffered). A receive waits until its matching send
-//   (action.hpp) has run, and its rank's clock moves to that time.
+//   cost their ranks no compute.
+// - A send never waits (buffered); its message arrives `transfer` (the
+//   sender's) after it was sent, or after the sender's previous message to
+//   the same rank arrived, whichever is later (one link each way between
+//   two ranks, messages one after another). A receive waits until its
+//   message (action.hpp) has arrived, and its rank's clock moves to that
+//   time.
 // - A rank runs its actions in order; the simulation steps every rank as far
 //   as it can until all are done or none can move (a deadlock).
 //
@@ -39,6 +43,7 @@ struct ActionCosts {
   double forward = 1.0;
   double backward_input = 1.0;
   double backward_weight = 1.0;
+  double transfer = 0.0;  // a message's time on the link, from this rank to its neighbour
 };
 
 struct ScheduleReport {

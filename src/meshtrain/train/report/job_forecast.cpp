@@ -6,7 +6,6 @@
 #include <chrono>
 #include <exception>
 #include <functional>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -16,12 +15,15 @@
 #include "meshtrain/core/statistics.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/optim/factory.hpp"
+#include "meshtrain/parallel/expert/mirrored_expert_group.hpp"
 #include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/model_factory.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
+#include "meshtrain/train/report/expert_forecast.hpp"
+#include "meshtrain/train/report/job_links.hpp"
 #include "meshtrain/train/report/pipeline_forecast.hpp"
 
 namespace meshtrain {
@@ -33,15 +35,26 @@ struct StepTimes {
   double forward_backward_s = 0, update_s = 0;
 };
 
+// The stand-ins a probe model's collectives talk to (they have no peers here).
+struct ProbeGroups {
+  std::unique_ptr<parallel::SoloTensorGroup> tp;
+  std::unique_ptr<parallel::MirroredExpertGroup> ep;
+};
+
 // Worker `worker`'s model: with tensor parallelism its tensor rank's shards,
-// whose collectives have no peers here (the probe times compute; the
-// all-reduces are costed by the link model).
-std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worker,
-                                              std::unique_ptr<parallel::SoloTensorGroup>& tp) {
-  const int tensor = int(config.parallel.tensor);
+// with expert parallelism its expert rank's experts, computing the busiest
+// expert rank's rows (mirrored_expert_group.hpp); the probe times compute,
+// the collectives are costed by the link model.
+std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worker, ProbeGroups& groups) {
+  const int tensor = int(config.parallel.tensor), expert = int(config.parallel.expert);
   if (tensor > 1)
-    tp = std::make_unique<parallel::SoloTensorGroup>(worker % tensor, tensor, config.parallel.sequence_parallel);
-  std::unique_ptr<Model> model = make_model(config.model, tp.get());
+    groups.tp = std::make_unique<parallel::SoloTensorGroup>(worker % tensor, tensor, config.parallel.sequence_parallel);
+  if (expert > 1 && config.model.n_expert > 1)
+    groups.ep = std::make_unique<parallel::MirroredExpertGroup>(worker / tensor % expert, expert);
+  ModelLayout layout;
+  layout.tp = groups.tp.get();
+  layout.ep = groups.ep.get();
+  std::unique_ptr<Model> model = make_model(config.model, layout);
   Rng rng(static_cast<uint64_t>(config.training.seed));
   model->init_parameters(rng);
   return model;
@@ -105,8 +118,8 @@ Probe run_probe(const JobConfig& config, Model& model, int workers, int threads,
     for (int r = 0; r < workers; ++r)
       running.emplace_back([&, r] {
         try {
-          std::unique_ptr<parallel::SoloTensorGroup> tp;
-          times[r] = time_steps(config, *make_initialized_model(config, r, tp), data_ways, r / tensor, threads, steps);
+          ProbeGroups groups;
+          times[r] = time_steps(config, *make_initialized_model(config, r, groups), data_ways, r / tensor, threads, steps);
         } catch (...) {
           errors[r] = std::current_exception();
         }
@@ -129,8 +142,12 @@ Probe run_probe(const JobConfig& config, Model& model, int workers, int threads,
 // outputs (attention and MLP, forward) and column-parallel input gradients
 // (backward), 4 of N x C floats; for GPT the vocabulary-parallel embedding
 // (forward) and the head's input gradient (backward), 2 more, and the
-// loss's row max, sum of exponentials and target logit, 3 of N floats.
-void add_tensor_parallel_comm(const JobConfig& config, const comm::CostTable& links, JobForecast& f) {
+// loss's row max, sum of exponentials and target logit, 3 of N floats. A
+// MoE layer's experts each sum their own rows (c_proj forward, c_fc
+// backward): E / X all-reduces each way of the busiest rank's rows instead
+// of the dense MLP's 2 of N x C.
+void add_tensor_parallel_comm(const JobConfig& config, const std::vector<ExpertLayerTraffic>& experts,
+                              const comm::CostTable& links, JobForecast& f) {
   const auto& m = config.model;
   const bool gpt = m.kind == ModelKind::Gpt;
   const int64_t positions = gpt ? m.block_size : (m.image_size / m.patch_size) * (m.image_size / m.patch_size);
@@ -140,17 +157,30 @@ void add_tensor_parallel_comm(const JobConfig& config, const comm::CostTable& li
   const auto seconds = [&](size_t bytes) {
     return comm::all_reduce_seconds(links, comm::choose_all_reduce(links, bytes, f.tensor), bytes, f.tensor);
   };
-  const double per_micro_batch = wide_count * seconds(wide) + narrow_count * seconds(narrow);
+  double per_micro_batch = wide_count * seconds(wide) + narrow_count * seconds(narrow);
+  double summed = double(wide_count * wide + narrow_count * narrow);
+  const int64_t local = m.n_expert / f.expert;
+  for (const ExpertLayerTraffic& layer : experts) {
+    const size_t per_expert = size_t(layer.received * double(rows) / double(local)) * size_t(m.n_embd) * sizeof(float);
+    per_micro_batch += 2.0 * (double(local) * seconds(per_expert) - seconds(wide));
+    summed += 2.0 * (double(local) * double(per_expert) - double(wide));
+  }
   f.tensor_comm_s = per_micro_batch * double(config.parallel.micro_batches);
-  f.tensor_comm_bytes = 2.0 * (f.tensor - 1) / f.tensor * double(wide_count * wide + narrow_count * narrow) *
-                        double(config.parallel.micro_batches);
+  f.tensor_comm_bytes = 2.0 * (f.tensor - 1) / f.tensor * summed * double(config.parallel.micro_batches);
 }
 
 // The data-parallel collectives of a step over `n` > 1 ways (job_forecast.hpp's
-// comm term) at f.zero_stage, plus the loss and norm sums.
+// comm term) at f.zero_stage, plus the loss and norm sums. Under expert
+// parallelism (X = f.expert > 1, stage 0 only) the experts' gradients are
+// all-reduced apart, over the n / X data ranks holding the same experts
+// (on `expert_links`).
 void add_data_parallel_comm(comm::AllReduceAlgorithm algorithm, const ParamStore& store, int n,
-                            const comm::CostTable& links, JobForecast& f) {
-  const size_t grad_bytes = store.flat_size() * sizeof(float);
+                            const comm::CostTable& links, const comm::CostTable& expert_links, JobForecast& f) {
+  size_t expert_bytes = 0;
+  if (f.expert > 1)
+    for (const ParamView& v : store.views())
+      if (v.expert) expert_bytes += v.numel * sizeof(float);
+  const size_t grad_bytes = store.flat_size() * sizeof(float) - expert_bytes;
   if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
   f.algorithm = std::string(comm::algorithm_name(algorithm));
   const comm::AlgorithmCost& ring = links.row(comm::AllReduceAlgorithm::Ring);
@@ -166,30 +196,43 @@ void add_data_parallel_comm(comm::AllReduceAlgorithm algorithm, const ParamStore
     default: f.comm_s = 3 * gather, f.comm_bytes = 3 * gather_bytes; break;
   }
   f.comm_s += 2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), n);
+  const int holders = n / f.expert;
+  if (expert_bytes > 0 && holders > 1) {
+    const comm::AllReduceAlgorithm chosen = comm::choose_all_reduce(expert_links, expert_bytes, holders);
+    f.comm_s += comm::all_reduce_seconds(expert_links, chosen, expert_bytes, holders);
+    f.comm_bytes += 2.0 * (holders - 1) / holders * double(expert_bytes);
+  }
 }
 
-// The pipeline's own terms: the activations between stages on the critical
-// path, the tied embedding's gradient sum, the loss and norm sums.
-void add_pipeline_comm(const JobConfig& config, const Model& last_stage, const comm::CostTable& links,
-                       JobForecast& f) {
+// One activation (or its gradient) between two stages: a micro-batch's
+// rows of C floats (this rank's under sequence parallelism).
+size_t pipeline_message_bytes(const JobConfig& config) {
   const auto& m = config.model;
   const int64_t rows = config.training.batch_size / config.parallel.micro_batches * m.block_size;
   const int64_t seq = config.parallel.sequence_parallel ? config.parallel.tensor : 1;
-  const size_t activation = size_t(rows / seq * m.n_embd) * sizeof(float);
-  const double messages = 2.0 * (f.micro_batches * f.virtual_stages + f.pipeline - 1);
+  return size_t(rows / seq * m.n_embd) * sizeof(float);
+}
+
+// The pipeline's own terms beside the sends between stages (which the
+// simulated schedule placed, probe_pipeline_job): the tied embedding's
+// gradient sum, the loss and norm sums.
+void add_pipeline_comm(const JobConfig& config, const Model& last_stage, const comm::CostTable& links,
+                       JobForecast& f) {
   const auto* gpt = dynamic_cast<const Gpt*>(&last_stage);
   const size_t wte = gpt ? last_stage.store().view(gpt->head_wte_index()).numel * sizeof(float) : 0;
-  f.pipeline_comm_s = messages * comm::all_gather_seconds(links, 2 * activation, 2) +
-                      comm::all_reduce_seconds(links, comm::choose_all_reduce(links, wte, 2), wte, 2) +
-                      2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), f.pipeline);
-  f.pipeline_comm_bytes = 2.0 * f.micro_batches * f.virtual_stages * double(activation) + double(wte);
+  f.pipeline_comm_s += comm::all_reduce_seconds(links, comm::choose_all_reduce(links, wte, 2), wte, 2) +
+                       2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), f.pipeline);
+  f.pipeline_comm_bytes =
+      2.0 * f.micro_batches * f.virtual_stages * double(pipeline_message_bytes(config)) + double(wte);
 }
 
 // A pipeline job's compute and memory from every stage's probe; returns the
 // stages' models.
 std::vector<std::unique_ptr<Model>> probe_pipeline_job(const JobConfig& config, int data_ways, JobForecast& f,
-                                                       int steps) {
-  PipelineProbe probe = probe_pipeline(config, f.workers, data_ways, f.threads, steps);
+                                                       int steps, const comm::CostTable& links) {
+  const double transfer = comm::all_gather_seconds(links, 2 * pipeline_message_bytes(config), 2);  // alpha + B beta
+  PipelineProbe probe = probe_pipeline(config, f.workers, data_ways, f.threads, steps, transfer);
+  f.pipeline_comm_s = probe.exposed_sends_s;
   f.schedule = enum_string(config.parallel.schedule);
   f.bubble = probe.bubble;
   f.forward_backward_s = probe.compute_s;
@@ -216,7 +259,8 @@ std::vector<std::unique_ptr<Model>> probe_pipeline_job(const JobConfig& config, 
 
 }  // namespace
 
-JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
+JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
+                         const std::function<comm::CostTable(const std::string& transport)>& measure_links,
                          std::FILE* log) {
   if (config.parallel.data == DataParallelism::ParameterServer)
     throw ConfigError("plan --config: parameter-server jobs are not forecast (workers do not wait for each other); "
@@ -235,25 +279,41 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
   // As the trainer does: training.threads, else this host's cores shared by its workers.
   f.threads = tc.threads > 0 ? int(tc.threads) : std::max(1, omp_get_num_procs() / f.workers);
   f.batch_per_worker = tc.batch_size;
+  f.experts = int(config.model.n_expert);
+  f.expert = f.experts > 1 ? int(config.parallel.expert) : 1;
+  f.hosts = hosts.hosts;
+  // Checked before the probe: a layout that cannot be placed fails at once.
+  JobLinks links(hosts, f.workers, [&] {
+    // A job spanning hosts uses TCP between every pair (auto), in a host too.
+    const comm::TransportKind kind = config.parallel.transport;
+    const bool tcp = kind == comm::TransportKind::Tcp || (kind == comm::TransportKind::Auto && hosts.hosts > 1);
+    return measure_links(tcp ? "tcp" : "shm");
+  });
 
   constexpr int kProbeSteps = 8;
   if (log)
     std::fprintf(log, "probing: %d steps of %s on %d thread%s, alone%s...\n", kProbeSteps,
                  f.pipeline > 1 ? "each pipeline stage's pieces" : "one worker's model and batch", f.threads,
                  f.threads == 1 ? "" : "s", f.workers > 1 ? (" and " + std::to_string(f.workers) + " at once").c_str() : "");
-  std::unique_ptr<parallel::SoloTensorGroup> tp;
+  ProbeGroups groups;
   std::unique_ptr<Model> model;
   std::vector<std::unique_ptr<Model>> stages;  // pipeline jobs' stages
   f.probe_steps = kProbeSteps;
   const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
+  std::vector<ExpertLayerTraffic> traffic;
   if (f.pipeline > 1) {
-    stages = probe_pipeline_job(config, data_ways, f, kProbeSteps);
+    stages = probe_pipeline_job(config, data_ways, f, kProbeSteps,
+                                links.group("pipeline", f.tensor * data_ways, f.pipeline, true));
+    std::vector<Model*> all;
+    for (auto& stage : stages) all.push_back(stage.get());
+    traffic = expert_traffic(all, config.model, f.expert);
     // The data-parallel terms run on the stage with the most gradients.
     for (auto& stage : stages)
       if (!model || stage->store().flat_size() > model->store().flat_size()) model = std::move(stage);
   } else {
-    model = make_initialized_model(config, 0, tp);
+    model = make_initialized_model(config, 0, groups);
     const Probe probe = run_probe(config, *model, f.workers, f.threads, kProbeSteps);
+    traffic = expert_traffic({model.get()}, config.model, f.expert);
     f.activations = probe.activations;
     f.data = probe.data;
     f.parameters = model->store().global_parameter_count();
@@ -264,6 +324,11 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
   }
   const ParamStore& store = model->store();
   f.model_kind = model->kind();
+  f.routing_imbalance = routing_imbalance(traffic);
+  // The other expert ranks' experts, for the whole model's count.
+  if (f.expert > 1)
+    for (const ParamView& v : store.views())
+      if (v.expert) f.parameters += size_t(numel(v.global_shape)) * size_t(f.expert - 1);
   // Checkpoint copies (checkpoint_saver.hpp): the worker's part of the
   // parameters and of each optimizer state buffer, when a checkpoint is
   // written asynchronously before the last step.
@@ -271,25 +336,47 @@ JobForecast forecast_job(const JobConfig& config, const std::function<comm::Cost
   if (config.checkpoint.async && config.checkpoint.every > 0 && config.checkpoint.every < tc.steps)
     f.checkpoint_copies = part * sizeof(float) * size_t(1 + k);
 
-  const int n = data_ways;
-  std::optional<comm::CostTable> measured;
-  const auto links_once = [&]() -> const comm::CostTable& {
-    if (!measured) measured = measure_links();
-    return *measured;
-  };
+  // The mesh's groups (device_mesh.hpp: rank = (pp_i dp + dp_i) tp + tp_i;
+  // an expert group is X consecutive data ranks).
+  const int n = data_ways, T = f.tensor, X = f.expert;
+  // Each stage runs its share of the layers; the critical path holds M V + P - 1 stage-micro-batches.
+  const double share = double(f.micro_batches * f.virtual_stages + f.pipeline - 1) /
+                       double(f.micro_batches * f.virtual_stages * f.pipeline);
   if (f.tensor > 1) {
-    add_tensor_parallel_comm(config, links_once(), f);
-    // Each stage runs its share of the layers; the critical path holds M V + P - 1 stage-micro-batches.
-    const double share = double(f.micro_batches * f.virtual_stages + f.pipeline - 1) /
-                         double(f.micro_batches * f.virtual_stages * f.pipeline);
+    add_tensor_parallel_comm(config, traffic, links.group("tensor", 1, T), f);
     f.tensor_comm_s *= share;
     f.tensor_comm_bytes /= f.pipeline;
   }
   if (n > 1)
-    add_data_parallel_comm(config.parallel.all_reduce, store, n, links_once(), f);
+    add_data_parallel_comm(config.parallel.all_reduce, store, n, links.group("data", T, n),
+                           links.group("expert data", T * X, n / X), f);
   else
     f.algorithm = "none";
-  if (f.pipeline > 1) add_pipeline_comm(config, stages.back() ? *stages.back() : *model, links_once(), f);
+  if (f.pipeline > 1)
+    add_pipeline_comm(config, stages.back() ? *stages.back() : *model, links.group("pipeline", T * n, f.pipeline, true),
+                      f);
+  if (!traffic.empty()) {
+    const int64_t rows = config.training.batch_size / config.parallel.micro_batches * config.model.block_size;
+    const ExpertComm a2a = expert_all_to_all_comm(traffic, rows, config.model.n_embd, config.model.n_expert, X,
+                                                  config.parallel.micro_batches,
+                                                  X > 1 ? links.group("expert", T, X, true) : comm::CostTable{});
+    f.expert_comm_s = a2a.seconds * share;
+    f.expert_comm_bytes = a2a.bytes / f.pipeline;
+    // After the last backward: the stage's layers' routing sums over the
+    // data ways (router_sums.hpp), and the global norm's expert share over
+    // the expert group.
+    size_t sums = 0;
+    for (const ExpertLayerTraffic& layer : traffic) sums += layer.sums * sizeof(double);
+    sums /= size_t(f.pipeline);
+    if (n > 1) {
+      const comm::CostTable data = links.group("data", T, n);
+      f.expert_comm_s += comm::all_reduce_seconds(data, comm::choose_all_reduce(data, sums, n), sums, n);
+    }
+    if (X > 1)
+      f.expert_comm_s += comm::all_reduce_seconds(links.group("expert", T, X), comm::AllReduceAlgorithm::Ring,
+                                                  sizeof(double), X);
+  }
+  f.crossing = links.crossing();
   return f;
 }
 
@@ -329,6 +416,20 @@ std::string format_job_forecast(const JobForecast& f) {
     std::snprintf(line, sizeof line,
                   "mesh: %d pipeline x %d data-parallel x %d tensor-parallel ways (a tensor group shares a batch)\n",
                   f.pipeline, f.workers / (f.tensor * f.pipeline), f.tensor);
+    out += line;
+  }
+  if (f.experts > 1) {
+    std::snprintf(line, sizeof line,
+                  "experts: %d per MoE layer, %d expert-parallel way%s (%d on each rank); the busiest expert rank "
+                  "computes %.2fx an even share of the rows (the probe's routing)\n",
+                  f.experts, f.expert, f.expert == 1 ? "" : "s", f.experts / f.expert, f.routing_imbalance);
+    out += line;
+  }
+  if (f.hosts > 1) {
+    std::string across;
+    for (const std::string& g : f.crossing) across += (across.empty() ? "" : ", ") + g;
+    std::snprintf(line, sizeof line, "hosts: %d, %d workers each; across their network: %s\n", f.hosts,
+                  f.workers / f.hosts, across.empty() ? "nothing" : across.c_str());
     out += line;
   }
   if (f.pipeline > 1) {
@@ -374,6 +475,11 @@ std::string format_job_forecast(const JobForecast& f) {
     std::snprintf(line, sizeof line, "   (%.2f MB between stages and the tied embedding's sum)\n", f.pipeline_comm_bytes / 1e6);
     out += "  pipeline sends    " + ms(f.pipeline_comm_s) + line;
   }
+  if (f.experts > 1) {
+    std::snprintf(line, sizeof line, "   (%.2f MB sent per worker, inside the MoE layers; routing sums)\n",
+                  f.expert_comm_bytes / 1e6);
+    out += "  expert all-to-all " + ms(f.expert_comm_s) + line;
+  }
   out += "  step              " + ms(f.step_s()) + "\n";
   return out;
 }
@@ -399,6 +505,11 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
           {"parameters", f.parameters},
           {"workers", f.workers},
           {"tensor_parallel", f.tensor},
+          {"n_expert", f.experts},
+          {"expert_parallel", f.expert},
+          {"routing_imbalance", f.routing_imbalance},
+          {"hosts", f.hosts},
+          {"crossing_hosts", f.crossing},
           {"threads", f.threads},
           {"zero_stage", f.zero_stage},
           {"all_reduce", f.algorithm},
@@ -419,6 +530,7 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
             {"communication", f.comm_s},
             {"tensor_communication", f.tensor_comm_s},
             {"pipeline_communication", f.pipeline_comm_s},
+            {"expert_communication", f.expert_comm_s},
             {"total", f.step_s()}}},
           {"comm_bytes_per_step", f.comm_bytes},
           {"probe_steps", f.probe_steps}};

@@ -36,9 +36,32 @@
 //             report's memory is the largest stage's, every stage listed);
 //             the data-parallel terms run on the largest stage's gradients,
 //             the tensor all-reduces count the stages' share on the
-//             critical path, and the sends and receives between stages on
-//             it (2 (M V + P - 1) activations) and the tied embedding's
-//             gradient sum are added at the link's cost.
+//             critical path, the sends between stages count what they add
+//             to the schedule simulated with each message's link time (one
+//             after another on a link, overlapping compute), and the tied
+//             embedding's gradient sum is added at the link's cost.
+//   experts   with model.n_expert > 1, the probe's model holds one expert
+//             rank's experts (parallel.expert = X > 1: E / X of them, with
+//             parallel/expert/mirrored_expert_group.hpp standing in for the
+//             group: every rank routing as the probe's does, the probe
+//             computes the rows of the busiest expert rank, with the job's
+//             own router as initialized); per MoE layer and micro-batch a
+//             counts all-to-all and 2 row all-to-alls forward, 2 backward,
+//             of N k rows of C floats per rank (the busiest rank's share of
+//             the probe's routing), over the expert group; the dense
+//             gradients are averaged over the data ways, the experts' over
+//             the data ranks holding the same experts (data / X); the
+//             routing sums over the data ways. Memory: the rank's experts.
+//   hosts     with HostLayout::hosts = H > 1, the workers split evenly over
+//             H hosts in rank order (consecutive ranks per host, as
+//             launchers place them; the mesh puts tensor groups inside a
+//             host, then data, then pipeline stages), and every collective
+//             whose group spans hosts is costed at the host's network link,
+//             shared by the groups that cross it at once (plan/link_time.hpp's
+//             rule: a ring with m members per host gets m / ranks-per-host
+//             of it; sends and all-to-alls, which every rank runs, 1 /
+//             ranks-per-host). The in-host link is then the one the job uses
+//             between hosts too (TCP: a multi-host job's auto transport).
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -51,6 +74,13 @@
 #include "meshtrain/train/report/pipeline_forecast.hpp"
 
 namespace meshtrain {
+
+// The hosts a job's workers run on (plan --config --hardware.nodes=H ...).
+struct HostLayout {
+  int hosts = 1;
+  double inter_bytes_per_s = 0;  // each host's network link, per direction
+  double inter_latency_s = 0;    // per message step; 0: the measured in-host link's
+};
 
 struct JobForecast {
   std::string model_kind;
@@ -72,15 +102,24 @@ struct JobForecast {
   double bubble = 0;  // of the simulated schedule
   double pipeline_comm_s = 0, pipeline_comm_bytes = 0;  // between stages, and the tied embedding's sum
   std::vector<StageForecast> stages;                    // pipeline jobs: every stage
+  int experts = 1, expert = 1;  // model.n_expert; expert-parallel ways
+  double routing_imbalance = 1;  // the busiest expert rank's rows over an even share (mean over MoE layers)
+  double expert_comm_s = 0, expert_comm_bytes = 0;  // the all-to-alls inside the MoE layers
+  int hosts = 1;
+  std::vector<std::string> crossing;  // the groups whose collectives cross hosts
 
   size_t memory_total() const { return model_state.total() + activations + data + checkpoint_copies; }
-  double step_s() const { return forward_backward_s + update_s + comm_s + tensor_comm_s + pipeline_comm_s; }
+  double step_s() const {
+    return forward_backward_s + update_s + comm_s + tensor_comm_s + pipeline_comm_s + expert_comm_s;
+  }
 };
 
-// `measure_links` gives this machine's link (called only when there are
-// several workers to talk). Throws ConfigError for jobs it does not model
-// (parameter servers) and whatever building the job throws (missing data...).
-JobForecast forecast_job(const JobConfig& config, const std::function<comm::CostTable()>& measure_links,
+// `measure_links` gives this machine's link over a transport ("shm" or
+// "tcp"; called only when there are several workers to talk). Throws
+// ConfigError for jobs it does not model (parameter servers) and whatever
+// building the job throws (missing data...).
+JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
+                         const std::function<comm::CostTable(const std::string& transport)>& measure_links,
                          std::FILE* log);
 
 std::string format_job_forecast(const JobForecast& forecast);

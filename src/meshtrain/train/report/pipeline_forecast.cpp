@@ -15,6 +15,7 @@
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/optim/factory.hpp"
+#include "meshtrain/parallel/expert/mirrored_expert_group.hpp"
 #include "meshtrain/parallel/pipeline/executor.hpp"
 #include "meshtrain/parallel/pipeline/validator.hpp"
 #include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
@@ -32,6 +33,7 @@ using Clock = std::chrono::steady_clock;
 // data, and (for the update) its optimizer.
 struct StageRig {
   std::unique_ptr<parallel::SoloTensorGroup> tp;
+  std::unique_ptr<parallel::MirroredExpertGroup> ep;  // the busiest expert rank's rows (job_forecast.hpp)
   std::unique_ptr<Model> model;
   Gpt* gpt = nullptr;
   std::unique_ptr<Optimizer> optimizer;
@@ -43,7 +45,8 @@ StageRig make_rig(const JobConfig& config, int stage, int tensor_rank, int data_
   const ParallelSection& p = config.parallel;
   StageRig rig;
   if (p.tensor > 1) rig.tp = std::make_unique<parallel::SoloTensorGroup>(tensor_rank, int(p.tensor), p.sequence_parallel);
-  rig.model = make_model(config.model, model_layout(p, rig.tp.get(), stage));
+  if (p.expert > 1 && config.model.n_expert > 1) rig.ep = std::make_unique<parallel::MirroredExpertGroup>(0, int(p.expert));
+  rig.model = make_model(config.model, model_layout(p, rig.tp.get(), stage, rig.ep.get()));
   Rng rng(static_cast<uint64_t>(config.training.seed));
   rig.model->init_parameters(rng);
   rig.gpt = dynamic_cast<Gpt*>(rig.model.get());
@@ -120,16 +123,17 @@ StageForecast time_stage(const JobConfig& config, StageRig& rig, int threads, in
   return s;
 }
 
-// The schedule's compute with each rank's times.
-pp::ScheduleReport simulate(const pp::Schedule& schedule, const std::vector<StageForecast>& stages) {
+// The schedule's compute with each rank's times, its messages `transfer_s` each.
+pp::ScheduleReport simulate(const pp::Schedule& schedule, const std::vector<StageForecast>& stages, double transfer_s) {
   std::vector<pp::ActionCosts> costs;
-  for (const StageForecast& s : stages) costs.push_back({s.forward_s, s.backward_s, s.weight_s});
+  for (const StageForecast& s : stages) costs.push_back({s.forward_s, s.backward_s, s.weight_s, transfer_s});
   return pp::validate_schedule(schedule, costs);
 }
 
 }  // namespace
 
-PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps) {
+PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps,
+                             double transfer_s) {
   const ParallelSection& p = config.parallel;
   const int P = int(p.pipeline), T = int(p.tensor);
   const pp::Schedule schedule = pp::make_schedule(p.schedule, P, int(p.micro_batches), int(p.virtual_stages));
@@ -159,7 +163,7 @@ PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways
     probe.stages.push_back(stage);
     probe.models.push_back(std::move(rig.model));
   }
-  const pp::ScheduleReport alone = simulate(schedule, probe.stages);
+  const pp::ScheduleReport alone = simulate(schedule, probe.stages, 0.0);
   probe.alone_compute_s = alone.makespan;
   // Every worker at once (worker w is stage w / (data x tensor) ways, tensor
   // rank w % tensor); a stage's times are its slowest worker's.
@@ -201,9 +205,10 @@ PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways
       s.update_s = blend(s.update_s, contended[i].update_s);
     }
   }
-  const pp::ScheduleReport together = simulate(schedule, probe.stages);
+  const pp::ScheduleReport together = simulate(schedule, probe.stages, 0.0);
   probe.compute_s = together.makespan;
   probe.bubble = together.bubble;
+  probe.exposed_sends_s = transfer_s > 0 ? simulate(schedule, probe.stages, transfer_s).makespan - together.makespan : 0;
   omp_set_num_threads(saved_threads);
   return probe;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The pipeline stages of `meshtrain plan --config` (job_forecast.hpp), from a
 // probe of every stage's pieces (one tensor rank's shards under tensor
-// parallelism, their collectives left out):
+// parallelism, one expert rank's experts under expert parallelism computing
+// the busiest expert rank's rows, their collectives left out):
 //   memory    per stage: its parameters, gradients and optimizer state by
 //             ZeRO's formulas over the data ways; activations measured for
 //             one activation slot and for two (so a slot's share and what
@@ -15,7 +16,10 @@
 //             stage in its bubble leaves its core to the others), then the
 //             schedule simulated
 //             with each rank's own times (validator.hpp): the step's
-//             compute, its bubble included; the slowest stage's update
+//             compute, its bubble included; then again with each message
+//             between stages on the link for its transfer time (one after
+//             another on a link, overlapping the ranks' compute): what the
+//             sends add to the step; the slowest stage's update
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -42,10 +46,13 @@ struct PipelineProbe {
   double compute_s = 0;        // the simulated schedule with the measured times
   double alone_compute_s = 0;  // the same with each stage measured alone
   double bubble = 0;           // of the simulated schedule
+  double exposed_sends_s = 0;  // what the messages between stages add to the simulated schedule
   size_t data = 0;             // batch buffers
 };
 
-// `workers` = data x tensor x pipeline ways, `threads` per worker.
-PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps);
+// `workers` = data x tensor x pipeline ways, `threads` per worker;
+// `transfer_s`: one activation's (or gradient's) time between stages.
+PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps,
+                             double transfer_s);
 
 }  // namespace meshtrain

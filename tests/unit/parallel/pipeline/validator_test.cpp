@@ -164,5 +164,19 @@ TEST(PipelineValidator, EachRankMayHaveItsOwnCosts) {
   EXPECT_THROW(validate_schedule(s, three), Error);
 }
 
+TEST(PipelineValidator, MessagesTakeTheirTransferOneAfterAnother) {
+  // One micro-batch: F0, 0.5 on the link, F1, B1, 0.5 back, B0.
+  const ActionCosts half{1, 1, 0, 0.5};
+  EXPECT_DOUBLE_EQ(validate_schedule(make_schedule(ScheduleKind::GPipe, 2, 1), half).makespan, 5.0);
+  // Two micro-batches over a link slower than compute (3 a message): the
+  // second activation waits for the first (arrives 4, then 7), rank 1
+  // computes F, F, B, B by 10 and its gradients arrive at 12 and 15: 16 in
+  // all (12 if the messages could share the link at full speed each).
+  const ActionCosts slow{1, 1, 0, 3};
+  const ScheduleReport r = validate_schedule(make_schedule(ScheduleKind::GPipe, 2, 2), slow);
+  EXPECT_DOUBLE_EQ(r.makespan, 16.0);
+  EXPECT_DOUBLE_EQ(r.idle[0], 12.0);
+}
+
 }  // namespace
 }  // namespace meshtrain::parallel::pipeline

@@ -1,0 +1,64 @@
+#pragma once
+// A stand-in for the busiest rank of an expert-parallel group of `size`, in
+// one process, for timing a rank's share of a mixture-of-experts step
+// (`plan --config`'s probe): a model built with it holds rank `rank`'s
+// experts (E / size of them), and every peer is taken to route its tokens
+// as this rank routes its own. Each exchange then delivers to it, from every
+// source, what this rank sends to the rank its tokens load most: the rows
+// the busiest expert rank of the job receives when every rank's routing
+// looks like this one's (with balanced routing, the rank's own N k rows in
+// all; with the job's router, the imbalance it has). Its experts compute
+// those rows, so the probe's compute and activations are the busiest
+// rank's. The numbers are not a real job's: returned rows for the other
+// ranks are copies of its own.
+//
+//   counts all-to-all   recv[s] = send[busiest] for every source s
+//   rows all-to-all_v   recv segment s = the largest send segment (the
+//                       busiest rank's rows, as the counts said), cut or
+//                       repeated to recv_counts[s]
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "meshtrain/nn/moe/expert_parallel.hpp"
+
+namespace meshtrain::parallel {
+
+class MirroredExpertGroup final : public nn::ExpertParallelComm {
+ public:
+  MirroredExpertGroup(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_to_all_v(const float* send, std::span<const size_t> send_counts, float* recv,
+                    std::span<const size_t> recv_counts) override {
+    size_t from = 0, largest = 0, at = 0;
+    for (size_t d = 0; d < send_counts.size(); ++d) {
+      if (send_counts[d] > largest) from = at, largest = send_counts[d];
+      at += send_counts[d];
+    }
+    for (size_t n : recv_counts) {
+      if (largest == 0) std::fill_n(recv, n, 0.0f);
+      for (size_t done = 0; largest > 0 && done < n; done += largest)
+        std::copy_n(send + from, std::min(largest, n - done), recv + done);
+      recv += n;
+    }
+  }
+
+  void all_to_all(const int64_t* send, int64_t* recv, size_t per_rank) override {
+    size_t busiest = 0;
+    int64_t most = -1;
+    for (size_t d = 0; d < size_t(size_); ++d) {
+      int64_t total = 0;
+      for (size_t i = 0; i < per_rank; ++i) total += send[d * per_rank + i];
+      if (total > most) busiest = d, most = total;
+    }
+    for (size_t s = 0; s < size_t(size_); ++s) std::copy_n(send + busiest * per_rank, per_rank, recv + s * per_rank);
+  }
+
+ private:
+  int rank_, size_;
+};
+
+}  // namespace meshtrain::parallel

@@ -156,6 +156,9 @@ expect_failure "tensor 'transformer.wte.weight': the model has (512, 32), the fi
 expect_failure "does not exist" "$MESHTRAIN" train job.toml "${common[@]}" --model.init_from="$WORK/nowhere" --training.out_dir="$WORK/bad3"
 expect_failure "GPT-2 has no mixture of experts" \
   "$MESHTRAIN" train job.toml "${common[@]}" --model.init_from="$WORK/hf-random" --model.n_expert=4 --training.out_dir="$WORK/bad4"
+expect_failure "model.init_from: parameter servers initialize their shards" \
+  "$MESHTRAIN" train job.toml "${common[@]}" --model.init_from="$WORK/hf-random" --parallel.data=parameter_server \
+  --training.out_dir="$WORK/bad5"
 [ -z "$(find "$WORK"/bad* -name 'step_*' 2> /dev/null)" ] || fail "a refused run wrote a checkpoint"
 # The GPT-2 small example is a valid job: it gets as far as reading the model it names.
 expect_failure "model.init_from: $WORK/no-gpt2 does not exist" \

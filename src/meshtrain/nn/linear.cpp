@@ -51,7 +51,9 @@ bool Linear::sequence_parallel() const {
 int64_t Linear::local_rows(int64_t M) const { return sequence_parallel() ? sequence_rows(*shard_.tp, M) : M; }
 
 float* Linear::forward(const float* inp, int64_t M, const float* residual) {
-  out_buf_.ensure(local_rows(M) * out_);
+  // A row shard's output is the residual side (this rank's rows under
+  // sequence parallelism); a column shard's covers every row it gathered.
+  out_buf_.ensure((shard_.kind == LinearShard::Kind::Row ? local_rows(M) : M) * out_);
   return forward_into(inp, M, out_buf_.data(), residual);
 }
 

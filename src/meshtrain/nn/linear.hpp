@@ -67,9 +67,9 @@ class Linear {
   // Row's out and residual hold this rank's M/T of them (Error when M does
   // not divide by T).
   float* forward(const float* inp, int64_t M, const float* residual = nullptr);
-  // The same into `out` (M, out) (this rank's rows under sequence
-  // parallelism), the caller's memory, which need not outlive the call:
-  // backward reads the input, not the output. Returns out.
+  // The same into `out`, the caller's memory, which need not outlive the
+  // call (backward reads the input, not the output): (M, out), or a row
+  // shard's M/T rows under sequence parallelism. Returns out.
   float* forward_into(const float* inp, int64_t M, float* out, const float* residual = nullptr);
 
   // dW += inp^T dout, db += colsum dout; dinp (M, in) = dout W^T, written,

@@ -574,6 +574,9 @@ void validate_job_config(const JobConfig& c) {
   if (c.parallel.micro_batches > 1 && c.parallel.data == DataParallelism::ParameterServer)
     fail(origin, "parallel.micro_batches", "parameter-server workers push every batch's gradient as it is; "
                                            "micro-batches are for data = \"none\" or \"allreduce\"");
+  if (!c.model.init_from.empty() && c.parallel.data == DataParallelism::ParameterServer)
+    fail(origin, "model.init_from", "parameter servers initialize their shards from training.seed; starting them "
+                                    "from a trained model is not supported yet (use data = \"allreduce\")");
   validate_tensor_parallel(c, origin);
   validate_pipeline(c, origin);
   validate_experts(c, origin);

@@ -68,7 +68,8 @@ for d in $DISPATCH; do
   fi
 done
 
-# run_meshtrain DIR: prints the median tokens/s after MT_SKIP steps.
+# run_meshtrain DIR: prints the median tokens/s after MT_SKIP steps and the routing imbalance over the
+# 2 expert ranks (the busier rank's expert rows over an even share, mean over layers and those steps).
 run_meshtrain() {
   local dir="$1"
   rm -rf "$dir"; mkdir -p "$dir"
@@ -78,10 +79,12 @@ run_meshtrain() {
     --checkpoint.every=0 --data.path="$data" --model.n_expert="$EXPERTS" --model.top_k="$TOP_K" \
     --parallel.data=allreduce --parallel.expert=2 --training.batch_size=4 \
     --training.out_dir="$dir/run" --metrics.path="$dir/metrics.jsonl" > "$dir/log" 2>&1 ||
-    { echo "FAILED: ${dir#$root/}/log" >&2; echo 0; return; }
+    { echo "FAILED: ${dir#$root/}/log" >&2; echo 0 0; return; }
   python3 -c 'import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if "\"tokens_per_s\"" in l][int(sys.argv[2]):]
-print(statistics.median(r["tokens_per_s"] for r in rows))' "$dir/metrics.jsonl" "$MT_SKIP"
+imbalance = [max(sum(l["load"][:len(l["load"]) // 2]), sum(l["load"][len(l["load"]) // 2:])) / (sum(l["load"]) / 2)
+             for r in rows for l in r["moe"]]
+print(statistics.median(r["tokens_per_s"] for r in rows), round(statistics.mean(imbalance), 3))' "$dir/metrics.jsonl" "$MT_SKIP"
 }
 
 # peer DIR DISPATCH: prints the peer's median tokens/s and its routing imbalance.
@@ -99,8 +102,8 @@ r = json.load(sys.stdin); print(r["tokens_per_s"], r["routing_imbalance"])'
 
 declare -A ratios
 for round in $(seq 1 "$ROUNDS"); do
-  mt=$(run_meshtrain "$OUT/meshtrain-r$round")
-  line="  round $round: meshtrain $(printf '%.0f' "$mt") tok/s"
+  read -r mt mt_imbalance < <(run_meshtrain "$OUT/meshtrain-r$round")
+  line="  round $round: meshtrain $(printf '%.0f' "$mt") tok/s (routing imbalance $mt_imbalance)"
   for d in "${peers[@]}"; do
     read -r tps imbalance < <(peer "$OUT/$d-r$round" "$d")
     ratio=$(python3 -c "print(f'{$mt / $tps:.2f}' if $tps > 0 else 'n/a')")

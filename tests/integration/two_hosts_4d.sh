@@ -69,13 +69,13 @@ echo "four axes on two hosts train like one process ($(python3 -c "print(f'{$(da
 # run again) before it fails, as plan_calibration.sh gives, since this VM now
 # and then runs a second or so at half speed. The link is slowed to 100
 # Mbit/s so that it carries about half of the step (each stage's 2 tensor
-# ranks send 256 KiB per micro-batch each way): a forecast that did not
+# ranks send 512 KiB per micro-batch each way): a forecast that did not
 # know it would be off by that much. (At 1 Gbit/s these sends take a few
 # per cent, and messages near the token bucket's 128 KiB pass after an idle
 # gap at veth speed: the check would not see the link.)
 link_rate 100mbit
-forecast=(--model.n_layer=2 --model.n_embd=128 --model.n_head=4 --model.block_size=128 --training.batch_size=8
-          --training.steps=14 --training.log_every=1 --training.eval_every=0 --checkpoint.every=0
+forecast=(--model.n_layer=2 --model.n_embd=128 --model.n_head=4 --model.block_size=256 --training.batch_size=8
+          --training.steps=12 --training.log_every=1 --training.eval_every=0 --checkpoint.every=0
           --schedule.warmup_steps=0 --parallel.timeout_s=60 --parallel.workers=4 --parallel.tensor=2
           --parallel.pipeline=2 --parallel.micro_batches=2)
 forecast_once() {
@@ -99,3 +99,10 @@ sys.exit(0 if err <= 0.25 else 1)
 PY
 }
 forecast_once || forecast_once || fail "the 2-host forecast was off twice"
+
+# Bad input: hosts that do not split the workers evenly, and hosts without a network.
+expect_failure "do not split evenly over the hosts" "$MESHTRAIN" plan --config job.toml --parallel.data=allreduce \
+  --parallel.workers=4 --hardware.nodes=3 --hardware.inter_gb_per_s=1
+expect_failure "give the hosts' network link" "$MESHTRAIN" plan --config job.toml --parallel.data=allreduce \
+  --parallel.workers=4 --hardware.nodes=2
+echo "two_hosts_4d: ok"

@@ -3,7 +3,7 @@
 # input (exit status 3 with the field named; "does not fit anywhere").
 source "$(dirname "$0")/lib.sh"
 
-"$MESHTRAIN" plan --help | grep -q "time.target_days" || fail "plan --help lists no keys"
+grep -q "time.target_days" <<< "$("$MESHTRAIN" plan --help)" || fail "plan --help lists no keys"
 "$MESHTRAIN" plan --list | grep -q "^  h200 .*141.0 GB" || fail "plan --list lacks the H200"
 
 # The notes' worked scenario as a plan file; a flag overrides the file.

@@ -6,8 +6,11 @@
 # nothing fits.
 source "$(dirname "$0")/lib.sh"
 
-"$MESHTRAIN" plan --help | grep -q -- "--emit-config" || fail "plan --help lacks --emit-config"
-"$MESHTRAIN" plan --help | grep -q -- "--force" || fail "plan --help lacks --force"
+# The help is read whole first: grep -q stops reading at its match, and the
+# help's writer would die of SIGPIPE (a failure under pipefail).
+help_text="$("$MESHTRAIN" plan --help)"
+grep -q -- "--emit-config" <<< "$help_text" || fail "plan --help lacks --emit-config"
+grep -q -- "--force" <<< "$help_text" || fail "plan --help lacks --force"
 
 # 1. A fresh job from the plan's model: the default data (data/kjv.txt, here
 # a small file), 2 workers.

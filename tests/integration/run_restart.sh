@@ -14,7 +14,7 @@ ARGS=(--nproc 2 --parallel.data=allreduce --checkpoint.every=5 --checkpoint.keep
 params() {
   local ckpt="$1/checkpoints/step_00000020"
   [ -d "$ckpt" ] || fail "no final checkpoint in $1"
-  if "$MESHTRAIN" --help | grep -q "^  consolidate"; then
+  if grep -q "^  consolidate" <<< "$("$MESHTRAIN" --help)"; then
     "$MESHTRAIN" consolidate "$ckpt" "$2" > /dev/null || fail "consolidate $ckpt"
   else
     cp "$ckpt/model.safetensors" "$2"

@@ -4,12 +4,14 @@
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/bpe/byte_unicode.hpp"
+#include "test_files.hpp"
 
 namespace meshtrain::bpe {
 namespace {
 
 using Ids = std::vector<int32_t>;
 using Merges = std::vector<std::pair<std::string, std::string>>;
+using meshtrain::testing::data_error;
 
 // Bytes 0..255 as ids 0..255, then each merge's result in merge order.
 BpeModel model_with(const Merges& merges, BpeOptions options = {}) {
@@ -98,16 +100,6 @@ TEST(BpeModel, CacheGivesTheSameIds) {
   cache.encode(m, "abc", out);
   EXPECT_EQ(out, ids_of(m, {"abc", "ab", "abc"}));
   EXPECT_EQ(cache.size(), 2u);
-}
-
-template <class F>
-std::string data_error(F&& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no DataError)";
 }
 
 TEST(BpeModel, RejectsInconsistentVocabularyAndMerges) {

@@ -13,6 +13,7 @@ namespace {
 
 using Ids = std::vector<int32_t>;
 using testing::TempDir;
+using testing::data_error;
 using testing::write_text;
 
 // The 256 bytes at ids 0..255 (by byte), merges after them.
@@ -105,16 +106,6 @@ TEST(TokenizerJson, ReadsMergesAsPairsAndHuggingFaceFields) {
     "model": {"type": "BPE", "dropout": null, "unk_token": null, "fuse_unk": false, "byte_fallback": false,
               "ignore_merges": false, "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]}})");
   EXPECT_EQ(load_tokenizer(dir / "t.json").encode("ab"), (Ids{2}));
-}
-
-template <class F>
-std::string data_error(F&& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no DataError)";
 }
 
 TEST(TokenizerJson, RefusesWhatItWouldEncodeDifferently) {

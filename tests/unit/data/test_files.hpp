@@ -11,7 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/core/error.hpp"
+
 namespace meshtrain::testing {
+
+// The message of the DataError f() throws, or "(no DataError)".
+template <class F>
+std::string data_error(F&& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no DataError)";
+}
 
 class TempDir {
  public:

@@ -11,21 +11,12 @@ namespace meshtrain {
 namespace {
 
 using testing::TempDir;
+using testing::data_error;
 
 std::vector<int32_t> iota_ids(int n, int mod = 1000) {
   std::vector<int32_t> ids(n);
   for (int i = 0; i < n; ++i) ids[i] = i % mod;
   return ids;
-}
-
-template <class F>
-std::string data_error(F&& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no DataError)";
 }
 
 TEST(TokenDataset, WindowsStartEveryTTokensInEachFile) {

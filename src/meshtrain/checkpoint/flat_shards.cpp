@@ -119,7 +119,7 @@ class ViewTensorReader final : public FlatRangeReader {
   ViewTensorReader(const std::vector<ViewTensorSource>& sources, const ParamStore& store) : store_(store) {
     for (const auto& s : sources) {
       auto reader = std::make_unique<SafetensorsReader>(s.file);
-      check_view_tensors(*reader, store, s.prefix, s.ignored);
+      check_view_tensors(*reader, store, s.prefix);
       buffers_[s.buffer] = {std::move(reader), s.prefix};
     }
   }

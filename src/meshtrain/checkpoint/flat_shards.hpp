@@ -14,7 +14,6 @@
 // files (which together must cover the whole layout), or from a whole-model
 // checkpoint whose tensors are named per view (param_io.hpp).
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -75,13 +74,11 @@ std::unique_ptr<FlatRangeReader> open_flat_shards(const std::vector<std::filesys
 // Whole-model files: each buffer is a file and a tensor-name prefix
 // (e.g. {"params", model.safetensors, ""}, {"exp_avg", train_state.safetensors,
 // "exp_avg."}). Each file's tensors under the prefix must match the store's
-// views exactly (param_io.hpp's rule), checked when a buffer is first read;
-// tensors `ignored` names need not be in the store.
+// views exactly (param_io.hpp's rule), checked when a buffer is first read.
 struct ViewTensorSource {
   std::string buffer;
   std::filesystem::path file;
   std::string prefix;
-  std::function<bool(std::string_view)> ignored = {};
 };
 std::unique_ptr<FlatRangeReader> open_view_tensors(const std::vector<ViewTensorSource>& sources,
                                                    const ParamStore& store);

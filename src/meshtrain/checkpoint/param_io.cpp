@@ -27,8 +27,7 @@ std::vector<TensorEntry> view_tensors(const ParamStore& store, const float* flat
 
 // Names and shapes only: a layout store (not allocated) can be checked too,
 // as a resharded read of a whole checkpoint does.
-void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix,
-                        const std::function<bool(std::string_view)>& ignored) {
+void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix) {
   std::vector<std::string> differences;
   size_t count = 0;
   auto note = [&](std::string text) {
@@ -46,7 +45,7 @@ void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store
            std::string(dtype_name(t->dtype)) + " " + shape_string(t->shape));
   }
   for (const TensorInfo& t : reader.tensors())
-    if (t.name.starts_with(prefix) && !expected.count(t.name) && !(ignored && ignored(t.name)))
+    if (t.name.starts_with(prefix) && !expected.count(t.name))
       note("extra tensor '" + t.name + "' " + shape_string(t.shape) + " not in the model");
   if (count > 0) {
     std::string msg = "checkpoint " + reader.path().string() + " does not match the model (" +

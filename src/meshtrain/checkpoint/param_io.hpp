@@ -8,7 +8,6 @@
 // state) under a prefix, e.g. "exp_avg." + view name, so one train-state file
 // can hold several of them.
 #include <filesystem>
-#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -30,11 +29,8 @@ std::vector<TensorEntry> view_tensors(const ParamStore& store, const float* flat
 void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store, float* flat,
                        std::string_view prefix = "");
 // Only the check of read_view_tensors: the same CheckpointError, nothing read.
-// Tensors for which `ignored` holds (say, a Hugging Face file's attention
-// masks) are not counted as extra. F32, BF16 and F16 tensors all pass: a read
-// widens them to float.
-void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix = "",
-                        const std::function<bool(std::string_view)>& ignored = {});
+// F32, BF16 and F16 tensors all pass: a read widens them to float.
+void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix = "");
 
 // The model's parameters to/from one file.
 void save_params(const ParamStore& store, const std::filesystem::path& path, const Metadata& metadata = {});

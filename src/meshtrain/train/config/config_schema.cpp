@@ -13,6 +13,10 @@
 #include "meshtrain/parallel/pipeline/stage_split.hpp"
 
 namespace meshtrain {
+
+[[noreturn]] void fail_config(const std::string& origin, const std::string& key, const std::string& what) {
+  throw ConfigError(origin + ": " + key + ": " + what);
+}
 namespace {
 
 enum class FieldType { Int, Float, Bool, String, IntList, Enum };
@@ -222,19 +226,15 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-[[noreturn]] void fail(const std::string& origin, const std::string& key, const std::string& what) {
-  throw ConfigError(origin + ": " + key + ": " + what);
-}
-
 int64_t read_int(const toml::node& node, const Field& f, const std::string& origin) {
   if (!node.is_integer()) {
     std::ostringstream got;
     got << node.type();
-    fail(origin, f.name(), "expected an integer, got " + got.str());
+    fail_config(origin, f.name(), "expected an integer, got " + got.str());
   }
   auto v = node.value<int64_t>().value();
   if (!f.range.contains(static_cast<double>(v)))
-    fail(origin, f.name(), "value " + std::to_string(v) + " is out of range " + f.range.text());
+    fail_config(origin, f.name(), "value " + std::to_string(v) + " is out of range " + f.range.text());
   return v;
 }
 
@@ -243,31 +243,31 @@ void set_field(JobConfig& config, const Field& f, const toml::node& node, const 
   switch (f.type) {
     case FieldType::Int: *static_cast<int64_t*>(p) = read_int(node, f, origin); break;
     case FieldType::Float: {
-      if (!node.is_number()) fail(origin, f.name(), "expected a number");
+      if (!node.is_number()) fail_config(origin, f.name(), "expected a number");
       double v = node.is_integer() ? static_cast<double>(node.value<int64_t>().value()) : node.value<double>().value();
       if (!std::isfinite(v) || !f.range.contains(v))
-        fail(origin, f.name(), "value " + std::to_string(v) + " is out of range " + f.range.text());
+        fail_config(origin, f.name(), "value " + std::to_string(v) + " is out of range " + f.range.text());
       *static_cast<double*>(p) = v;
       break;
     }
     case FieldType::Bool:
-      if (!node.is_boolean()) fail(origin, f.name(), "expected true or false");
+      if (!node.is_boolean()) fail_config(origin, f.name(), "expected true or false");
       *static_cast<bool*>(p) = node.value<bool>().value();
       break;
     case FieldType::String:
-      if (!node.is_string()) fail(origin, f.name(), "expected a string");
+      if (!node.is_string()) fail_config(origin, f.name(), "expected a string");
       *static_cast<std::string*>(p) = node.value<std::string>().value();
       break;
     case FieldType::Enum: {
-      if (!node.is_string()) fail(origin, f.name(), "expected a string");
+      if (!node.is_string()) fail_config(origin, f.name(), "expected a string");
       const std::string v = node.value<std::string>().value();
       if (!f.enumerated.parse(p, v))
-        fail(origin, f.name(), "unknown value '" + v + "' (expected one of: " + join(f.choices) + ")");
+        fail_config(origin, f.name(), "unknown value '" + v + "' (expected one of: " + join(f.choices) + ")");
       break;
     }
     case FieldType::IntList: {
       const auto* arr = node.as_array();
-      if (!arr || (arr->empty() && !f.may_be_empty)) fail(origin, f.name(), "expected a non-empty array of integers");
+      if (!arr || (arr->empty() && !f.may_be_empty)) fail_config(origin, f.name(), "expected a non-empty array of integers");
       std::vector<int64_t> values;
       for (const auto& el : *arr) values.push_back(read_int(el, f, origin));
       *static_cast<std::vector<int64_t>*>(p) = values;
@@ -333,12 +333,12 @@ JobConfig parse_job_config(std::string_view toml_text, const std::string& origin
   JobConfig config;
   for (auto&& [section_key, section_node] : root) {
     std::string section(section_key.str());
-    if (!section_exists(section)) fail(origin, section, "unknown section");
+    if (!section_exists(section)) fail_config(origin, section, "unknown section");
     const auto* table = section_node.as_table();
-    if (!table) fail(origin, section, "expected a [" + section + "] table");
+    if (!table) fail_config(origin, section, "expected a [" + section + "] table");
     for (auto&& [key, node] : *table) {
       const Field* f = find_field(section, key.str());
-      if (!f) fail(origin, section + "." + std::string(key.str()), "unknown key");
+      if (!f) fail_config(origin, section + "." + std::string(key.str()), "unknown key");
       set_field(config, *f, node, origin);
     }
   }
@@ -357,15 +357,15 @@ JobConfig load_job_config(const std::string& path) {
 void apply_override(JobConfig& config, std::string_view assignment) {
   const std::string origin = "command line";
   auto eq = assignment.find('=');
-  if (eq == std::string_view::npos) fail(origin, std::string(assignment), "expected --section.key=value");
+  if (eq == std::string_view::npos) fail_config(origin, std::string(assignment), "expected --section.key=value");
   std::string name(assignment.substr(0, eq));
   std::string value(assignment.substr(eq + 1));
   auto dot = name.find('.');
-  if (dot == std::string::npos) fail(origin, name, "expected --section.key=value");
+  if (dot == std::string::npos) fail_config(origin, name, "expected --section.key=value");
   std::string section = name.substr(0, dot), key = name.substr(dot + 1);
-  if (!section_exists(section)) fail(origin, name, "unknown section '" + section + "'");
+  if (!section_exists(section)) fail_config(origin, name, "unknown section '" + section + "'");
   const Field* f = find_field(section, key);
-  if (!f) fail(origin, name, "unknown key");
+  if (!f) fail_config(origin, name, "unknown key");
   toml::table parsed;
   bool is_toml = true;
   try {
@@ -378,7 +378,7 @@ void apply_override(JobConfig& config, std::string_view assignment) {
     toml::value<std::string> raw(value);  // a bare word such as a path
     set_field(config, *f, raw, origin);
   } else {
-    if (!is_toml) fail(origin, name, "cannot read value '" + value + "'");
+    if (!is_toml) fail_config(origin, name, "cannot read value '" + value + "'");
     set_field(config, *f, *parsed.get("v"), origin);
   }
 }

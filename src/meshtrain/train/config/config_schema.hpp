@@ -21,6 +21,8 @@ void apply_override(JobConfig& config, std::string_view assignment);
 // Applies command-line arguments of the form --section.key=value, then
 // validates the result. Anything else is a ConfigError.
 void apply_overrides(JobConfig& config, const std::vector<std::string>& args);
+// Throws the ConfigError every config check raises: "<origin>: <key>: <what>".
+[[noreturn]] void fail_config(const std::string& origin, const std::string& key, const std::string& what);
 // Checks relations between keys (heads divide width, ...). Called by the
 // parsers; call it again after overrides.
 void validate_job_config(const JobConfig& config);

@@ -1,0 +1,134 @@
+// bf16 GEMM through oneDNN's matmul primitive (see gemm_bf16.hpp).
+//
+// A primitive is built for one shape, set of strides and beta, so each
+// thread keeps the ones it built, keyed by those and by whether it runs
+// inside a parallel region (there oneDNN runs on the calling thread only):
+// a training step calls the same few dozen shapes every step, so after the
+// first step every call is a look-up.
+#include "meshtrain/kernels/gemm_bf16.hpp"
+
+#include <dnnl.hpp>
+#include <omp.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace meshtrain::kernels {
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// op(X) is rows x cols stored with row stride ld; transposed storage is
+// expressed as strides, not copied.
+memory::desc operand(memory::data_type type, int rows, int cols, int ld, Trans t) {
+  const memory::dims strides = t == Trans::No ? memory::dims{ld, 1} : memory::dims{1, ld};
+  return memory::desc({rows, cols}, type, strides);
+}
+
+struct PrimitiveKey {
+  Trans ta, tb;
+  int M, N, K, lda, ldb, ldc;
+  float alpha, beta;
+  bool nested;
+  auto tie() const { return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, nested); }
+  bool operator<(const PrimitiveKey& o) const { return tie() < o.tie(); }
+};
+
+struct Primitive {
+  dnnl::matmul matmul;
+  memory::desc a, b, c;
+  std::string impl;
+};
+
+Primitive build(const PrimitiveKey& k) {
+  Primitive p;
+  p.a = operand(memory::data_type::bf16, k.M, k.K, k.lda, k.ta);
+  p.b = operand(memory::data_type::bf16, k.K, k.N, k.ldb, k.tb);
+  p.c = operand(memory::data_type::f32, k.M, k.N, k.ldc, Trans::No);
+  dnnl::primitive_attr attr;
+  if (k.alpha != 1.0f) attr.set_output_scales(0, {k.alpha});
+  if (k.beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(k.beta);
+    attr.set_post_ops(ops);
+  }
+  auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, p.b, p.c), attr, cpu_engine());
+  p.impl = pd.impl_info_str();
+  p.matmul = dnnl::matmul(pd);
+  return p;
+}
+
+// Whether oneDNN has a kernel of its own for bf16 here (AVX-512 and up) or
+// only its reference loops, decided once on a typical shape.
+bool onednn_has_bf16_kernel() {
+  static const bool has = [] {
+    const Primitive p = build({Trans::No, Trans::No, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f, false});
+    return p.impl.find("ref") == std::string::npos;
+  }();
+  return has;
+}
+
+void zero_k(int M, int N, float beta, float* C, int ldc) {  // C = beta C when K = 0
+  for (int i = 0; i < M; ++i) {
+    float* c = C + size_t(i) * ldc;
+    if (beta == 0.0f) std::memset(c, 0, sizeof(float) * N);
+    else for (int j = 0; j < N; ++j) c[j] *= beta;
+  }
+}
+
+}  // namespace
+
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const Bf16* A, int lda,
+               const Bf16* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) return zero_k(M, N, beta, C, ldc);
+  if (!onednn_has_bf16_kernel())
+    return detail::gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  thread_local std::map<PrimitiveKey, Primitive> primitives;
+  thread_local dnnl::stream stream(cpu_engine());
+  const PrimitiveKey key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, omp_in_parallel() != 0};
+  auto it = primitives.find(key);
+  if (it == primitives.end()) it = primitives.emplace(key, build(key)).first;
+  const Primitive& p = it->second;
+  memory a(p.a, cpu_engine(), const_cast<Bf16*>(A));
+  memory b(p.b, cpu_engine(), const_cast<Bf16*>(B));
+  memory c(p.c, cpu_engine(), C);
+  p.matmul.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  stream.wait();
+}
+
+const char* gemm_bf16_backend_name() {
+  static const std::string name = [] {
+    if (!onednn_has_bf16_kernel()) return std::string("widened fp32 (no bf16 kernel on this CPU)");
+    return "onednn " + build({Trans::No, Trans::No, 512, 512, 512, 512, 512, 512, 1.0f, 0.0f, false}).impl;
+  }();
+  return name.c_str();
+}
+
+namespace detail {
+
+void gemm_bf16_widened(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const Bf16* A, int lda,
+                       const Bf16* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) return zero_k(M, N, beta, C, ldc);
+  thread_local std::vector<float> a, b;
+  // Stored extents: the last row holds only its columns, not a whole stride.
+  const size_t a_size = size_t((trans_a == Trans::No ? M : K) - 1) * lda + (trans_a == Trans::No ? K : M);
+  const size_t b_size = size_t((trans_b == Trans::No ? K : N) - 1) * ldb + (trans_b == Trans::No ? N : K);
+  a.resize(a_size);
+  b.resize(b_size);
+  to_float(A, a.data(), a_size);
+  to_float(B, b.data(), b_size);
+  gemm(trans_a, trans_b, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, C, ldc);
+}
+
+}  // namespace detail
+}  // namespace meshtrain::kernels

@@ -1,0 +1,31 @@
+#pragma once
+// C = alpha * op(A) * op(B) + beta * C with A and B in bf16 and C in fp32:
+// each product of two bf16 numbers is exact in fp32 and the sums run in
+// fp32, as on the CPU's matrix units (AMX tiles, AVX512-BF16's vdpbf16ps).
+// Same argument meaning and threading contract as kernels::gemm.
+//
+// Paths, chosen once per process from what the CPU has (logged by
+// gemm_bf16_backend_name()):
+//   onednn    oneDNN's matmul primitive, which dispatches AMX, AVX512-BF16
+//             or AVX512 at run time, whatever the build's -march says.
+//   widened   where oneDNN has only its reference kernel for bf16 (no
+//             AVX-512): both operands widened to fp32 (exactly) and
+//             kernels::gemm. The same products and fp32 sums, only slower.
+#include "meshtrain/kernels/bf16.hpp"
+#include "meshtrain/kernels/gemm.hpp"
+
+namespace meshtrain::kernels {
+
+void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const Bf16* A, int lda,
+               const Bf16* B, int ldb, float beta, float* C, int ldc);
+
+// "onednn <implementation>" (e.g. "onednn brg:avx512_core_amx") or "widened fp32".
+const char* gemm_bf16_backend_name();
+
+namespace detail {
+// The widened path whatever the CPU has (for tests).
+void gemm_bf16_widened(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const Bf16* A, int lda,
+                       const Bf16* B, int ldb, float beta, float* C, int ldc);
+}  // namespace detail
+
+}  // namespace meshtrain::kernels

@@ -4,7 +4,7 @@
 # resumes from its newest complete, asynchronously written checkpoint):
 #   - a random worker of a data-parallel job,
 #   - the primary (rank 0),
-#   - a random worker of a ZeRO stage 3 job (sharded checkpoints),
+#   - a random worker of a ZeRO stage 3 job (sharded checkpoints), in fp32 and in bf16,
 #   - the reducer of a Reduction Server job,
 #   - a tensor rank of a tensor-parallel job (one shard file per tensor rank),
 #   - a middle stage of a 4-stage pipeline (one file per stage).
@@ -47,6 +47,7 @@ chaos() {
 chaos worker $((RANDOM % 2))
 chaos primary 0
 chaos zero3 $((RANDOM % 2)) --parallel.zero_stage=3
+chaos zero3-bf16 $((RANDOM % 2)) --parallel.zero_stage=3 --training.precision=bf16
 # Workers are ranks 0-1, the reducer rank 2.
 chaos reducer 2 --parallel.all_reduce=reduction_server --parallel.reducers=1
 chaos tensor $((RANDOM % 2)) --parallel.tensor=2

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/precision.hpp"
 #include "meshtrain/core/shape.hpp"
 
 namespace meshtrain {
@@ -123,6 +124,11 @@ class ParamStore {
 
   float* param(size_t index) { return param_ptr_[index]; }
   const float* param(size_t index) const { return param_ptr_[index]; }
+
+  // The precision the layers' matrix products run in (core/precision.hpp):
+  // the parameters themselves stay fp32. Set once, before the first forward.
+  void set_compute_precision(Precision p) { compute_precision_ = p; }
+  Precision compute_precision() const { return compute_precision_; }
   float* grad(size_t index) { return grad_ptr_[index]; }
   const float* grad(size_t index) const { return grad_ptr_[index]; }
 
@@ -185,6 +191,7 @@ class ParamStore {
   bool open_whole_step_ = false;  // the last unit is an anonymous one still growing
   bool replica_ = false;          // between begin_replica() and end_replica()
   bool declaring_experts_ = false;
+  Precision compute_precision_ = Precision::Fp32;
   std::vector<float*> param_ptr_, grad_ptr_;
   UnitObserver* unit_observer_ = nullptr;
   AlignedBuffer<float> params_{MemoryKind::Parameters};

@@ -7,6 +7,7 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/elementwise.hpp"
 #include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/kernels/gemm_bf16.hpp"
 #include "meshtrain/nn/init.hpp"
 
 namespace meshtrain::nn {
@@ -67,14 +68,20 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
   }
   inp_ = inp;
   M_ = M;
+  if (bf16()) {
+    // The operands rounded once: backward reuses both (the weight does not
+    // change between a forward and its backward).
+    w16_.ensure(in_ * out_);
+    kernels::to_bf16(store_.param(weight_), w16_.data(), static_cast<size_t>(in_ * out_));
+    in16_.ensure(M * in_);
+    kernels::to_bf16(inp, in16_.data(), static_cast<size_t>(M * in_));
+  }
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
   if (shard_.kind == LinearShard::Kind::Row) {
     float* partial = seq ? (seq_.ensure(M * out_), seq_.data()) : out;  // (M, out)
     // The partial products sum over the group first; bias and residual are
     // then added once, not once per rank.
-    kernels::gemm(Trans::No, Trans::No, static_cast<int>(M), static_cast<int>(out_), static_cast<int>(in_), 1.0f,
-                  inp, static_cast<int>(in_), store_.param(weight_), static_cast<int>(out_), 0.0f, partial,
-                  static_cast<int>(out_));
+    gemm_forward(inp, M, 0.0f, partial);
     if (seq)
       shard_.tp->reduce_scatter_sum(partial, out, static_cast<size_t>(rows * out_));  // -> (M/T, out)
     else
@@ -86,9 +93,7 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
   // write pass instead of a read-modify-write pass after the matmul.
   const bool prefill = bias || residual;
   if (prefill) kernels::fill_rows(out, bias, residual, M, out_);
-  kernels::gemm(Trans::No, Trans::No, static_cast<int>(M), static_cast<int>(out_), static_cast<int>(in_), 1.0f,
-                inp, static_cast<int>(in_), store_.param(weight_), static_cast<int>(out_), prefill ? 1.0f : 0.0f,
-                out, static_cast<int>(out_));
+  gemm_forward(inp, M, prefill ? 1.0f : 0.0f, out);
   return out;
 }
 
@@ -108,6 +113,10 @@ void Linear::backward(float* dinp, const float* dout) {
   // gradient over the gathered input, once the weight gradient has read it.
   float* dinp_all = dinp && seq && column ? seq_.data() : dinp;  // (M, in)
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
+  if (bf16()) {  // dout rounded once for both products (and kept for a deferred weight gradient)
+    dout16_.ensure(M_ * out_);
+    kernels::to_bf16(dout, dout16_.data(), static_cast<size_t>(M_ * out_));
+  }
   auto weight_grad = [&] {
     gemm_weight_grad(dout);
     if (has_bias_) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
@@ -118,13 +127,20 @@ void Linear::backward(float* dinp, const float* dout) {
   };
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
-    kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp_all,
-                  in);
+    if (bf16())
+      kernels::gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16_.data(), out, w16_.data(), out, 0.0f,
+                         dinp_all, in);
+    else
+      kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp_all,
+                    in);
   };
   if (defer_weight_) {
-    // Input half now; the weight GEMM waits for backward_weight().
-    dout_saved_.ensure(M_ * out_);
-    std::copy(dout, dout + M_ * out_, dout_saved_.data());
+    // Input half now; the weight GEMM waits for backward_weight(). Under
+    // bf16 the rounded dout16_ is that copy already.
+    if (!bf16()) {
+      dout_saved_.ensure(M_ * out_);
+      std::copy(dout, dout + M_ * out_, dout_saved_.data());
+    }
     weight_pending_ = true;
     if (has_bias_) {
       kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
@@ -157,10 +173,23 @@ void Linear::backward(float* dinp, const float* dout) {
     shard_.tp->all_reduce_sum(dinp, static_cast<size_t>(M_ * in_));
 }
 
+void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out) {
+  // out (M, out) = inp (M, in) W (in, out) + beta out
+  const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
+  if (bf16())
+    kernels::gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, w16_.data(), n, beta, out, n);
+  else
+    kernels::gemm(Trans::No, Trans::No, m, n, k, 1.0f, inp, k, store_.param(weight_), n, beta, out, n);
+}
+
 void Linear::gemm_weight_grad(const float* dout) {
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
   // dW (in, out) += inp^T (in, M) dout (M, out)
-  kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, 1.0f, store_.grad(weight_), out);
+  if (bf16())
+    kernels::gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16_.data(), out, 1.0f,
+                       store_.grad(weight_), out);
+  else
+    kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, 1.0f, store_.grad(weight_), out);
 }
 
 void Linear::backward_weight() {

@@ -14,6 +14,7 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
+#include "meshtrain/kernels/bf16.hpp"
 #include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
 
@@ -100,9 +101,12 @@ class Linear {
   // Full recomputation (recompute.hpp): the output (when `output`) and the
   // sequence-parallel work area live in `pool`'s "<key>.out", "<key>.seq".
   // A deferred dout stays the layer's own: it waits for backward_weight().
+  // The bf16 operands a replay rounds again share the pool too.
   void share_activations(SharedActivations& pool, const std::string& key, bool output = true) {
     if (output) out_buf_.share(&pool.get(key + ".out"));
     seq_.share(&pool.get(key + ".seq"));
+    in16_.share(&pool.get_bf16(key + ".in16"));
+    w16_.share(&pool.get_bf16(key + ".w16"));
   }
 
  private:
@@ -114,7 +118,11 @@ class Linear {
   bool sequence_parallel() const;
   // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
   int64_t local_rows(int64_t M) const;
-  // dW += inp^T dout over the last forward's rows.
+  // Whether the products run on bf16 operands (ParamStore::compute_precision).
+  bool bf16() const { return store_.compute_precision() == Precision::Bf16; }
+  // out (M, out) = inp W + beta out.
+  void gemm_forward(const float* inp, int64_t M, float beta, float* out);
+  // dW += inp^T dout over the last forward's rows (bf16: in16_ and dout16_).
   void gemm_weight_grad(const float* dout);
 
   const float* inp_ = nullptr;  // (M, in), borrowed from the caller (Column under SP: seq_)
@@ -126,7 +134,12 @@ class Linear {
   AlignedBuffer<float> seq_{MemoryKind::Activations};
   bool defer_weight_ = false;
   bool weight_pending_ = false;                               // backward() ran, backward_weight() not yet
-  AlignedBuffer<float> dout_saved_{MemoryKind::Activations};  // (M, out) deferral only
+  AlignedBuffer<float> dout_saved_{MemoryKind::Activations};  // (M, out) deferral only, fp32
+  // bf16 products only: the rounded weight (in, out), input (M, in) and
+  // output gradient (M, out), the last also a deferred weight gradient's.
+  AlignedBuffer<kernels::Bf16> w16_{MemoryKind::Activations};
+  AlignedBuffer<kernels::Bf16> in16_{MemoryKind::Activations};
+  AlignedBuffer<kernels::Bf16> dout16_{MemoryKind::Activations};
 };
 
 }  // namespace meshtrain::nn

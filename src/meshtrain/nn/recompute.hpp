@@ -21,6 +21,7 @@
 
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/enum_names.hpp"
+#include "meshtrain/kernels/bf16.hpp"
 
 namespace meshtrain::nn {
 
@@ -40,8 +41,16 @@ class SharedActivations {
     return *buffer;
   }
 
+  // The same for the bf16 operands of linear layers (training.precision = "bf16").
+  AlignedBuffer<kernels::Bf16>& get_bf16(const std::string& name) {
+    auto& buffer = bf16_buffers_[name];
+    if (!buffer) buffer = std::make_unique<AlignedBuffer<kernels::Bf16>>(MemoryKind::Activations);
+    return *buffer;
+  }
+
  private:
   std::map<std::string, std::unique_ptr<AlignedBuffer<float>>> buffers_;
+  std::map<std::string, std::unique_ptr<AlignedBuffer<kernels::Bf16>>> bf16_buffers_;
 };
 
 }  // namespace meshtrain::nn

@@ -37,12 +37,13 @@ void fill(Batch& batch, int64_t B, int64_t T) {
 }
 
 // Two steps' forward and backward (the second sees the buffers the first left).
-Pass run(nn::Recompute mode, bool split_backward = false) {
+Pass run(nn::Recompute mode, bool split_backward = false, Precision precision = Precision::Fp32) {
   const size_t before = MemoryTracker::global().current(MemoryKind::Activations);
   Pass pass;
   {
     Gpt gpt(config(mode), nullptr,
             {{.first_layer = 0, .end_layer = 3, .embedding = true, .head = true}});
+    gpt.store().set_compute_precision(precision);
     Rng rng(7);
     gpt.init_parameters(rng);
     Batch batch;
@@ -87,6 +88,22 @@ TEST(Recompute, FullReplaysBeforeASplitBackwardsWeightGradients) {
   const Pass full = run(nn::Recompute::Full, /*split_backward=*/true);
   EXPECT_EQ(std::memcmp(&none.loss, &full.loss, sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(none.grads.data(), full.grads.data(), none.grads.size() * sizeof(float)), 0);
+}
+
+TEST(Recompute, BitwiseEqualToNoneInBf16Too) {
+  // The replays round the same fp32 values to bf16 again: the same bits.
+  for (bool split : {false, true}) {
+    const Pass none = run(nn::Recompute::None, split, Precision::Bf16);
+    const Pass fp32 = run(nn::Recompute::None, split, Precision::Fp32);
+    EXPECT_NE(std::memcmp(none.grads.data(), fp32.grads.data(), none.grads.size() * sizeof(float)), 0)
+        << "bf16 products should round differently from fp32's";
+    for (nn::Recompute mode : {nn::Recompute::Selective, nn::Recompute::Full}) {
+      const Pass again = run(mode, split, Precision::Bf16);
+      EXPECT_EQ(std::memcmp(&none.loss, &again.loss, sizeof(float)), 0) << enum_string(mode) << " split " << split;
+      EXPECT_EQ(std::memcmp(none.grads.data(), again.grads.data(), none.grads.size() * sizeof(float)), 0)
+          << enum_string(mode) << " split " << split;
+    }
+  }
 }
 
 TEST(Recompute, FullRefusesMixtureOfExpertsBlocks) {

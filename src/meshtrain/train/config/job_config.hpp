@@ -12,6 +12,7 @@
 #include "meshtrain/comm/bootstrap/transport_kind.hpp"
 #include "meshtrain/comm/collectives/algorithm.hpp"
 #include "meshtrain/core/enum_names.hpp"
+#include "meshtrain/core/precision.hpp"
 #include "meshtrain/data/dataset.hpp"
 #include "meshtrain/data/sampler.hpp"
 #include "meshtrain/nn/recompute.hpp"
@@ -87,6 +88,7 @@ struct TrainingSection {
   std::string out_dir = "runs/default";
   double max_memory_mb = 0;  // per-rank limit on tracked memory; 0: none
   nn::Recompute recompute = nn::Recompute::None;
+  Precision precision = Precision::Fp32;  // the matrix products' operands (core/precision.hpp)
 };
 
 struct OptimizerSection {

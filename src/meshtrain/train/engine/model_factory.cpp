@@ -23,17 +23,21 @@ std::unique_ptr<Model> make_model(const ModelSection& m, nn::TensorParallelComm*
 }
 
 ModelLayout model_layout(const ParallelSection& p, nn::TensorParallelComm* tp, int stage, nn::ExpertParallelComm* ep,
-                         nn::Recompute recompute) {
+                         nn::Recompute recompute, Precision precision) {
   return {.tp = tp,
           .ep = ep,
           .pipeline = static_cast<int>(p.pipeline),
           .virtual_stages = static_cast<int>(p.virtual_stages),
           .stage = stage,
           .stage_layers = p.stage_layers,
-          .recompute = recompute};
+          .recompute = recompute,
+          .precision = precision};
 }
 
-std::unique_ptr<Model> make_model(const ModelSection& m, const ModelLayout& layout) {
+namespace {
+
+// The model of `m`, its layers split as `layout` says.
+std::unique_ptr<Model> make_layer_model(const ModelSection& m, const ModelLayout& layout) {
   nn::TensorParallelComm* tp = layout.tp;
   const int P = layout.pipeline, V = layout.virtual_stages;
   if (P * V > 1 && m.kind != ModelKind::Gpt)
@@ -71,6 +75,14 @@ std::unique_ptr<Model> make_model(const ModelSection& m, const ModelLayout& layo
   }
   throw ConfigError("model.kind: unknown model '" + enum_string(m.kind) + "' (expected " +
                     enum_choices<ModelKind>() + ")");
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_model(const ModelSection& m, const ModelLayout& layout) {
+  std::unique_ptr<Model> model = make_layer_model(m, layout);
+  model->store().set_compute_precision(layout.precision);
+  return model;
 }
 
 }  // namespace meshtrain

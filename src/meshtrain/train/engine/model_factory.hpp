@@ -22,13 +22,15 @@ struct ModelLayout {
   int pipeline = 1, virtual_stages = 1, stage = 0;
   std::vector<int64_t> stage_layers;  // empty: balanced
   nn::Recompute recompute = nn::Recompute::None;  // training.recompute
+  Precision precision = Precision::Fp32;           // training.precision
 };
 
 std::unique_ptr<Model> make_model(const ModelSection& model, nn::TensorParallelComm* tp = nullptr);
 std::unique_ptr<Model> make_model(const ModelSection& model, const ModelLayout& layout);
 // The layout of worker `stage` of a job's [parallel] section.
 ModelLayout model_layout(const ParallelSection& parallel, nn::TensorParallelComm* tp, int stage,
-                         nn::ExpertParallelComm* ep = nullptr, nn::Recompute recompute = nn::Recompute::None);
+                         nn::ExpertParallelComm* ep = nullptr, nn::Recompute recompute = nn::Recompute::None,
+                         Precision precision = Precision::Fp32);
 // The [model] section's mixture-of-experts keys.
 nn::MoeConfig gpt_moe_config(const ModelSection& model);
 

@@ -314,6 +314,7 @@ CheckpointModel load_checkpoint_model(const std::string& user_path, const std::v
   loaded.config = checkpoint_config(loaded.path);
   apply_overrides(loaded.config, overrides);
   loaded.model = make_model(loaded.config.model);
+  loaded.model->store().set_compute_precision(loaded.config.training.precision);  // eval as the run trained
   loaded.step = load_train_checkpoint(loaded.path, *loaded.model, nullptr).step;
   return loaded;
 }

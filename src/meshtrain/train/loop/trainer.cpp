@@ -13,6 +13,7 @@
 #include "meshtrain/core/stopwatch.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/kernels/gemm_bf16.hpp"
 #include "meshtrain/train/config/rank_agreement.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/memory_budget.hpp"
@@ -168,7 +169,8 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
       checkpoints_(check_writable(to_checkpoint_settings(config))),
       workers_(config.parallel, shared_settings(config)),
       model_(make_model(config.model, model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank(),
-                                                   workers_.expert_group(), config.training.recompute))),
+                                                   workers_.expert_group(), config.training.recompute,
+                                                   config.training.precision))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
       lead_(workers_.is_lead()),
       out_(lead_ ? options.out : nullptr) {
@@ -245,6 +247,11 @@ void SyncTrainer::print_setup() const {
                enum_string(config_.schedule.scale_rule).c_str(), (long long)reference_batch(config_), step_.base_lr,
                machinery_.optimizer->name().c_str(), enum_string(config_.schedule.decay).c_str(),
                omp_get_max_threads(), kernels::gemm_backend_name());
+  if (config_.training.precision == Precision::Bf16)
+    std::fprintf(out_,
+                 "precision: bf16 products with fp32 sums in the linear layers (bf16 GEMM: %s); fp32 master "
+                 "weights, gradients and optimizer state\n",
+                 kernels::gemm_bf16_backend_name());
   if (config_.training.recompute != nn::Recompute::None)
     std::fprintf(out_, "activation recomputation: %s (%s)\n", enum_string(config_.training.recompute).c_str(),
                  config_.training.recompute == nn::Recompute::Full

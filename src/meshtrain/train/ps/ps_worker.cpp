@@ -58,6 +58,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   DataLoader loader = job_data_loader(config, env.rank, env.num_workers());
   std::unique_ptr<Model> model = make_model(config.model);
   ParamStore& store = model->store();
+  store.set_compute_precision(tc.precision);
 
   parallel::ps::ClientOptions copts{.servers = job.servers, .token = env.token, .job_id = env.job_id,
                                     .rank = env.rank, .world_size = env.world_size, .timeout = job.timeout};

@@ -55,6 +55,7 @@ std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worke
   layout.tp = groups.tp.get();
   layout.ep = groups.ep.get();
   layout.recompute = config.training.recompute;  // the probe measures the job's activations and its replays
+  layout.precision = config.training.precision;  // and its products
   std::unique_ptr<Model> model = make_model(config.model, layout);
   Rng rng(static_cast<uint64_t>(config.training.seed));
   model->init_parameters(rng);

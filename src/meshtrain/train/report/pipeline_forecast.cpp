@@ -47,7 +47,8 @@ StageRig make_rig(const JobConfig& config, int stage, int tensor_rank, int data_
   if (p.tensor > 1) rig.tp = std::make_unique<parallel::SoloTensorGroup>(tensor_rank, int(p.tensor), p.sequence_parallel);
   if (p.expert > 1 && config.model.n_expert > 1) rig.ep = std::make_unique<parallel::MirroredExpertGroup>(0, int(p.expert));
   rig.model =
-      make_model(config.model, model_layout(p, rig.tp.get(), stage, rig.ep.get(), config.training.recompute));
+      make_model(config.model, model_layout(p, rig.tp.get(), stage, rig.ep.get(), config.training.recompute,
+                                             config.training.precision));
   Rng rng(static_cast<uint64_t>(config.training.seed));
   rig.model->init_parameters(rng);
   rig.gpt = dynamic_cast<Gpt*>(rig.model.get());

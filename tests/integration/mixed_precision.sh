@@ -1,0 +1,87 @@
+# bf16 mixed precision (training.precision = "bf16"):
+#  - one process says it runs bf16 products, trains differently from fp32
+#    (the rounding shows in the losses) but close to it, and the tiny GPT's
+#    validation loss after 600 steps is within 2% of fp32's;
+#  - every layout trains like one bf16 process on the same global batch:
+#    data parallel, ZeRO-3, tensor, pipeline (1F1B and zero-bubble) and
+#    expert parallelism; losses every step within 1e-4 relative and the
+#    parameters after 12 steps within 1e-3. Why these bounds: a layout sums
+#    the same exact bf16 products in another order (fp32 results ~1e-7
+#    apart), and where such a difference straddles a bf16 rounding boundary
+#    the next product's operand lands one bf16 ulp (2^-8) apart. AdamW
+#    normalises each gradient, so the parameters inherit those flips at
+#    about their relative size; the bound is half of bf16's unit roundoff
+#    (2^-9 = 2e-3). Measured: losses 2e-6, parameters 4e-5 (data parallel)
+#    to 2e-4 (tensor parallel, whose row shards split the sums);
+#  - a run stopped at step 6 and resumed ends bitwise equal to a straight one
+#    (chaos_kill.sh kills a bf16 ZeRO-3 worker and checks the same).
+source "$(dirname "$0")/lib.sh"
+make_text text.txt 200000
+tiny_config job.toml "$WORK/text.txt"
+common=(--model.n_layer=2 --model.n_embd=64 --model.n_head=4 --model.block_size=32 --training.steps=12
+        --training.log_every=1 --training.eval_every=0 --schedule.warmup_steps=0 --checkpoint.every=6
+        --parallel.timeout_s=60 --training.precision=bf16)
+
+train_layout() {  # NAME WORKERS ARGS...
+  local name=$1 workers=$2
+  shift 2
+  local cmd=("$MESHTRAIN" train job.toml "${common[@]}" --parallel.workers="$workers"
+             --training.out_dir="$WORK/$name" "$@")
+  [ "$workers" -gt 1 ] && cmd=("$MESHTRAIN" launch --nproc "$workers" -- "${cmd[@]}")
+  "${cmd[@]}" > "$name.log" 2>&1 || { cat "$name.log"; fail "$name in bf16"; }
+}
+
+like_one() {  # NAME [ONE]: losses every step and the final parameters against one bf16 process
+  local one=${2:-one}
+  compare_losses "$WORK/$one/metrics.jsonl" "$WORK/$1/metrics.jsonl" 1e-4 || fail "$1: losses differ from one bf16 process"
+  compare_params "$(params_file "$WORK/$one/checkpoints/step_00000012")" \
+                 "$(params_file "$WORK/$1/checkpoints/step_00000012")" 1e-3 || fail "$1: parameters differ"
+}
+
+train_layout one 1 --training.batch_size=8
+grep -q "precision: bf16 products" one.log || { cat one.log; fail "the setup does not say it runs bf16"; }
+train_layout one-fp32 1 --training.batch_size=8 --training.precision=fp32
+python3 - "$WORK" <<'PY' || fail "bf16 against fp32 in one process"
+import json, sys
+loss = lambda p: [r["loss"] for r in map(json.loads, open(p)) if "loss" in r]
+a, b = loss(f"{sys.argv[1]}/one/metrics.jsonl"), loss(f"{sys.argv[1]}/one-fp32/metrics.jsonl")
+worst = max(abs(x - y) / y for x, y in zip(a, b))
+print(f"bf16 against fp32, one process: worst relative loss difference {worst:.3g}")
+assert 0 < worst < 1e-2, worst
+PY
+
+train_layout dp2 2 --parallel.data=allreduce --training.batch_size=4
+train_layout zero3 2 --parallel.data=allreduce --parallel.zero_stage=3 --training.batch_size=4
+train_layout tp2 2 --parallel.tensor=2 --training.batch_size=8
+train_layout pp2-1f1b 2 --parallel.pipeline=2 --parallel.micro_batches=4 --parallel.schedule=1f1b \
+  --parallel.data=none --training.batch_size=8
+train_layout pp2-zb 2 --parallel.pipeline=2 --parallel.micro_batches=4 --parallel.schedule=zero_bubble \
+  --parallel.data=none --training.batch_size=8
+for layout in dp2 zero3 tp2 pp2-1f1b pp2-zb; do like_one $layout; done
+
+moe=(--model.n_expert=4 --model.top_k=2)
+train_layout moe-one 1 "${moe[@]}" --training.batch_size=8
+train_layout moe-ep2 2 "${moe[@]}" --parallel.data=allreduce --parallel.expert=2 --training.batch_size=4
+like_one moe-ep2 moe-one
+
+# Resume: 6 steps, stop, 6 more, against the straight 12 of `one`.
+train_layout split 1 --training.batch_size=8 --stop-at-step 6
+train_layout split 1 --training.batch_size=8 --resume
+compare_params "$WORK/one/checkpoints/step_00000012/model.safetensors" \
+               "$WORK/split/checkpoints/step_00000012/model.safetensors" 0 || fail "bf16 resume is not bitwise"
+
+# The tiny GPT, 600 steps: validation loss within 2% of fp32's.
+for p in fp32 bf16; do
+  "$MESHTRAIN" train "$SRC/examples/tiny-gpt.toml" --data.path="$WORK/text.txt" --training.precision=$p \
+    --training.threads=1 --training.eval_every=600 --checkpoint.every=0 --training.out_dir="$WORK/tiny-$p" \
+    > "tiny-$p.log" 2>&1 || { cat "tiny-$p.log"; fail "tiny GPT in $p"; }
+done
+python3 - "$WORK" <<'PY' || fail "bf16's validation loss after 600 steps"
+import json, sys
+val = lambda p: [r["val_loss"] for r in map(json.loads, open(p)) if "val_loss" in r][-1]
+a, b = val(f"{sys.argv[1]}/tiny-bf16/metrics.jsonl"), val(f"{sys.argv[1]}/tiny-fp32/metrics.jsonl")
+print(f"validation loss after 600 steps: bf16 {a:.4f}, fp32 {b:.4f} ({abs(a - b) / b:.2%})")
+assert abs(a - b) / b <= 0.02
+PY
+expect_failure "training.precision" "$MESHTRAIN" train job.toml --training.precision=fp16
+echo "bf16 trains like fp32, every layout like one bf16 process, and resumes bitwise"

@@ -17,6 +17,12 @@ DDP settings: --bucket-cap-mb (DDP's default 25), --grad-as-view
 (torch.compile of the DDP module: Dynamo's DDPOptimizer splits the graph at
 bucket boundaries so all-reduces can still overlap backward).
 
+Precision (--precision, as bench/peers/torch_gpt.py): fp32 (the default), or
+bf16: each rank's forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16), the model's weights, gradients and AdamW state fp32,
+so DDP all-reduces fp32 gradients (PyTorch's default; no comm hook). The
+result says "precision" (and "bf16": "autocast").
+
 Throughput: global tokens/s = nproc * batch * ctx / step time, median over the
 timed steps after --warmup untimed ones (these include compilation); step time
 is rank 0's (each step ends with loss.item(), after the all-reduces finished,
@@ -52,6 +58,8 @@ def parse_args():
     p.add_argument("--bucket-cap-mb", type=float, default=25.0)
     p.add_argument("--grad-as-view", action="store_true", help="gradient_as_bucket_view=True")
     p.add_argument("--static-graph", action="store_true")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
     p.add_argument("--backend", default="gloo")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=900, help="seconds (launcher: whole run)")
@@ -98,7 +106,7 @@ def worker(args):
     sys.argv = [os.path.join(HERE, "torch_gpt.py"), "--layers", str(args.layers), "--d", str(args.d),
                 "--heads", str(args.heads), "--ctx", str(args.ctx), "--batch", str(args.batch),
                 "--threads", str(args.threads), "--wait", args.wait, "--attn", args.attn,
-                "--optim", args.optim, "--seed", str(args.seed)]
+                "--optim", args.optim, "--precision", args.precision, "--seed", str(args.seed)]
     sys.path.insert(0, HERE)
     import torch_gpt as tg  # noqa: E402  (imports torch)
     import torch
@@ -127,7 +135,8 @@ def worker(args):
 
     def step(x, y):
         opt.zero_grad(set_to_none=True)
-        loss = step_fn(x, y)
+        with tg.autocast():
+            loss = step_fn(x, y)
         loss.backward()
         opt.step()
         return loss.item()
@@ -160,7 +169,7 @@ def worker(args):
     res = {
         "peer": "pytorch-ddp", "torch": torch.__version__, "backend": args.backend,
         "nproc": world, "threads": args.threads, "torch_threads": torch.get_num_threads(),
-        "mode": args.mode, "attn": "sdpa" if tg.use_sdpa else "manual", "optim": args.optim,
+        "mode": args.mode, **tg.precision_info(), "attn": "sdpa" if tg.use_sdpa else "manual", "optim": args.optim,
         "bucket_cap_mb": args.bucket_cap_mb, "gradient_as_bucket_view": args.grad_as_view,
         "static_graph": args.static_graph,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),

@@ -10,6 +10,20 @@ The model is meant to be the same as meshtrain's GPT:
   embedding (no bias). Loss: cross-entropy over next bytes. Optimizer: AdamW
   (lr 3e-4, betas 0.9/0.95, weight decay 0.1, eps 1e-8).
 
+Precision (--precision): fp32 (the default) runs everything in float32.
+bf16 runs the forward and the loss under torch.autocast("cpu",
+dtype=torch.bfloat16), PyTorch's usual bf16 mixed precision on CPU: the
+matrix products (linear layers, the tied output layer, attention) take bf16
+operands, the ops on autocast's fp32 list (the cross-entropy among them) run
+in float32, the rest in the dtype of their inputs; backward follows the
+forward's dtypes. The weights (fp32 master weights), their gradients and the
+AdamW state stay float32; the model is never converted with .to(bfloat16).
+With --mode compile the compiled model is called inside the autocast region
+(Dynamo traces autocast into the graph). The result says "precision" and,
+for bf16, "bf16": "autocast", and whether this CPU has bf16 instructions
+(avx512_bf16, AMX) as PyTorch sees them. autocast() and cpu_bf16_info() are
+shared with bench/peers/torch_ddp_gpt.py and torch_zero_gpt.py.
+
 Throughput: median tokens/s (batch*ctx / step time) over the timed steps,
 after --warmup untimed steps (these include torch.compile's compilation).
 
@@ -33,6 +47,7 @@ Runs with the current PyTorch (bench/.venv) and with Debian's 1.13
 F.scaled_dot_product_attention, so attention falls back to the manual form.
 """
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -58,6 +73,9 @@ def parse_args(argv=None):
                    help="OMP_WAIT_POLICY to set before torch loads")
     p.add_argument("--optim", choices=["auto", "foreach", "fused", "plain"], default="auto",
                    help="AdamW implementation (auto: torch's default)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16); "
+                        "weights, gradients and AdamW state stay fp32")
     p.add_argument("--data", default=None,
                    help="text file of bytes to sample from (default data/kjv.txt "
                         "if present, else random bytes)")
@@ -92,6 +110,8 @@ if use_sdpa and not HAS_SDPA:
     sys.exit("torch %s has no F.scaled_dot_product_attention; use --attn manual" % torch.__version__)
 if args.mode == "compile" and not hasattr(torch, "compile"):
     sys.exit("torch %s has no torch.compile" % torch.__version__)
+if args.precision == "bf16" and not hasattr(torch, "autocast"):
+    sys.exit("torch %s has no torch.autocast" % torch.__version__)
 
 VOCAB = 256
 
@@ -227,6 +247,39 @@ def make_optimizer(model):
     return torch.optim.AdamW(groups, **kw)
 
 
+def autocast(precision=None):
+    """The context for the forward and the loss at `precision` (default --precision):
+    torch.autocast("cpu", dtype=torch.bfloat16) for bf16, none for fp32."""
+    if (precision or args.precision) == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def cpu_bf16_info():
+    """What PyTorch finds of bf16 support on this CPU (None where this torch cannot tell):
+    avx512_bf16, AMX tiles, and whether oneDNN (mkldnn) runs bf16 here at all."""
+    def ask(f):
+        try:
+            return bool(f())
+        except Exception:  # noqa: BLE001  (absent in older releases)
+            return None
+    cpu = getattr(torch, "cpu", None)
+    return {
+        "cpu_avx512_bf16": ask(lambda: cpu._is_avx512_bf16_supported()),
+        "cpu_amx_tile": ask(lambda: cpu._is_amx_tile_supported()),
+        "mkldnn_bf16": ask(lambda: torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+    }
+
+
+def precision_info(precision=None, bf16="autocast"):
+    """The result fields for the precision: "precision", and for bf16 how it was done
+    (`bf16`) and the CPU's bf16 support."""
+    precision = precision or args.precision
+    if precision != "bf16":
+        return {"precision": precision}
+    return {"precision": precision, "bf16": bf16, **cpu_bf16_info()}
+
+
 def load_data():
     path = args.data
     if path is None:
@@ -283,7 +336,8 @@ def main():
 
     def step(x, y):
         opt.zero_grad(set_to_none=True)
-        loss = step_fn(x, y)
+        with autocast():
+            loss = step_fn(x, y)
         loss.backward()
         opt.step()
         return loss.item()
@@ -312,6 +366,7 @@ def main():
         "torch": torch.__version__,
         "python": platform.python_version(),
         "mode": args.mode,
+        **precision_info(),
         "attn": "sdpa" if use_sdpa else "manual",
         "optim": args.optim,
         "threads": args.threads,

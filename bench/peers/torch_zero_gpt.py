@@ -25,6 +25,22 @@ PyTorch's default settings:
          reports it and compares against DDP instead).
 Checked with PyTorch 2.15 (bench/.venv): fully_shard runs on CPU with gloo.
 
+Precision (--precision): fp32 (the default), or bf16, each mode in
+PyTorch's own way:
+  ddp, zero1  the forward and loss under torch.autocast("cpu",
+         dtype=torch.bfloat16) (as bench/peers/torch_gpt.py), weights,
+         gradients and AdamW state fp32, gradients all-reduced in fp32
+  fsdp   FSDP2's mixed precision: every fully_shard call gets
+         MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+         reduce_dtype=torch.bfloat16): the fp32 shards (and AdamW state) stay
+         fp32, the all-gathered parameters are bf16, so the whole forward and
+         backward runs in bf16, and gradients are reduce-scattered in bf16,
+         then kept as fp32 shards. --fsdp-autocast adds torch.autocast("cpu",
+         dtype=torch.bfloat16) around the forward and loss on top (off by
+         default). The FullyShardedDataParallel fallback gets
+         MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16).
+The result says "precision" and, for bf16, in "bf16" which of these ran.
+
 Started without RANK in the environment, it starts --nproc copies of itself
 like torchrun (bench/peers/torch_ddp_gpt.py's launcher); under torchrun each
 copy is a rank directly.
@@ -70,6 +86,10 @@ def parse_args():
     p.add_argument("--attn", choices=["auto", "sdpa", "manual"], default="sdpa")
     p.add_argument("--wait", choices=["passive", "active", "unset"], default="unset")
     p.add_argument("--optim", choices=["auto", "foreach", "fused", "plain"], default="auto")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: ddp/zero1 autocast; fsdp MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)")
+    p.add_argument("--fsdp-autocast", action="store_true",
+                   help="fsdp with --precision bf16: also torch.autocast('cpu', bfloat16) around forward and loss")
     p.add_argument("--backend", default="gloo")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=900, help="seconds (launcher: whole run)")
@@ -105,7 +125,7 @@ def worker(args):
     sys.argv = [os.path.join(HERE, "torch_gpt.py"), "--layers", str(args.layers), "--d", str(args.d),
                 "--heads", str(args.heads), "--ctx", str(args.ctx), "--batch", str(args.batch),
                 "--threads", str(args.threads), "--wait", args.wait, "--attn", args.attn,
-                "--optim", args.optim, "--seed", str(args.seed)]
+                "--optim", args.optim, "--precision", args.precision, "--seed", str(args.seed)]
     import torch_gpt as tg  # noqa: E402  (imports torch)
     import torch
     import torch.distributed as dist
@@ -137,6 +157,19 @@ def worker(args):
         by_name = {n.replace("_fsdp_wrapped_module.", ""): p for n, p in module.named_parameters()}
         return [dict(settings, params=[by_name[n] for n in names]) for settings, names in groups]
 
+    bf16 = args.precision == "bf16"
+    # autocast (bf16 matrix products, fp32 weights) for ddp and zero1; FSDP's own
+    # mixed-precision policy for fsdp, with autocast on top only when asked
+    use_autocast = bf16 and (args.mode != "fsdp" or args.fsdp_autocast)
+    MP = "param_dtype=bf16, reduce_dtype=bf16"
+
+    def bf16_method(api):
+        """What --precision bf16 did for api, for the result's "bf16" field."""
+        if api in ("ddp", "zero1"):
+            return "autocast"
+        kind = "MixedPrecisionPolicy" if api == "fully_shard" else "MixedPrecision"
+        return "%s(%s)%s" % (kind, MP, " + autocast" if use_autocast else "")
+
     def build(api):
         """(module to call, optimizer, model whose parameters are the local ones) for api."""
         model = new_model()
@@ -152,15 +185,23 @@ def worker(args):
             from torch.distributed.device_mesh import init_device_mesh
             from torch.distributed.fsdp import fully_shard
             mesh = init_device_mesh("cpu", (world,))
+            kw_mp = {}
+            if bf16:
+                from torch.distributed.fsdp import MixedPrecisionPolicy
+                kw_mp["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
             for b in model.blocks:
-                fully_shard(b, mesh=mesh)
-            fully_shard(model, mesh=mesh)  # parameters become DTensors, names unchanged
+                fully_shard(b, mesh=mesh, **kw_mp)
+            fully_shard(model, mesh=mesh, **kw_mp)  # parameters become DTensors, names unchanged
             return model, cls(param_groups(groups, model), **kw), model
         if api == "FullyShardedDataParallel":
             from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
             from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+            kw_mp = {}
+            if bf16:
+                from torch.distributed.fsdp import MixedPrecision
+                kw_mp["mixed_precision"] = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
             fsdp = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({tg.Block}), device_id=torch.device("cpu"),
-                        use_orig_params=True)
+                        use_orig_params=True, **kw_mp)
             return fsdp, cls(param_groups(groups, fsdp), **kw), fsdp
         raise ValueError(api)
 
@@ -175,7 +216,8 @@ def worker(args):
 
     def step(module, opt, x, y):
         opt.zero_grad(set_to_none=True)
-        loss = module(x, y)
+        with tg.autocast(args.precision if use_autocast else "fp32"):
+            loss = module(x, y)
         loss.backward()
         opt.step()
         return loss.item()
@@ -251,6 +293,7 @@ def worker(args):
     res = {
         "peer": "pytorch-" + args.mode, "torch": torch.__version__, "backend": args.backend,
         "mode": args.mode, "fsdp_api": api if args.mode == "fsdp" else None, "fsdp_failures": failures or None,
+        **tg.precision_info(bf16=bf16_method(api)),
         "nproc": world, "threads": args.threads, "torch_threads": torch.get_num_threads(),
         "attn": "sdpa" if tg.use_sdpa else "manual", "optim": args.optim,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),

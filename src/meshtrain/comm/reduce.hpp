@@ -9,7 +9,9 @@
 
 namespace meshtrain::comm {
 
-enum class DataType { F32, F64, I32, I64 };
+// BF16 (core/bf16.hpp) combines in fp32 and rounds each result back to bf16,
+// as NCCL does: a sum over n ranks rounds n - 1 times.
+enum class DataType { F32, F64, I32, I64, BF16 };
 enum class ReduceOp { Sum, Max, Min };  // average = Sum, then a scale by 1/n (see collectives)
 
 struct Reduction {

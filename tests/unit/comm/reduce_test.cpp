@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "meshtrain/core/bf16.hpp"
+#include "meshtrain/core/error.hpp"
+
 namespace meshtrain::comm {
 namespace {
 
@@ -17,6 +20,20 @@ TEST(ReduceInto, CombinesElementWiseForEveryType) {
   std::vector<double> x{0.5, 1.0}, y{0.25, -3.0};
   reduce_into(x.data(), y.data(), x.size() * sizeof(double), {DataType::F64, ReduceOp::Sum});
   EXPECT_EQ(x, (std::vector<double>{0.75, -2.0}));
+}
+
+TEST(ReduceInto, Bf16CombinesInFp32AndRoundsOnce) {
+  // 256 + 1 is not a bf16 (8 significant bits): the sum rounds to even, 256.
+  std::vector<Bf16> a{to_bf16(256.0f), to_bf16(1.5f), to_bf16(-2.0f)}, b{to_bf16(1.0f), to_bf16(0.25f), to_bf16(3.0f)};
+  reduce_into(a.data(), b.data(), a.size() * sizeof(Bf16), {DataType::BF16, ReduceOp::Sum});
+  EXPECT_EQ(to_float(a[0]), 256.0f);
+  EXPECT_EQ(to_float(a[1]), 1.75f);
+  EXPECT_EQ(to_float(a[2]), 1.0f);
+  reduce_into(a.data(), b.data(), a.size() * sizeof(Bf16), {DataType::BF16, ReduceOp::Max});
+  EXPECT_EQ(to_float(a[1]), 1.75f);
+  EXPECT_EQ(to_float(a[2]), 3.0f);
+  EXPECT_EQ(dtype_bytes(DataType::BF16), 2u);
+  EXPECT_THROW(reduce_into(a.data(), b.data(), 3, {DataType::BF16, ReduceOp::Sum}), Error);
 }
 
 // reduce_into keeps dst as the left operand, reduce_into_after makes it the

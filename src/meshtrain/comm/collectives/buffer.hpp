@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "meshtrain/comm/reduce.hpp"
+#include "meshtrain/core/bf16.hpp"
 
 namespace meshtrain::comm {
 
@@ -21,7 +22,8 @@ constexpr DataType dtype_of() {
   else if constexpr (std::same_as<U, double>) return DataType::F64;
   else if constexpr (std::same_as<U, int32_t>) return DataType::I32;
   else if constexpr (std::same_as<U, int64_t>) return DataType::I64;
-  else static_assert(sizeof(U) == 0, "collectives support float, double, int32_t and int64_t");
+  else if constexpr (std::same_as<U, Bf16>) return DataType::BF16;
+  else static_assert(sizeof(U) == 0, "collectives support float, double, int32_t, int64_t and Bf16");
 }
 
 struct Buffer {

@@ -4,6 +4,7 @@
 #include <bit>
 #include <vector>
 
+#include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::detail {
@@ -83,6 +84,11 @@ void scale_average(std::byte* data, size_t count, DataType dtype, int n) {
     case DataType::F64: divide(reinterpret_cast<double*>(data), count, n); break;
     case DataType::I32: divide(reinterpret_cast<int32_t*>(data), count, n); break;
     case DataType::I64: divide(reinterpret_cast<int64_t*>(data), count, n); break;
+    case DataType::BF16: {
+      Bf16* x = reinterpret_cast<Bf16*>(data);
+      for (size_t i = 0; i < count; ++i) x[i] = to_bf16(to_float(x[i]) / float(n));
+      break;
+    }
   }
 }
 

@@ -35,7 +35,7 @@ std::vector<Request> receive_requests(Transport& t, const Topology& topo) {
   for (size_t w = 0; w < n; ++w) {
     const Request& r = requests[w];
     if (r.magic != kRequestMagic || (r.kind != RequestKind::AllReduce && r.kind != RequestKind::Shutdown) ||
-        r.dtype > uint8_t(DataType::I64) || r.op > uint8_t(ReduceKind::Min) || (r.chunk_bytes == 0 && r.count > 0) ||
+        r.dtype > uint8_t(DataType::BF16) || r.op > uint8_t(ReduceKind::Min) || (r.chunk_bytes == 0 && r.count > 0) ||
         (r.kind == RequestKind::AllReduce && (r.in_flight < 1 || r.in_flight > kMaxInFlight)))
       throw CommError("reducer rank " + std::to_string(t.rank()) + ": malformed request from worker rank " +
                       std::to_string(topo.workers[w]));

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/bf16.hpp"
 
 namespace meshtrain::parallel {
 
@@ -19,6 +20,10 @@ GradientSync::GradientSync(ParamStore& store, comm::ProcessGroup& group, Gradien
       work_(buckets_.size()) {
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (size_t v = buckets_[b].first_view; v < buckets_[b].end_view; ++v) bucket_of_view_[v] = b;
+  if (options_.dtype == Precision::Bf16) {
+    staged_.reserve(buckets_.size());
+    for (const GradientBucket& bucket : buckets_) staged_.emplace_back(bucket.elements(), MemoryKind::Communication);
+  }
   store_.set_grad_ready_hook([this](size_t view) { on_grad_ready(view); });
 }
 
@@ -76,10 +81,23 @@ void GradientSync::launch(size_t b) {
   const auto& bucket = buckets_[b];
   comm::ProcessGroup* group = group_of(bucket);
   if (!group) return;
+  const std::span<float> grads = store_.grads().subspan(bucket.begin, bucket.elements());
+  if (!staged_.empty()) {
+    kernels::to_bf16(grads.data(), staged_[b].data(), grads.size());
+    work_[b] = group->all_reduce_async(staged_[b].span(), comm::ReduceKind::Sum, options_.algorithm);
+    return;
+  }
   // Avg divides on the communication thread, so backward's thread never
   // makes a pass over the gradients for it.
-  work_[b] = group->all_reduce_async(store_.grads().subspan(bucket.begin, bucket.elements()), comm::ReduceKind::Avg,
-                                     options_.algorithm);
+  work_[b] = group->all_reduce_async(grads, comm::ReduceKind::Avg, options_.algorithm);
+}
+
+void GradientSync::widen_average(size_t b) {
+  const GradientBucket& bucket = buckets_[b];
+  const float ranks = static_cast<float>(group_of(bucket)->size());
+  float* g = store_.grads().data() + bucket.begin;
+  const Bf16* sum = staged_[b].data();
+  for (size_t i = 0; i < bucket.elements(); ++i) g[i] = to_float(sum[i]) / ranks;  // as Avg divides
 }
 
 GradientSyncStats GradientSync::finish_backward() {
@@ -92,7 +110,12 @@ GradientSyncStats GradientSync::finish_backward() {
     if (!work_[b]) continue;
     work_[b]->wait();
     stats.busy_s += work_[b]->busy_seconds();
-    stats.bytes += buckets_[b].elements() * sizeof(float);
+    if (!staged_.empty()) {
+      widen_average(b);
+      stats.bytes += buckets_[b].elements() * sizeof(Bf16);
+    } else {
+      stats.bytes += buckets_[b].elements() * sizeof(float);
+    }
     work_[b].reset();
   }
   stats.exposed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();

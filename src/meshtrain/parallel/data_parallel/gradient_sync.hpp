@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "meshtrain/comm/group/process_group.hpp"
+#include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_buckets.hpp"
 
@@ -27,6 +28,9 @@ struct GradientSyncOptions {
   comm::AllReduceAlgorithm algorithm = comm::AllReduceAlgorithm::Auto;
   size_t bucket_bytes = size_t{25} << 20;
   size_t first_bucket_bytes = size_t{1} << 20;
+  // Bf16: each bucket is rounded to bf16, summed in bf16 (each combining
+  // step in fp32, rounded back), then widened and divided by the ranks.
+  Precision dtype = Precision::Fp32;
 };
 
 // Communication of one step, for the overlap report.
@@ -65,6 +69,8 @@ class GradientSync {
   void on_grad_ready(size_t view);
   void launch_ready_buckets();
   void launch(size_t bucket);
+  // Bf16: the bucket's reduced sum, widened into the gradients and divided by the ranks.
+  void widen_average(size_t bucket);
   // The group a bucket is reduced over; null: nothing to reduce.
   comm::ProcessGroup* group_of(const GradientBucket& bucket) const;
 
@@ -77,6 +83,7 @@ class GradientSync {
   std::vector<char> announced_;       // per view, this step
   std::vector<size_t> waiting_;       // per bucket: tensors not yet announced
   std::vector<comm::WorkHandle> work_;  // per bucket, this step
+  std::vector<AlignedBuffer<Bf16>> staged_;  // per bucket, bf16 only: the rounded gradients on the wire
   size_t next_launch_ = 0;
   bool in_backward_ = false;
 };

@@ -3,20 +3,44 @@
 #include <chrono>
 #include <cstring>
 
+#include "meshtrain/kernels/bf16.hpp"
+
 namespace meshtrain::parallel {
 
-GradReducer::GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group)
-    : store_(store), layout_(layout), group_(group) {
-  for (auto& s : slots_) s.data.ensure(layout.max_gathered_size(false));
+GradReducer::GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, Precision wire)
+    : store_(store), layout_(layout), group_(group), bf16_(wire == Precision::Bf16) {
+  for (auto& s : slots_) {
+    s.data.ensure(layout.max_gathered_size(false));
+    if (bf16_) s.data16.ensure(layout.max_gathered_size(false));
+  }
   whole_step_.ensure(layout.whole_step_gathered_size());
+  if (bf16_) whole_step16_.ensure(layout.whole_step_gathered_size());
   shard_.resize(layout.local_size());
   store.release_flat_grads();
 }
 
-comm::WorkHandle GradReducer::reduce_scatter(const UnitShard& u, float* staged) {
-  float* into = (accumulate_ ? incoming_ : shard_).data() + u.local;
-  return group_.reduce_scatter_in_place_async(std::span<float>(staged, layout_.gathered_size(u)),
-                                              std::span<float>(into, u.slice), comm::ReduceKind::Avg);
+GradReducer::Pending GradReducer::reduce_scatter(const UnitShard& u, float* staged, Bf16* staged16) {
+  const size_t gathered = layout_.gathered_size(u);
+  if (!bf16_)
+    return {group_.reduce_scatter_in_place_async(std::span<float>(staged, gathered),
+                                                 std::span<float>(target(u), u.slice), comm::ReduceKind::Avg),
+            &u, nullptr};
+  kernels::to_bf16(staged, staged16, gathered);
+  Bf16* mine = staged16 + size_t(layout_.rank()) * u.slice;  // the rank's segment, reduced in place
+  return {group_.reduce_scatter_in_place_async(std::span<Bf16>(staged16, gathered), std::span<Bf16>(mine, u.slice),
+                                               comm::ReduceKind::Sum),
+          &u, mine};
+}
+
+void GradReducer::complete(Pending& pending) {
+  if (!pending.work) return;
+  auto work = std::move(pending.work);
+  pending.work = nullptr;
+  work->wait();
+  if (!pending.segment) return;
+  float* into = target(*pending.unit);
+  const float ranks = static_cast<float>(group_.size());
+  for (size_t i = 0; i < pending.unit->slice; ++i) into[i] = to_float(pending.segment[i]) / ranks;  // as Avg divides
 }
 
 void GradReducer::start_backward(bool accumulate) {
@@ -31,33 +55,26 @@ void GradReducer::start_backward(bool accumulate) {
 
 void GradReducer::acquire(size_t unit) {
   Slot& slot = slot_of(unit);
-  if (slot.work) {
-    auto work = std::move(slot.work);
-    slot.work = nullptr;
-    work->wait();
-  }
+  complete(slot.pending);
   std::memset(slot.data.data(), 0, layout_.gathered_size(layout_.unit(unit)) * sizeof(float));
   store_.bind_unit_grads(unit, slot.data.data());
 }
 
 void GradReducer::reduce(size_t unit) {
   Slot& slot = slot_of(unit);
-  slot.work = reduce_scatter(layout_.unit(unit), slot.data.data());
+  slot.pending = reduce_scatter(layout_.unit(unit), slot.data.data(), slot.data16.data());
   store_.bind_unit_grads(unit, nullptr);
 }
 
 double GradReducer::finish_backward() {
-  std::vector<comm::WorkHandle> work;
+  std::vector<Pending> whole_step;
   for (const auto& u : layout_.units())
-    if (u.whole_step) work.push_back(reduce_scatter(u, whole_step_.data() + u.whole_step_offset));
+    if (u.whole_step)
+      whole_step.push_back(reduce_scatter(u, whole_step_.data() + u.whole_step_offset,
+                                          bf16_ ? whole_step16_.data() + u.whole_step_offset : nullptr));
   const auto t0 = std::chrono::steady_clock::now();
-  for (auto& s : slots_)
-    if (s.work) {
-      auto w = std::move(s.work);
-      s.work = nullptr;
-      w->wait();
-    }
-  for (auto& w : work) w->wait();
+  for (auto& s : slots_) complete(s.pending);
+  for (auto& p : whole_step) complete(p);
   for (const auto& u : layout_.units())
     if (u.whole_step) store_.bind_unit_grads(u.unit, nullptr);
   if (accumulate_) {

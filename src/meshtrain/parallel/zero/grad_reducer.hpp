@@ -11,6 +11,10 @@
 // Staging buffers are counted as MemoryKind::Communication: two of the
 // largest block's gathered size plus the whole-step units'.
 //
+// Under parallel.reduce_dtype = "bf16" each staging buffer is rounded to a
+// bf16 copy that is reduce-scattered (summed, each step in fp32 and rounded
+// back) and widened into the shard, divided by the ranks, once it arrives.
+//
 // Gradient accumulation (micro-batches): the first micro-batch's backward
 // reduces into the shard as above; each later one reduces into a second
 // shard-sized buffer (MemoryKind::Gradients, made on first use) that
@@ -22,6 +26,7 @@
 
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 
@@ -30,7 +35,8 @@ namespace meshtrain::parallel {
 class GradReducer {
  public:
   // Frees the store's flat gradients.
-  GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group);
+  GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group,
+              Precision wire = Precision::Fp32);
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
@@ -52,12 +58,24 @@ class GradReducer {
   double finish_backward();
 
  private:
+  // A reduce-scatter in flight; under bf16, the rank's reduced segment
+  // still to be widened into the shard once it has arrived.
+  struct Pending {
+    comm::WorkHandle work;
+    const UnitShard* unit = nullptr;
+    const Bf16* segment = nullptr;  // bf16 only
+  };
   struct Slot {
     AlignedBuffer<float> data{MemoryKind::Communication};
-    comm::WorkHandle work;
+    AlignedBuffer<Bf16> data16{MemoryKind::Communication};  // bf16 only
+    Pending pending;
   };
   Slot& slot_of(size_t unit) { return slots_[layout_.unit(unit).block_ordinal % 2]; }
-  comm::WorkHandle reduce_scatter(const UnitShard& u, float* staged);  // clobbers staged
+  // Starts u's reduce-scatter from `staged` (clobbered; under bf16 through staged16).
+  Pending reduce_scatter(const UnitShard& u, float* staged, Bf16* staged16);
+  // Waits for it and, under bf16, widens its segment into the shard.
+  void complete(Pending& pending);
+  float* target(const UnitShard& u) { return (accumulate_ ? incoming_ : shard_).data() + u.local; }
 
   ParamStore& store_;
   const ShardLayout& layout_;
@@ -66,6 +84,8 @@ class GradReducer {
   AlignedBuffer<float> incoming_{MemoryKind::Gradients};  // a later micro-batch's reduced gradients
   bool accumulate_ = false;
   AlignedBuffer<float> whole_step_{MemoryKind::Communication};
+  AlignedBuffer<Bf16> whole_step16_{MemoryKind::Communication};  // bf16 only
+  bool bf16_;
   std::array<Slot, 2> slots_;
 };
 

@@ -4,11 +4,13 @@
 #include <cstring>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/bf16.hpp"
 
 namespace meshtrain::parallel {
 
-ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, bool sharded)
-    : store_(store), layout_(layout), group_(group), sharded_(sharded) {
+ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, bool sharded,
+                             Precision wire)
+    : store_(store), layout_(layout), group_(group), sharded_(sharded), bf16_(sharded && wire == Precision::Bf16) {
   const auto& units = layout.units();
   if (!sharded) {
     // Stages 1 and 2 gather every unit through the two slots.
@@ -16,8 +18,12 @@ ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm:
     for (auto& s : slots_) s.data.ensure(most);
     return;
   }
-  for (auto& s : slots_) s.data.ensure(layout.max_gathered_size(false));
+  for (auto& s : slots_) {
+    s.data.ensure(layout.max_gathered_size(false));
+    if (bf16_) s.data16.ensure(layout.max_gathered_size(false));
+  }
   whole_step_.ensure(layout.whole_step_gathered_size());
+  if (bf16_) whole_step16_.ensure(layout.whole_step_gathered_size());
   shard_.resize(layout.local_size());  // zeroed: the padding past a unit's end stays 0
   const float* flat = store.params().data();
   for (const auto& u : units)
@@ -25,16 +31,32 @@ ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm:
   store.release_flat_params();
 }
 
+comm::WorkHandle ParamGatherer::gather(const UnitShard& u, float* out, Bf16* out16) {
+  const float* slice = shard_.data() + u.local;
+  if (!bf16_)
+    return group_.all_gather_async(std::span<const float>(slice, u.slice), std::span<float>(out, layout_.gathered_size(u)));
+  Bf16* mine = out16 + size_t(layout_.rank()) * u.slice;  // in place: the rank's segment of the gathered copy
+  kernels::to_bf16(slice, mine, u.slice);
+  return group_.all_gather_async(std::span<const Bf16>(mine, u.slice), std::span<Bf16>(out16, layout_.gathered_size(u)));
+}
+
+void ParamGatherer::finish_gather(const UnitShard& u, float* out, const Bf16* out16) {
+  if (bf16_) kernels::to_float(out16, out, layout_.gathered_size(u));
+}
+
 void ParamGatherer::gather_whole_step() {
   std::vector<comm::WorkHandle> work;
   for (const auto& u : layout_.units()) {
     if (!u.whole_step) continue;
     float* out = whole_step_.data() + u.whole_step_offset;
-    work.push_back(group_.all_gather_async(std::span<const float>(shard_.data() + u.local, u.slice),
-                                           std::span<float>(out, layout_.gathered_size(u))));
+    work.push_back(gather(u, out, bf16_ ? whole_step16_.data() + u.whole_step_offset : nullptr));
     store_.bind_unit_params(u.unit, out);
   }
   for (auto& w : work) w->wait();
+  for (const auto& u : layout_.units())
+    if (u.whole_step)
+      finish_gather(u, whole_step_.data() + u.whole_step_offset,
+                    bf16_ ? whole_step16_.data() + u.whole_step_offset : nullptr);
 }
 
 void ParamGatherer::release_all() {
@@ -49,8 +71,7 @@ void ParamGatherer::release_all() {
 void ParamGatherer::start_gather(size_t unit, Slot& slot) {
   const UnitShard& u = layout_.unit(unit);
   slot.unit = unit;
-  slot.work = group_.all_gather_async(std::span<const float>(shard_.data() + u.local, u.slice),
-                                     std::span<float>(slot.data.data(), layout_.gathered_size(u)));
+  slot.work = gather(u, slot.data.data(), slot.data16.data());
 }
 
 void ParamGatherer::wait(Slot& slot) {
@@ -58,6 +79,7 @@ void ParamGatherer::wait(Slot& slot) {
     auto work = std::move(slot.work);
     slot.work = nullptr;
     work->wait();
+    if (slot.unit != npos) finish_gather(layout_.unit(slot.unit), slot.data.data(), slot.data16.data());
   }
 }
 

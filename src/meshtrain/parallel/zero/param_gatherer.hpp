@@ -23,6 +23,7 @@
 
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 
@@ -32,7 +33,11 @@ class ParamGatherer {
  public:
   // sharded: stage 3. Copies the rank's slices out of the store's flat
   // parameters (equal on every rank), then frees them.
-  ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, bool sharded);
+  // wire = Bf16 (stage 3 only): the slices travel as bf16 and every rank,
+  // the owner included, computes with the same bf16-rounded parameters
+  // (FSDP's param_dtype); the shard stays fp32.
+  ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, bool sharded,
+                Precision wire = Precision::Fp32);
   ParamGatherer(const ParamGatherer&) = delete;
   ParamGatherer& operator=(const ParamGatherer&) = delete;
 
@@ -61,6 +66,7 @@ class ParamGatherer {
  private:
   struct Slot {
     AlignedBuffer<float> data{MemoryKind::Communication};
+    AlignedBuffer<Bf16> data16{MemoryKind::Communication};  // bf16 wire only
     size_t unit = npos;  // whose parameters it holds (or is receiving)
     bool in_use = false;
     comm::WorkHandle work;  // the gather into it, while not yet waited for
@@ -68,6 +74,9 @@ class ParamGatherer {
   Slot& slot_of(size_t unit) { return slots_[layout_.unit(unit).block_ordinal % 2]; }
   void start_gather(size_t unit, Slot& slot);
   void wait(Slot& slot);
+  // Starts gathering u's slices into `out` (under bf16 through out16, widened by finish_gather).
+  comm::WorkHandle gather(const UnitShard& u, float* out, Bf16* out16);
+  void finish_gather(const UnitShard& u, float* out, const Bf16* out16);
 
   ParamStore& store_;
   const ShardLayout& layout_;
@@ -75,6 +84,8 @@ class ParamGatherer {
   bool sharded_;
   AlignedBuffer<float> shard_{MemoryKind::Parameters};
   AlignedBuffer<float> whole_step_{MemoryKind::Communication};
+  AlignedBuffer<Bf16> whole_step16_{MemoryKind::Communication};  // bf16 wire only
+  bool bf16_;
   std::array<Slot, 2> slots_;
 };
 

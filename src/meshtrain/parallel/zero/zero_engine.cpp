@@ -7,14 +7,14 @@
 
 namespace meshtrain::parallel {
 
-ZeroEngine::ZeroEngine(ParamStore& store, comm::ProcessGroup& group, int stage)
+ZeroEngine::ZeroEngine(ParamStore& store, comm::ProcessGroup& group, int stage, Precision wire)
     : store_(store),
       group_(group),
       stage_(stage),
       layout_(store, group.rank(), group.size()),
-      params_(store, layout_, group, stage >= 3) {
+      params_(store, layout_, group, stage >= 3, wire) {
   if (stage < 1 || stage > 3) throw Error("ZeroEngine: stage must be 1, 2 or 3, got " + std::to_string(stage));
-  if (stage >= 2) grads_.emplace(store, layout_, group);
+  if (stage >= 2) grads_.emplace(store, layout_, group, wire);
   store.set_unit_observer(this);
 }
 

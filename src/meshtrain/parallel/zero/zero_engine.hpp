@@ -37,7 +37,11 @@ class ZeroEngine final : public UnitObserver {
  public:
   // stage 1..3. The store's parameters must already be equal on every rank.
   // Stage 2 frees the flat gradients, stage 3 the flat parameters too.
-  ZeroEngine(ParamStore& store, comm::ProcessGroup& group, int stage);
+  // wire: the dtype of the gradient reduce-scatters and of ZeRO-3's
+  // parameter gathers (parallel.reduce_dtype); stage 1-2's gather of the
+  // updated parameters stays fp32, since it writes the ranks' copies of
+  // each other's master weights.
+  ZeroEngine(ParamStore& store, comm::ProcessGroup& group, int stage, Precision wire = Precision::Fp32);
   ~ZeroEngine() override;
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;

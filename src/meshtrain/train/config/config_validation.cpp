@@ -181,6 +181,9 @@ void validate_job_config(const JobConfig& c) {
                                               " steps must be shorter than training.steps (" +
                                               std::to_string(c.training.steps) + ") to leave room for decay");
   if (c.training.out_dir.empty()) fail_config(origin, "training.out_dir", "must not be empty");
+  if (c.parallel.reduce_dtype == Precision::Bf16 && c.parallel.data == DataParallelism::ParameterServer)
+    fail_config(origin, "parallel.reduce_dtype", "parameter servers exchange fp32 gradients and parameters; bf16 is for "
+                                                 "parallel.data = \"allreduce\"");
   if (c.parallel.zero_stage > 0 && c.parallel.data != DataParallelism::AllReduce)
     fail_config(origin, "parallel.zero_stage", "ZeRO shards data-parallel workers: it needs parallel.data = \"allreduce\", not '" +
                                             enum_string(c.parallel.data) + "'");

@@ -11,7 +11,8 @@ StepSettings to_step_settings(const JobConfig& c, int data_ways) {
                  .grad_clip = c.optimizer.grad_clip,
                  .micro_batches = c.parallel.micro_batches,
                  .zero_stage = data_ways > 1 ? static_cast<int>(c.parallel.zero_stage) : 0,
-                 .bucket_bytes = static_cast<size_t>(c.parallel.bucket_mb * (1 << 20))};
+                 .bucket_bytes = static_cast<size_t>(c.parallel.bucket_mb * (1 << 20)),
+                 .reduce_dtype = c.parallel.reduce_dtype};
   validate_schedule(s.schedule);
   return s;
 }

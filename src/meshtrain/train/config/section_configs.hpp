@@ -28,6 +28,7 @@ struct StepSettings {
   int64_t micro_batches = 1;   // gradient accumulation
   int zero_stage = 0;          // 0 with one data-parallel way: nothing to shard
   size_t bucket_bytes = 0;     // the overlapped all-reduce's buckets
+  Precision reduce_dtype = Precision::Fp32;  // parallel.reduce_dtype
 };
 
 // Where and how a job's checkpoints are written (loop/checkpoint_saver.hpp,

@@ -53,7 +53,8 @@ StepMachinery make_step_machinery(const StepSettings& settings, const ParallelSe
         store, *group,
         parallel::GradientSyncOptions{.algorithm = workers.algorithm(),
                                       .bucket_bytes = bucket_bytes,
-                                      .first_bucket_bytes = std::min<size_t>(size_t{1} << 20, bucket_bytes)},
+                                      .first_bucket_bytes = std::min<size_t>(size_t{1} << 20, bucket_bytes),
+                                      .dtype = settings.reduce_dtype},
         parallel::ExpertReduction{.group = workers.expert_data_group(), .ways = workers.expert_size()});
     m.sync->broadcast_parameters();
   } else {
@@ -65,7 +66,7 @@ StepMachinery make_step_machinery(const StepSettings& settings, const ParallelSe
     m.gradients = all_reduce_gradients(store, *m.sync);
     return m;
   }
-  m.zero = std::make_unique<parallel::ZeroEngine>(store, *group, stage);
+  m.zero = std::make_unique<parallel::ZeroEngine>(store, *group, stage, settings.reduce_dtype);
   m.optimizer = make_optimizer(optimizer_config, store, m.zero->layout().segments());
   attach_view_sum_reducer(*m.optimizer, store, workers, true);
   m.gradients = zero_gradients(store, *m.zero, m.sync.get());

@@ -12,6 +12,12 @@
 // shapes are per head (head dim 64) and run one GEMM per thread at once, as
 // attention calls them inside its parallel loop.
 //
+// The bf16 column is kernels::gemm_bf16 (training.precision = "bf16": bf16
+// operands, fp32 sums and output) on the same shapes, with its ratio to
+// oneDNN's fp32; its path (AMX, AVX512-BF16, or widened fp32) is printed
+// first, and "bf16 peak" is its rate on the 2048 square, the machine's
+// measured bf16 GEMM peak that end-to-end bf16 figures are a share of.
+//
 // Usage: bench_gemm [--quick] [--sweep] [--cpu-clock]
 #include <dlfcn.h>
 #include <dnnl.h>
@@ -31,6 +37,7 @@
 
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/kernels/gemm_avx512.hpp"
+#include "meshtrain/kernels/gemm_bf16.hpp"
 
 using meshtrain::kernels::Trans;
 namespace detail = meshtrain::kernels::detail;
@@ -135,8 +142,7 @@ void load_openblas() {
   std::printf("OpenBLAS core: %s\n", core ? core() : "?");
 }
 
-enum class Impl { Ours, Onednn, Openblas };
-const char* impl_name(Impl i) { return i == Impl::Ours ? "ours" : i == Impl::Onednn ? "onednn" : "openblas"; }
+enum class Impl { Ours, Onednn, Openblas, Bf16 };
 
 struct Shape {
   std::string name;
@@ -148,6 +154,7 @@ struct Shape {
 
 struct Buffers {
   std::vector<float> A, B, C;
+  std::vector<meshtrain::Bf16> A16, B16;
 };
 
 void call(Impl impl, const Shape& s, Buffers& b) {
@@ -160,6 +167,10 @@ void call(Impl impl, const Shape& s, Buffers& b) {
     case Impl::Onednn:
       dnnl_sgemm(s.ta == Trans::Yes ? 'T' : 'N', s.tb == Trans::Yes ? 'T' : 'N', s.M, s.N, s.K, 1.0f, b.A.data(),
                  lda, b.B.data(), ldb, s.beta, b.C.data(), s.N);
+      break;
+    case Impl::Bf16:
+      meshtrain::kernels::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.0f, b.A16.data(), lda, b.B16.data(), ldb, s.beta,
+                                    b.C.data(), s.N);
       break;
     case Impl::Openblas:
       // CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112
@@ -181,6 +192,10 @@ double time_gemm(Impl impl, const Shape& s, int threads) {
     b.A.assign(size_t(s.M) * s.K, 0.5f);
     b.B.assign(size_t(s.K) * s.N, 0.25f);
     b.C.assign(size_t(s.M) * s.N, 0.0f);
+    if (impl == Impl::Bf16) {
+      b.A16.assign(b.A.size(), meshtrain::to_bf16(0.5f));
+      b.B16.assign(b.B.size(), meshtrain::to_bf16(0.25f));
+    }
   }
   auto run = [&](int reps) {
     if (s.per_head) {
@@ -275,7 +290,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--sweep")) do_sweep = true;
     if (!std::strcmp(argv[i], "--cpu-clock")) g_cpu_clock = true;
   }
-  std::printf("kernels::gemm backend: %s, OMP max threads %d\n", meshtrain::kernels::gemm_backend_name(), omp_get_max_threads());
+  std::printf("kernels::gemm backend: %s, bf16: %s, OMP max threads %d\n", meshtrain::kernels::gemm_backend_name(),
+              meshtrain::kernels::gemm_bf16_backend_name(), omp_get_max_threads());
   if (do_sweep) {
     sweep();
     return 0;
@@ -292,18 +308,21 @@ int main(int argc, char** argv) {
   // the 1-thread one; a lower measurement means another job held a core.
   peak[2] = std::max(peak[2], 2 * peak[1]);
   std::printf("%% peak uses %.1f (1 thread) and %.1f (2 threads)\n", peak[1], peak[2]);
-  std::printf("\n| shape | op | M x N x K | thr | ours | onednn | openblas | ours %% peak | ours / onednn |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  const Shape square{"square 2048", Trans::No, Trans::No, 2048, 2048, 2048, 0, false};
+  std::printf("bf16 peak (gemm_bf16, square 2048): 1 thread %.1f GFLOP/s, 2 threads %.1f\n",
+              time_gemm(Impl::Bf16, square, 1), time_gemm(Impl::Bf16, square, 2));
+  std::printf("\n| shape | op | M x N x K | thr | ours | onednn | openblas | ours %% peak | ours / onednn | bf16 | bf16 / onednn |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : model_shapes(quick)) {
     for (int t : {1, 2}) {
-      double g[3];
-      for (Impl impl : {Impl::Ours, Impl::Onednn, Impl::Openblas})
+      double g[4];
+      for (Impl impl : {Impl::Ours, Impl::Onednn, Impl::Openblas, Impl::Bf16})
         g[int(impl)] = (impl == Impl::Openblas && !cblas_sgemm_p) ? 0 : time_gemm(impl, s, t);
-      std::printf("| %s | %s | %dx%dx%d | %d | %.1f | %.1f | %.1f | %.0f%% | %.2f |\n", s.name.c_str(),
-                  tname(s.ta, s.tb), s.M, s.N, s.K, t, g[0], g[1], g[2], 100 * g[0] / peak[t], g[0] / g[1]);
+      std::printf("| %s | %s | %dx%dx%d | %d | %.1f | %.1f | %.1f | %.0f%% | %.2f | %.1f | %.2f |\n", s.name.c_str(),
+                  tname(s.ta, s.tb), s.M, s.N, s.K, t, g[0], g[1], g[2], 100 * g[0] / peak[t], g[0] / g[1], g[3],
+                  g[3] / g[1]);
       std::fflush(stdout);
     }
   }
-  (void)impl_name;
   return 0;
 }

@@ -108,6 +108,28 @@ train_layout split 1 --training.batch_size=8 --resume
 compare_params "$WORK/one/checkpoints/step_00000012/model.safetensors" \
                "$WORK/split/checkpoints/step_00000012/model.safetensors" 0 || fail "bf16 resume is not bitwise"
 
+# consolidate --dtype bf16: every tensor BF16, each value the fp32 master rounded to nearest even.
+"$MESHTRAIN" consolidate "$WORK/one/checkpoints" "$WORK/one-fp32.safetensors" > /dev/null || fail "consolidate"
+"$MESHTRAIN" consolidate "$WORK/one/checkpoints" "$WORK/one-bf16.safetensors" --dtype bf16 > /dev/null ||
+  fail "consolidate --dtype bf16"
+python3 - "$WORK" <<'PY' || fail "consolidate --dtype bf16"
+import json, struct, sys
+def load(p):
+    raw = open(p, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n]); header.pop("__metadata__", None)
+    return {k: (t["dtype"], t["shape"], raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]]) for k, t in header.items()}
+def rne(bits):  # fp32 bits -> bf16 bits, round to nearest even (no NaN in a trained model)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+f32, b16 = load(f"{sys.argv[1]}/one-fp32.safetensors"), load(f"{sys.argv[1]}/one-bf16.safetensors")
+assert f32.keys() == b16.keys()
+for name, (dtype, shape, data) in b16.items():
+    assert dtype == "BF16" and shape == f32[name][1], (name, dtype)
+    want = [rne(b) for b in struct.unpack(f"<{len(f32[name][2]) // 4}I", f32[name][2])]
+    assert list(struct.unpack(f"<{len(data) // 2}H", data)) == want, name
+print(f"consolidate --dtype bf16: {len(b16)} tensors, each the rounded fp32 master")
+PY
+
 # The tiny GPT, 600 steps: validation loss within 2% of fp32's.
 for p in fp32 bf16; do
   "$MESHTRAIN" train "$SRC/examples/tiny-gpt.toml" --data.path="$WORK/text.txt" --training.precision=$p \

@@ -63,8 +63,32 @@ void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store,
     reader.read_elements(std::string(prefix) + v.name, 0, std::span<float>(flat + v.offset, v.numel));
 }
 
-void save_params(const ParamStore& store, const std::filesystem::path& path, const Metadata& metadata) {
-  write_safetensors(path, view_tensors(store, store.params().data()), metadata);
+std::vector<TensorEntry> bf16_tensors(std::span<const TensorEntry> f32, std::vector<Bf16>& storage) {
+  size_t total = 0;
+  for (const TensorEntry& t : f32) {
+    if (t.dtype != Dtype::F32) throw CheckpointError("tensor '" + t.name + "': only F32 tensors narrow to BF16");
+    total += t.bytes / sizeof(float);
+  }
+  storage.resize(total);  // before any pointer into it is taken
+  std::vector<TensorEntry> out;
+  out.reserve(f32.size());
+  size_t at = 0;
+  for (const TensorEntry& t : f32) {
+    const size_t n = t.bytes / sizeof(float);
+    const float* src = static_cast<const float*>(t.data);
+    for (size_t i = 0; i < n; ++i) storage[at + i] = to_bf16(src[i]);
+    out.push_back({t.name, Dtype::BF16, t.shape, storage.data() + at, n * sizeof(Bf16)});
+    at += n;
+  }
+  return out;
+}
+
+void save_params(const ParamStore& store, const std::filesystem::path& path, const Metadata& metadata, Dtype dtype) {
+  std::vector<TensorEntry> entries = view_tensors(store, store.params().data());
+  if (dtype == Dtype::F32) return write_safetensors(path, entries, metadata);
+  if (dtype != Dtype::BF16) throw CheckpointError("parameters are written as F32 or BF16, not " + std::string(dtype_name(dtype)));
+  std::vector<Bf16> storage;
+  write_safetensors(path, bf16_tensors(entries, storage), metadata);
 }
 
 void load_params(ParamStore& store, const std::filesystem::path& path) {

@@ -13,6 +13,7 @@
 
 #include "meshtrain/checkpoint/safetensors_reader.hpp"
 #include "meshtrain/checkpoint/safetensors_writer.hpp"
+#include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/param_store.hpp"
 
 namespace meshtrain::checkpoint {
@@ -32,8 +33,13 @@ void read_view_tensors(const SafetensorsReader& reader, const ParamStore& store,
 // F32, BF16 and F16 tensors all pass: a read widens them to float.
 void check_view_tensors(const SafetensorsReader& reader, const ParamStore& store, std::string_view prefix = "");
 
-// The model's parameters to/from one file.
-void save_params(const ParamStore& store, const std::filesystem::path& path, const Metadata& metadata = {});
+// The same entries narrowed to BF16 (rounded to nearest even) in `storage`,
+// which must outlive the write.
+std::vector<TensorEntry> bf16_tensors(std::span<const TensorEntry> f32, std::vector<Bf16>& storage);
+// The model's parameters to/from one file; dtype F32 or BF16 (an export:
+// checkpoints themselves keep the fp32 master weights).
+void save_params(const ParamStore& store, const std::filesystem::path& path, const Metadata& metadata = {},
+                 Dtype dtype = Dtype::F32);
 void load_params(ParamStore& store, const std::filesystem::path& path);
 
 }  // namespace meshtrain::checkpoint

@@ -179,13 +179,18 @@ void check_hf_gpt2_config(const nlohmann::json& config, const ModelSection& mode
     fail("scale_attn_weights", config["scale_attn_weights"], "scores scaled by 1/sqrt(head size)");
 }
 
-void export_hf_gpt2(const ModelSection& model, const ParamStore& whole, const fs::path& out_dir) {
-  const nlohmann::json config = hf_gpt2_config(model);
+void export_hf_gpt2(const ModelSection& model, const ParamStore& whole, const fs::path& out_dir,
+                    checkpoint::Dtype dtype) {
+  nlohmann::json config = hf_gpt2_config(model);
+  if (dtype == checkpoint::Dtype::BF16) config["torch_dtype"] = "bfloat16";
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw IoError(out_dir.string() + ": cannot create: " + ec.message());
+  const std::vector<checkpoint::TensorEntry> f32 = checkpoint::view_tensors(whole, whole.params().data(), kPrefix);
+  std::vector<Bf16> storage;
   checkpoint::write_safetensors(out_dir / "model.safetensors",
-                                checkpoint::view_tensors(whole, whole.params().data(), kPrefix), {{"format", "pt"}});
+                                dtype == checkpoint::Dtype::BF16 ? checkpoint::bf16_tensors(f32, storage) : f32,
+                                {{"format", "pt"}});
   const std::string text = config.dump(2) + "\n";
   checkpoint::AtomicFile file(out_dir / "config.json");
   file.write(text.data(), text.size());

@@ -36,7 +36,8 @@ void check_hf_gpt2_config(const nlohmann::json& config, const ModelSection& mode
 
 // Writes out_dir/config.json and out_dir/model.safetensors (each atomically)
 // from the parameters of the whole model (one process's store).
-void export_hf_gpt2(const ModelSection& model, const ParamStore& whole, const std::filesystem::path& out_dir);
+void export_hf_gpt2(const ModelSection& model, const ParamStore& whole, const std::filesystem::path& out_dir,
+                    checkpoint::Dtype dtype = checkpoint::Dtype::F32);
 
 // Where a Hugging Face GPT-2's weights are.
 struct HfGpt2Source {

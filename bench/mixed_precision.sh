@@ -37,10 +37,10 @@
 # and prints global tokens/s and, within each round, meshtrain dp bf16 / DDP bf16 and meshtrain ZeRO-3 bf16 /
 # FSDP bf16 (target >= 1.5x each).
 #
-# Runtime with the defaults: ~20 min (estimate per round: single A ~2.5 min (2 meshtrain runs of ~10 s,
-# eager ~20 s, compile ~60-90 s with compilation), single B ~4 min (meshtrain ~20 s each, eager ~45 s,
-# compile ~90-150 s), dp ~1.5 min, zero3 ~2 min; the second round's compilation is shorter from
-# Inductor's cache), plus the waits for idle CPUs.
+# Runtime with the defaults: ~8-10 min (estimate per round from smoke tests: single A ~1 min (2 meshtrain
+# runs of ~10 s, eager ~10 s, torch.compile ~30 s of which ~22 s compiling), single B ~1.5 min (meshtrain
+# ~15 s each, eager ~15 s, torch.compile ~45 s of which ~30 s compiling), dp ~45 s, zero3 ~45 s; the second
+# round compiles faster from Inductor's cache), plus the waits for idle CPUs.
 #
 # Knobs (defaults in brackets):
 #   ROUNDS [2]  PARTS ["single dp zero3"]  CONFIGS ["a b"] (single)  DP_CONFIG [b] (dp, zero3)
@@ -54,8 +54,12 @@
 #   DP_STEPS [12] timed PyTorch steps (dp, zero3)   DP_MT_STEPS [16] meshtrain --training.steps (dp, zero3)
 #   MT_SKIP [5] meshtrain metric lines skipped before taking the median
 #   MT_TRANSPORT [shm]  MT_BUCKET_MB [25]  MT_ALGO [auto] --parallel.all_reduce   DDP_ARGS [""]
+#   MT_REDUCE_DTYPE [unset] adds --parallel.reduce_dtype=VALUE to the dp and zero3 meshtrain runs (bf16:
+#       gradients reduced and ZeRO-3's parameters gathered in bf16, the counterpart of FSDP's
+#       reduce_dtype/param_dtype; unset: meshtrain's default, fp32 communication)
 #   TORCH_WAIT [unset] OMP_WAIT_POLICY for PyTorch   TORCH_ATTN [sdpa]   TORCH_OPTIM [auto]
-#   PEAK_GFLOPS [unset] bf16 peak GFLOP/s of the $THREADS cores the single-process runs use
+#   PEAK_GFLOPS [unset] bf16 peak GFLOP/s of the $THREADS cores the single-process runs use (e.g. the
+#       "bf16 peak (gemm_bf16, square 2048)" that build/bench/bench_gemm prints for 2 threads)
 #   VENV_PY [bench/.venv/bin/python]  MESHTRAIN [build/src/meshtrain/meshtrain]  OUT [bench/out/mixed_precision]
 #   IDLE_WAIT [120] IDLE_PCT [10]  before each run, wait up to IDLE_WAIT s for the CPUs to be under
 #       IDLE_PCT % busy (other work skews figures)
@@ -89,6 +93,7 @@ MT_SKIP="${MT_SKIP:-5}"
 MT_TRANSPORT="${MT_TRANSPORT:-shm}"
 MT_BUCKET_MB="${MT_BUCKET_MB:-25}"
 MT_ALGO="${MT_ALGO:-auto}"
+MT_REDUCE_DTYPE="${MT_REDUCE_DTYPE:-}"
 DDP_ARGS="${DDP_ARGS:-}"
 TORCH_WAIT="${TORCH_WAIT:-unset}"
 TORCH_ATTN="${TORCH_ATTN:-sdpa}"
@@ -174,9 +179,11 @@ run_meshtrain() {
     return
   fi
   local line how
-  how="$(grep -m1 '^precision:' "$dir/log" | sed 's/^precision: *//')"
-  line="$(mt_line "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" "peer=meshtrain" "precision=$prec" \
-          "nproc=$nproc" "threads=$threads" ${how:+"precision_log=$how"})" || { echo "    no metrics"; return; }
+  how="$(grep -m1 -E '^(\[rank 0\] )?precision:' "$dir/log" | sed -E 's/^(\[rank 0\] )?precision: *//')"  # the setup line
+  local kv=("peer=meshtrain" "precision=$prec" "nproc=$nproc" "threads=$threads")
+  [ -n "$how" ] && kv+=("precision_log=$how")
+  [ "$nproc" -gt 1 ] && [ -n "$MT_REDUCE_DTYPE" ] && kv+=("reduce_dtype=$MT_REDUCE_DTYPE")
+  line="$(mt_line "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" "${kv[@]}")" || { echo "    no metrics"; return; }
   record "$part" "$cfg" "$runner" "$round" "$line"
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])
 print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms over %d steps, loss %s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms"], r["steps_timed"], "%.3f" % r["loss_last"] if r.get("loss_last") is not None else "?", sys.argv[2]))' \
@@ -242,6 +249,7 @@ run_dp() {  # round part runner
   local model zero=()
   read -r -a model < <(torch_model "$cfg" "$DP_THREADS")
   [ "$part" = zero3 ] && zero=(--parallel.zero_stage=3)
+  [ -n "$MT_REDUCE_DTYPE" ] && zero+=("--parallel.reduce_dtype=$MT_REDUCE_DTYPE")
   case "$part:$runner" in
     dp:mt-bf16|dp:mt-fp32|zero3:mt-bf16|zero3:mt-fp32)
       run_meshtrain "$part" "$cfg" "$runner" "$round" 2 "$DP_THREADS" "$DP_MT_STEPS" "${runner#mt-}" "${zero[@]}" ;;
@@ -289,7 +297,8 @@ def name(part, runner, rs):
     if runner.startswith("mt-"):
         what = {"single": "1 process x %s" % threads, "dp": "data parallel 2x%s, shm" % dp_threads,
                 "zero3": "ZeRO-3 2x%s, shm" % dp_threads}[part]
-        return "meshtrain %s, %s" % (runner[3:], what)
+        rd = ", reduce_dtype " + r["reduce_dtype"] if r.get("reduce_dtype") else ""
+        return "meshtrain %s, %s%s" % (runner[3:], what, rd)
     mode, prec = runner.split("-", 1)
     how = {"eager": "eager", "compile": "torch.compile", "ddp": "DDP gloo 2x%s" % dp_threads,
            "fsdp": "FSDP (%s) gloo 2x%s" % (r.get("fsdp_api") or "?", dp_threads)}[mode]

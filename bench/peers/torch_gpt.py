@@ -21,7 +21,7 @@ AdamW state stay float32; the model is never converted with .to(bfloat16).
 With --mode compile the compiled model is called inside the autocast region
 (Dynamo traces autocast into the graph). The result says "precision" and,
 for bf16, "bf16": "autocast", and whether this CPU has bf16 instructions
-(avx512_bf16, AMX) as PyTorch sees them. autocast() and cpu_bf16_info() are
+(avx512_bf16, AMX) as PyTorch sees them. autocast() and precision_info() are
 shared with bench/peers/torch_ddp_gpt.py and torch_zero_gpt.py.
 
 Throughput: median tokens/s (batch*ctx / step time) over the timed steps,
@@ -44,7 +44,8 @@ as the environment has it.
 
 Runs with the current PyTorch (bench/.venv) and with Debian's 1.13
 (/usr/bin/python3); 1.13 has neither torch.compile nor
-F.scaled_dot_product_attention, so attention falls back to the manual form.
+F.scaled_dot_product_attention, so attention falls back to the manual form
+(--precision bf16 runs there too: 1.13 has torch.autocast on CPU).
 """
 import argparse
 import contextlib

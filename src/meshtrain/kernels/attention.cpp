@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/kernels/fast_math.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 
@@ -13,6 +14,7 @@ namespace {
 // Row-wise softmax of rows [r0, r1) of the scores (T, T), s pointing at row
 // r0, in place; with causal, row t keeps columns [0, t] and the rest become
 // exact zeros (they were never computed).
+MESHTRAIN_HOT_LOOP
 void softmax_rows(float* s, int64_t r0, int64_t r1, int64_t T, bool causal) {
   for (int64_t t = r0; t < r1; ++t) {
     float* row = s + (t - r0) * T;
@@ -37,6 +39,7 @@ void softmax_rows(float* s, int64_t r0, int64_t r1, int64_t T, bool causal) {
 // triangle (at T = 256, 10/16 of the full work). Non-causal uses one block.
 constexpr int64_t kRowBlock = 64;
 
+MESHTRAIN_HOT_LOOP
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH, bool causal) {
   const int64_t hs = C / NH, R = causal ? kRowBlock : T;
@@ -62,6 +65,7 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
   }
 }
 
+MESHTRAIN_HOT_LOOP
 void attention_backward(float* dqkv, float* datt, const float* dout, const float* att, const float* qkv,
                         int64_t B, int64_t T, int64_t C, int64_t NH, bool causal) {
   // With p = att and dp = datt:  ds = p * (dp - sum_j p dp) per row, with the

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include "meshtrain/core/cpu_dispatch.hpp"
+
 namespace meshtrain::kernels {
 namespace {
 
@@ -12,6 +14,7 @@ bool split_over_threads(size_t n) { return n >= kMinParallelElements && !omp_in_
 
 }  // namespace
 
+MESHTRAIN_HOT_LOOP
 void to_bf16(const float* src, Bf16* dst, size_t n) {
   // A branch-free loop the compiler vectorises (the NaN test included).
   // Not `parallel for simd`: its chunks interleaved the threads' stores and
@@ -20,6 +23,7 @@ void to_bf16(const float* src, Bf16* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
 
+MESHTRAIN_HOT_LOOP
 void to_float(const Bf16* src, float* dst, size_t n) {
 #pragma omp parallel for schedule(static) if (split_over_threads(n))
   for (size_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/kernels/fast_math.hpp"
 
 namespace meshtrain::kernels {
@@ -23,6 +24,7 @@ inline float row_max(const float* z, int64_t V, int64_t& arg) {
 
 }  // namespace
 
+MESHTRAIN_HOT_LOOP
 int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets,
                              int64_t N, int64_t V) {
   int64_t correct = 0;
@@ -41,6 +43,7 @@ int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const
   return correct;
 }
 
+MESHTRAIN_HOT_LOOP
 void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                            int64_t N, int64_t V, float dloss, int64_t v0) {
 #pragma omp parallel for schedule(static)
@@ -54,6 +57,7 @@ void softmax_xent_backward(float* dlogits, const float* logits, const float* lse
   }
 }
 
+MESHTRAIN_HOT_LOOP
 void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
@@ -63,6 +67,7 @@ void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int
   }
 }
 
+MESHTRAIN_HOT_LOOP
 void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* logits, const float* mx,
                              const int32_t* targets, int64_t N, int64_t V, int64_t v0) {
 #pragma omp parallel for schedule(static)

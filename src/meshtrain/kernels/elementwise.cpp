@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/kernels/fast_math.hpp"
 #include "meshtrain/kernels/parallel.hpp"
 
@@ -16,6 +17,7 @@ constexpr float kGeluCube = 0.044715f;
 constexpr int64_t kSerialBelow = 1 << 14;
 }  // namespace
 
+MESHTRAIN_HOT_LOOP
 void add_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) {
   if (!bias && !residual) return;
 #pragma omp parallel for schedule(static) if (M * N >= kSerialBelow)
@@ -26,6 +28,7 @@ void add_rows(float* out, const float* bias, const float* residual, int64_t M, i
   }
 }
 
+MESHTRAIN_HOT_LOOP
 void fill_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) {
 #pragma omp parallel for schedule(static) if (M * N >= kSerialBelow)
   for (int64_t m = 0; m < M; ++m) {
@@ -43,6 +46,7 @@ void fill_rows(float* out, const float* bias, const float* residual, int64_t M, 
   }
 }
 
+MESHTRAIN_HOT_LOOP
 void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) {
 #pragma omp parallel if (M * N >= kSerialBelow)
   {
@@ -54,11 +58,13 @@ void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) {
   }
 }
 
+MESHTRAIN_HOT_LOOP
 void residual_forward(float* out, const float* a, const float* b, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+MESHTRAIN_HOT_LOOP
 void gelu_forward(float* out, const float* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
   for (int64_t i = 0; i < n; ++i) {
@@ -68,6 +74,7 @@ void gelu_forward(float* out, const float* inp, int64_t n) {
   }
 }
 
+MESHTRAIN_HOT_LOOP
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
   for (int64_t i = 0; i < n; ++i) {

@@ -4,10 +4,12 @@
 
 #include <cstring>
 
+#include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/kernels/parallel.hpp"
 
 namespace meshtrain::kernels {
 
+MESHTRAIN_HOT_LOOP
 void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B,
                      int64_t T, int64_t C) {
 #pragma omp parallel for schedule(static)
@@ -19,6 +21,7 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
   }
 }
 
+MESHTRAIN_HOT_LOOP
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B,
                       int64_t T, int64_t C) {
 #pragma omp parallel

@@ -4,10 +4,12 @@
 
 #include <cmath>
 
+#include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/kernels/parallel.hpp"
 
 namespace meshtrain::kernels {
 
+MESHTRAIN_HOT_LOOP
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static)
@@ -28,6 +30,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   }
 }
 
+MESHTRAIN_HOT_LOOP
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, const float* dresid,
                         int64_t N, int64_t C) {

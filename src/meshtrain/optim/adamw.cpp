@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "meshtrain/core/cpu_dispatch.hpp"
+
 namespace meshtrain {
 
 AdamW::AdamW(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config)
@@ -14,32 +16,43 @@ AdamW::AdamW(const ParamStore& store, std::span<const FlatSegment> segments, con
   exp_avg_sq_.resize(local_size());
 }
 
+namespace {
+
+struct AdamWStep {
+  float decay_factor, one_minus_b1, b2, one_minus_b2, step_size, bc2_sqrt, eps;
+};
+
+// One chunk's update. Four distinct buffers: __restrict lets the compiler
+// vectorize the loop (sqrt and division included; IEEE-exact, so results are
+// unchanged). A free function: a virtual one cannot carry clones.
+MESHTRAIN_HOT_LOOP
+void adamw_chunk(float* __restrict w, const float* __restrict g, float* __restrict m, float* __restrict v, size_t n,
+                 float decay, const AdamWStep& s) {
+  for (size_t i = 0; i < n; ++i) {
+    m[i] += s.one_minus_b1 * (g[i] - m[i]);
+    v[i] = s.b2 * v[i] + s.one_minus_b2 * g[i] * g[i];
+    const float denom = std::sqrt(v[i]) / s.bc2_sqrt + s.eps;
+    w[i] = w[i] * decay - s.step_size * (m[i] / denom);
+  }
+}
+
+}  // namespace
+
 void AdamW::update(const UpdateBuffers& buffers, float lr) {
   const double t = double(steps_ + 1);
-  const float decay_factor = float(1.0 - double(lr) * weight_decay_);
-  const float one_minus_b1 = float(1.0 - beta1_);
-  const float b2 = float(beta2_), one_minus_b2 = float(1.0 - beta2_);
-  const float step_size = float(double(lr) / (1.0 - std::pow(beta1_, t)));
-  const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(beta2_, t)));
-  const float eps = float(eps_);
-
+  const AdamWStep s{.decay_factor = float(1.0 - double(lr) * weight_decay_),
+                    .one_minus_b1 = float(1.0 - beta1_),
+                    .b2 = float(beta2_),
+                    .one_minus_b2 = float(1.0 - beta2_),
+                    .step_size = float(double(lr) / (1.0 - std::pow(beta1_, t))),
+                    .bc2_sqrt = float(std::sqrt(1.0 - std::pow(beta2_, t))),
+                    .eps = float(eps_)};
   const long n_chunks = long(chunks_.size());
 #pragma omp parallel for schedule(static)
   for (long c = 0; c < n_chunks; ++c) {
     const UpdateChunk& ch = chunks_.chunks[size_t(c)];
-    // Four distinct buffers: __restrict lets the compiler vectorize the loop
-    // (sqrt and division included; IEEE-exact, so results are unchanged).
-    float* __restrict w = buffers.params_of(ch);
-    const float* __restrict g = buffers.grads_of(ch);
-    float* __restrict m = exp_avg_.data() + ch.local;
-    float* __restrict v = exp_avg_sq_.data() + ch.local;
-    const float decay = ch.weight_decay ? decay_factor : 1.0f;
-    for (size_t i = 0; i < ch.size; ++i) {
-      m[i] += one_minus_b1 * (g[i] - m[i]);
-      v[i] = b2 * v[i] + one_minus_b2 * g[i] * g[i];
-      const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-      w[i] = w[i] * decay - step_size * (m[i] / denom);
-    }
+    adamw_chunk(buffers.params_of(ch), buffers.grads_of(ch), exp_avg_.data() + ch.local, exp_avg_sq_.data() + ch.local,
+                ch.size, ch.weight_decay ? s.decay_factor : 1.0f, s);
   }
   ++steps_;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain {
@@ -52,6 +53,7 @@ void UpdateChunks::check_layout(const ParamStore& store, const char* who) const 
                 std::to_string(flat_size) + ")");
 }
 
+MESHTRAIN_HOT_LOOP
 double sum_squares(const float* x, size_t n) {
   // Eight independent accumulators let the compiler vectorize without
   // -ffast-math while keeping the association fixed.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/optim/chunks.hpp"
 
@@ -40,6 +41,7 @@ float clip_coefficient(double norm, float max_norm) {
   return float(std::min(1.0, double(max_norm) / (norm + 1e-6)));
 }
 
+MESHTRAIN_HOT_LOOP
 void scale_range(std::span<float> x, size_t begin, size_t end, float factor) {
   if (begin > end || end > x.size())
     throw Error("scale_range: range [" + std::to_string(begin) + ", " + std::to_string(end) +

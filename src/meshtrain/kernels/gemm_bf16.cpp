@@ -1,8 +1,8 @@
 // bf16 GEMM through oneDNN's matmul primitive (see gemm_bf16.hpp).
 //
-// A primitive is built for one shape, set of strides and beta, so each
-// thread keeps the ones it built, keyed by those and by whether it runs
-// inside a parallel region (there oneDNN runs on the calling thread only):
+// A primitive is built for one shape, set of strides, beta and thread count
+// (oneDNN plans its split when it builds one; inside a parallel region it
+// runs on the calling thread alone), so each thread keeps the ones it built:
 // a training step calls the same few dozen shapes every step, so after the
 // first step every call is a look-up.
 #include "meshtrain/kernels/gemm_bf16.hpp"
@@ -37,8 +37,8 @@ struct PrimitiveKey {
   Trans ta, tb;
   int M, N, K, lda, ldb, ldc;
   float alpha, beta;
-  bool nested;
-  auto tie() const { return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, nested); }
+  int threads;
+  auto tie() const { return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, threads); }
   bool operator<(const PrimitiveKey& o) const { return tie() < o.tie(); }
 };
 
@@ -70,7 +70,7 @@ Primitive build(const PrimitiveKey& k) {
 // only its reference loops, decided once on a typical shape.
 bool onednn_has_bf16_kernel() {
   static const bool has = [] {
-    const Primitive p = build({Trans::No, Trans::No, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f, false});
+    const Primitive p = build({Trans::No, Trans::No, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f, 1});
     return p.impl.find("ref") == std::string::npos;
   }();
   return has;
@@ -94,7 +94,8 @@ void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, c
     return detail::gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   thread_local std::map<PrimitiveKey, Primitive> primitives;
   thread_local dnnl::stream stream(cpu_engine());
-  const PrimitiveKey key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, omp_in_parallel() != 0};
+  const PrimitiveKey key{trans_a, trans_b, M, N, K,     lda, ldb, ldc,
+                         alpha,   beta,    omp_in_parallel() ? 1 : omp_get_max_threads()};
   auto it = primitives.find(key);
   if (it == primitives.end()) it = primitives.emplace(key, build(key)).first;
   const Primitive& p = it->second;
@@ -108,7 +109,7 @@ void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, c
 const char* gemm_bf16_backend_name() {
   static const std::string name = [] {
     if (!onednn_has_bf16_kernel()) return std::string("widened fp32 (no bf16 kernel on this CPU)");
-    return "onednn " + build({Trans::No, Trans::No, 512, 512, 512, 512, 512, 512, 1.0f, 0.0f, false}).impl;
+    return "onednn " + build({Trans::No, Trans::No, 512, 512, 512, 512, 512, 512, 1.0f, 0.0f, 1}).impl;
   }();
   return name.c_str();
 }

@@ -5,21 +5,23 @@
 #  - every layout trains like one bf16 process on the same global batch:
 #    data parallel, ZeRO-3, tensor, pipeline (1F1B and zero-bubble) and
 #    expert parallelism; losses every step within 1e-4 relative and the
-#    parameters after 12 steps within 1e-3. Why these bounds: a layout sums
+#    parameters after 12 steps within 2e-3. Why these bounds: a layout sums
 #    the same exact bf16 products in another order (fp32 results ~1e-7
 #    apart), and where such a difference straddles a bf16 rounding boundary
 #    the next product's operand lands one bf16 ulp (2^-8) apart. AdamW
 #    normalises each gradient, so the parameters inherit those flips at
-#    about their relative size; the bound is half of bf16's unit roundoff
-#    (2^-9 = 2e-3). Measured: losses 2e-6, parameters 4e-5 (data parallel)
-#    to 2e-4 (tensor parallel, whose row shards split the sums);
+#    about their relative size, most in attention's query and key biases,
+#    whose exact gradient is zero (lib.sh, compare_params); the bound is
+#    bf16's unit roundoff, 2^-9. Measured: losses 1e-6 to 3e-6, parameters
+#    3e-4 to 6e-4;
 #  - parallel.reduce_dtype = "bf16": the gradients cross the wire in bf16
 #    (data parallel, ZeRO-2, ZeRO-3 whose parameter gathers are bf16 too,
 #    the Reduction Server, beside tensor, pipeline and expert parallelism)
 #    at half the bytes, and still train like one bf16 process: losses within
 #    1e-3 (the averaged gradients are rounded to bf16 once more, 2^-9, and
 #    ZeRO-3 computes with bf16-rounded norms and biases as well; measured
-#    2e-5, ZeRO-3 3e-4) and parameters within 1e-2;
+#    1e-5 to 6e-5, ZeRO-3 3e-4) and parameters within 1e-2 (measured 7e-4
+#    to 1.6e-3);
 #  - a run stopped at step 6 and resumed ends bitwise equal to a straight one
 #    (chaos_kill.sh kills a bf16 ZeRO-3 worker and checks the same).
 source "$(dirname "$0")/lib.sh"
@@ -42,7 +44,7 @@ like_one() {  # NAME [ONE]: losses every step and the final parameters against o
   local one=${2:-one}
   compare_losses "$WORK/$one/metrics.jsonl" "$WORK/$1/metrics.jsonl" 1e-4 || fail "$1: losses differ from one bf16 process"
   compare_params "$(params_file "$WORK/$one/checkpoints/step_00000012")" \
-                 "$(params_file "$WORK/$1/checkpoints/step_00000012")" 1e-3 || fail "$1: parameters differ"
+                 "$(params_file "$WORK/$1/checkpoints/step_00000012")" 2e-3 || fail "$1: parameters differ"
 }
 
 train_layout one 1 --training.batch_size=8

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/kernels/fast_math.hpp"
 #include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/kernels/gemm_bf16.hpp"
 
 namespace meshtrain::kernels {
 
@@ -32,6 +34,31 @@ void softmax_rows(float* s, int64_t r0, int64_t r1, int64_t T, bool causal) {
   }
 }
 
+// One product of the attention kernels: on the bf16 operands when both are
+// given, else on the fp32 ones.
+struct Operand {
+  const float* f32;
+  const Bf16* b16;  // null: fp32 products
+  int ld;
+};
+
+void product(Trans ta, Trans tb, int M, int N, int K, float alpha, Operand a, Operand b, float* C, int ldc) {
+  if (a.b16 && b.b16)
+    gemm_bf16(ta, tb, M, N, K, alpha, a.b16, a.ld, b.b16, b.ld, 0.0f, C, ldc);
+  else
+    gemm(ta, tb, M, N, K, alpha, a.f32, a.ld, b.f32, b.ld, 0.0f, C, ldc);
+}
+
+// rows x cols of src (row stride ld) as an operand: itself, or under bf16 its
+// rounded copy in this thread's scratch (row stride cols).
+Operand block(const float* src, int64_t ld, int64_t rows, int64_t cols, bool bf16, std::vector<Bf16>& scratch) {
+  if (!bf16) return {src, nullptr, static_cast<int>(ld)};
+  scratch.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) scratch[size_t(r * cols + c)] = to_bf16(src[r * ld + c]);
+  return {nullptr, scratch.data(), static_cast<int>(cols)};
+}
+
 }  // namespace
 
 // Causal attention is computed in blocks of kRowBlock query rows: rows
@@ -41,33 +68,39 @@ constexpr int64_t kRowBlock = 64;
 
 MESHTRAIN_HOT_LOOP
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH, bool causal) {
+                       int64_t NH, bool causal, const Bf16* qkv16) {
   const int64_t hs = C / NH, R = causal ? kRowBlock : T;
   const int ti = static_cast<int>(T), hi = static_cast<int>(hs);
   const int ld3 = static_cast<int>(3 * C), ldc = static_cast<int>(C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
+    thread_local std::vector<Bf16> scratch;
     const int64_t b = bh / NH, h = bh % NH;
-    const float* q = qkv + b * T * 3 * C + h * hs;  // (T, hs), row stride 3C
-    const float* k = q + C;
-    const float* v = q + 2 * C;
+    const int64_t head = b * T * 3 * C + h * hs;
+    const float* q = qkv + head;  // (T, hs), row stride 3C
+    const Bf16* q16 = qkv16 ? qkv16 + head : nullptr;
+    const Operand k{q + C, q16 ? q16 + C : nullptr, ld3};
+    const Operand v{q + 2 * C, q16 ? q16 + 2 * C : nullptr, ld3};
     float* a = att + bh * T * T;  // (T, T)
     float* y = out + b * T * C + h * hs;  // (T, hs), row stride C
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t r1 = std::min(T, r0 + R);
       const int rows = static_cast<int>(r1 - r0), keys = static_cast<int>(causal ? r1 : T);
       // scores a[r0:r1, 0:keys] = scale * q[r0:r1] k[0:keys]^T; softmax zeroes the rest of each row.
-      gemm(Trans::No, Trans::Yes, rows, keys, hi, scale, q + r0 * 3 * C, ld3, k, ld3, 0.0f, a + r0 * T, ti);
+      product(Trans::No, Trans::Yes, rows, keys, hi, scale, {q + r0 * 3 * C, q16 ? q16 + r0 * 3 * C : nullptr, ld3}, k,
+              a + r0 * T, ti);
       softmax_rows(a + r0 * T, r0, r1, T, causal);
-      gemm(Trans::No, Trans::No, rows, hi, keys, 1.0f, a + r0 * T, ti, v, ld3, 0.0f, y + r0 * C, ldc);
+      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, block(a + r0 * T, T, rows, keys, q16 != nullptr, scratch), v,
+              y + r0 * C, ldc);
     }
   }
 }
 
 MESHTRAIN_HOT_LOOP
 void attention_backward(float* dqkv, float* datt, const float* dout, const float* att, const float* qkv,
-                        int64_t B, int64_t T, int64_t C, int64_t NH, bool causal) {
+                        int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, const Bf16* qkv16,
+                        const Bf16* dout16) {
   // With p = att and dp = datt:  ds = p * (dp - sum_j p dp) per row, with the
   // 1/sqrt(hs) score scale folded in. Query-side products (dp, dq) go by row
   // blocks [r0, r1) against keys [0, r1); key-side products (dv, dk) by key
@@ -78,21 +111,25 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
+    thread_local std::vector<Bf16> scratch;
+    const bool bf16 = qkv16 != nullptr;
     const int64_t b = bh / NH, h = bh % NH;
-    const float* q = qkv + b * T * 3 * C + h * hs;
-    const float* k = q + C;
-    const float* v = q + 2 * C;
-    float* dq = dqkv + b * T * 3 * C + h * hs;
+    const int64_t head = b * T * 3 * C + h * hs, head_out = b * T * C + h * hs;
+    // The operands at row t: q, k, v (row stride 3C) and dy (row stride C).
+    auto q = [&](int64_t t) { return Operand{qkv + head + t * 3 * C, bf16 ? qkv16 + head + t * 3 * C : nullptr, ld3}; };
+    auto k = [&](int64_t t) { return Operand{qkv + head + C + t * 3 * C, bf16 ? qkv16 + head + C + t * 3 * C : nullptr, ld3}; };
+    auto v = [&](int64_t t) { return Operand{qkv + head + 2 * C + t * 3 * C, bf16 ? qkv16 + head + 2 * C + t * 3 * C : nullptr, ld3}; };
+    auto dy = [&](int64_t t) { return Operand{dout + head_out + t * C, bf16 ? dout16 + head_out + t * C : nullptr, ldc}; };
+    float* dq = dqkv + head;
     float* dk = dq + C;
     float* dv = dq + 2 * C;
-    const float* dy = dout + b * T * C + h * hs;  // (T, hs), row stride C
     const float* p = att + bh * T * T;             // (T, T)
     float* dp = datt + bh * T * T;                 // (T, T)
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t r1 = std::min(T, r0 + R);
       const int rows = static_cast<int>(r1 - r0), keys = static_cast<int>(causal ? r1 : T);
       // dp[r0:r1, 0:keys] = dy[r0:r1] v[0:keys]^T, then ds in place.
-      gemm(Trans::No, Trans::Yes, rows, keys, hi, 1.0f, dy + r0 * C, ldc, v, ld3, 0.0f, dp + r0 * T, ti);
+      product(Trans::No, Trans::Yes, rows, keys, hi, 1.0f, dy(r0), v(0), dp + r0 * T, ti);
       for (int64_t t = r0; t < r1; ++t) {
         const float* pr = p + t * T;
         float* dr = dp + t * T;
@@ -103,16 +140,17 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
         for (int64_t j = n; j < T; ++j) dr[j] = 0;
       }
       // dq[r0:r1] = ds[r0:r1, 0:keys] k[0:keys]
-      gemm(Trans::No, Trans::No, rows, hi, keys, 1.0f, dp + r0 * T, ti, k, ld3, 0.0f, dq + r0 * 3 * C, ld3);
+      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, block(dp + r0 * T, T, rows, keys, bf16, scratch), k(0),
+              dq + r0 * 3 * C, ld3);
     }
     for (int64_t j0 = 0; j0 < T; j0 += R) {
       const int64_t j1 = std::min(T, j0 + R), q0 = causal ? j0 : 0;
       const int keys = static_cast<int>(j1 - j0), queries = static_cast<int>(T - q0);
       // dv[j0:j1] = p[q0:T, j0:j1]^T dy[q0:T];  dk[j0:j1] = ds[q0:T, j0:j1]^T q[q0:T]
-      gemm(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, p + q0 * T + j0, ti, dy + q0 * C, ldc, 0.0f,
-           dv + j0 * 3 * C, ld3);
-      gemm(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, dp + q0 * T + j0, ti, q + q0 * 3 * C, ld3, 0.0f,
-           dk + j0 * 3 * C, ld3);
+      product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, block(p + q0 * T + j0, T, queries, keys, bf16, scratch),
+              dy(q0), dv + j0 * 3 * C, ld3);
+      product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, block(dp + q0 * T + j0, T, queries, keys, bf16, scratch),
+              q(q0), dk + j0 * 3 * C, ld3);
     }
   }
 }

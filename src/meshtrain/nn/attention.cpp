@@ -2,6 +2,7 @@
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/attention.hpp"
+#include "meshtrain/kernels/bf16.hpp"
 
 namespace meshtrain::nn {
 
@@ -23,7 +24,8 @@ int64_t heads_per_rank(const std::string& prefix, int64_t C, int64_t n_head, Ten
 
 SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
                              TensorParallelComm* tp)
-    : C_(C / (tp ? tp->size() : 1)),
+    : store_(store),
+      C_(C / (tp ? tp->size() : 1)),
       NH_(heads_per_rank(prefix, C, n_head, tp)),
       causal_(causal),
       c_attn_(store, prefix + ".c_attn", C, 3 * C, true, LinearShard::column(tp, 3)),
@@ -40,7 +42,11 @@ float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const floa
   qkv_ = c_attn_.forward(inp, B * T);  // (B, T, 3C)
   att_.ensure(B * NH_ * T * T);
   y_.ensure(B * T * C_);
-  kernels::attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_);
+  if (bf16()) {  // the heads' products on bf16 operands (kernels/attention.hpp)
+    qkv16_.ensure(B * T * 3 * C_);
+    kernels::to_bf16(qkv_, qkv16_.data(), static_cast<size_t>(B * T * 3 * C_));
+  }
+  kernels::attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_, qkv16());
   return c_proj_.forward(y_.data(), B * T, residual);
 }
 
@@ -52,8 +58,14 @@ void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
   c_proj_.backward(dy, dout);
   // The same kernel on the same q, k, v: the probabilities (and y, which
   // c_proj has read already) come out bit for bit as in forward.
-  if (recompute_scores_) kernels::attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_);
-  kernels::attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_);
+  if (recompute_scores_) kernels::attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_, qkv16());
+  Bf16* dy16 = nullptr;
+  if (bf16()) {
+    dy16_.ensure(B_ * T_ * C_);
+    dy16 = dy16_.data();
+    kernels::to_bf16(dy, dy16, static_cast<size_t>(B_ * T_ * C_));
+  }
+  kernels::attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_, qkv16(), dy16);
   c_attn_.backward(dinp, dqkv);
 }
 

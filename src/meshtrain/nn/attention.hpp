@@ -59,10 +59,17 @@ class SelfAttention {
     c_attn_.share_activations(pool, key + ".c_attn");
     att_.share(&pool.get("attn.att"));
     y_.share(&pool.get(key + ".y"));
+    qkv16_.share(&pool.get_bf16(key + ".qkv16"));
     c_proj_.share_activations(pool, key + ".c_proj", output);
   }
 
  private:
+  // bf16 products (ParamStore::compute_precision): the heads' products take
+  // qkv16_, and in backward dy16_, rounded copies.
+  bool bf16() const { return store_.compute_precision() == Precision::Bf16; }
+  const Bf16* qkv16() const { return bf16() ? qkv16_.data() : nullptr; }
+
+  ParamStore& store_;
   int64_t C_, NH_;  // this rank's: C/T channels of NH/T heads
   bool causal_;
   Linear c_attn_, c_proj_;
@@ -71,6 +78,8 @@ class SelfAttention {
   const float* qkv_ = nullptr;                         // (B, T, 3C), owned by c_attn_
   AlignedBuffer<float> att_{MemoryKind::Activations};  // (B, NH, T, T) softmax probabilities
   AlignedBuffer<float> y_{MemoryKind::Activations};    // (B, T, C) heads side by side
+  AlignedBuffer<Bf16> qkv16_{MemoryKind::Activations};  // (B, T, 3C) bf16 only
+  AlignedBuffer<Bf16> dy16_{MemoryKind::Activations};   // (B, T, C) bf16 only, backward's
 };
 
 }  // namespace meshtrain::nn

@@ -78,6 +78,42 @@ TEST_P(AttentionKernel, ForwardAndBackwardMatchReference) {
   }
 }
 
+// bf16 products against the fp32 kernel on the same inputs: the outputs and
+// every input gradient within bf16's rounding (norm-relative 1e-2: each
+// product's operands carry 2^-9 relative error), and not equal to fp32's.
+TEST_P(AttentionKernel, Bf16ProductsStayWithinBf16RoundingOfFp32) {
+  const auto [B, T, C, NH, causal] = GetParam();
+  Rng rng(B * 1000 + T * 10 + C + causal + 7);
+  auto qkv = random_vector(B * T * 3 * C, rng), dy = random_vector(B * T * C, rng);
+  std::vector<Bf16> qkv16(qkv.size()), dy16(dy.size());
+  to_bf16(qkv.data(), qkv16.data(), qkv.size());
+  to_bf16(dy.data(), dy16.data(), dy.size());
+  struct Pass {
+    std::vector<float> out, att, datt, dqkv;
+  };
+  auto run = [&](bool bf16) {
+    Pass p{std::vector<float>(B * T * C), std::vector<float>(B * NH * T * T), std::vector<float>(B * NH * T * T),
+           std::vector<float>(B * T * 3 * C)};
+    attention_forward(p.out.data(), p.att.data(), qkv.data(), B, T, C, NH, causal, bf16 ? qkv16.data() : nullptr);
+    attention_backward(p.dqkv.data(), p.datt.data(), dy.data(), p.att.data(), qkv.data(), B, T, C, NH, causal,
+                       bf16 ? qkv16.data() : nullptr, bf16 ? dy16.data() : nullptr);
+    return p;
+  };
+  const Pass f32 = run(false), b16 = run(true);
+  auto relative = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0, n = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+      n += double(b[i]) * b[i];
+    }
+    return n > 0 ? std::sqrt(d / n) : std::sqrt(d);
+  };
+  const double out_err = relative(b16.out, f32.out), grad_err = relative(b16.dqkv, f32.dqkv);
+  EXPECT_LT(out_err, 1e-2);
+  EXPECT_LT(grad_err, 1e-2);
+  if (T * C >= 64) EXPECT_GT(out_err + grad_err, 0.0) << "bf16 should round differently from fp32";
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernel,
                          ::testing::Values(Case{1, 1, 4, 1, true}, Case{2, 5, 8, 2, true}, Case{2, 7, 12, 3, true},
                                            Case{2, 5, 8, 2, false}, Case{3, 6, 6, 3, false},

@@ -167,6 +167,11 @@ class Gpt final : public Model, public nn::PipelineModel {
     // Sequence parallelism only: ln_f's output gathered (B, T, C), then in
     // backward the output layer's whole-row input gradient before its reduce-scatter.
     AlignedBuffer<float> lnf_all{MemoryKind::Activations};
+    // bf16 products only (ParamStore::compute_precision): the output layer's
+    // rounded operands, wte (V/TP, C), ln_f's output (B*T, C) and dlogits (B*T, V/TP).
+    AlignedBuffer<Bf16> wte16{MemoryKind::Activations};
+    AlignedBuffer<Bf16> lnf16{MemoryKind::Activations};
+    AlignedBuffer<Bf16> dlogits16{MemoryKind::Activations};
     bool forwarded = false;       // forward ran, backward not yet
     bool weights_pending = false;  // a split backward ran, backward_piece_weights not yet
   };
@@ -193,6 +198,7 @@ class Gpt final : public Model, public nn::PipelineModel {
   // parallelism (Error naming B, T and TP when they do not divide).
   int64_t local_rows(int64_t B, int64_t T) const;
   bool whole_model() const;
+  bool bf16() const { return store_.compute_precision() == Precision::Bf16; }
 
   GptConfig config_;
   nn::TensorParallelComm* tp_;

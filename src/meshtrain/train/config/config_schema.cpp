@@ -132,7 +132,7 @@ const std::vector<Field>& fields() {
       MT_ENUM(training, recompute,
               "activation recomputation: selective (attention's probabilities) or full (a block keeps its input)"),
       MT_ENUM(training, precision,
-              "the matrix products of the linear layers and attention: bf16 operands with fp32 sums (weights, gradients and optimizer "
+              "the matrix products of the linear layers, attention and the output layer: bf16 operands with fp32 sums (weights, gradients and optimizer "
               "state stay fp32), or fp32"),
       MT_ENUM(optimizer, name, "optimizer"),
       MT_FIELD(optimizer, lr, Float, left_open(0, 10), "base learning rate"),

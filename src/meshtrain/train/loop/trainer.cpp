@@ -249,7 +249,7 @@ void SyncTrainer::print_setup() const {
                omp_get_max_threads(), kernels::gemm_backend_name());
   if (config_.training.precision == Precision::Bf16)
     std::fprintf(out_,
-                 "precision: bf16 products with fp32 sums in the linear layers and attention (bf16 GEMM: %s); fp32 master "
+                 "precision: bf16 products with fp32 sums in the linear layers, attention and the output layer (bf16 GEMM: %s); fp32 master "
                  "weights, gradients and optimizer state\n",
                  kernels::gemm_bf16_backend_name());
   if (config_.training.recompute != nn::Recompute::None)

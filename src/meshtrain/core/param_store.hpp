@@ -129,6 +129,7 @@ class ParamStore {
   // the parameters themselves stay fp32. Set once, before the first forward.
   void set_compute_precision(Precision p) { compute_precision_ = p; }
   Precision compute_precision() const { return compute_precision_; }
+  bool bf16_products() const { return compute_precision_ == Precision::Bf16; }
   float* grad(size_t index) { return grad_ptr_[index]; }
   const float* grad(size_t index) const { return grad_ptr_[index]; }
 

@@ -23,6 +23,12 @@ void to_bf16(const float* src, Bf16* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
 
+Bf16* to_bf16(const float* src, size_t n, AlignedBuffer<Bf16>& dst) {
+  dst.ensure(n);
+  to_bf16(src, dst.data(), n);
+  return dst.data();
+}
+
 MESHTRAIN_HOT_LOOP
 void to_float(const Bf16* src, float* dst, size_t n) {
 #pragma omp parallel for schedule(static) if (split_over_threads(n))

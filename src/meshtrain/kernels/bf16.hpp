@@ -7,6 +7,7 @@
 // summed in fp32 (gemm_bf16.hpp).
 #include <cstddef>
 
+#include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/bf16.hpp"
 
 namespace meshtrain::kernels {
@@ -18,6 +19,9 @@ using meshtrain::to_float;
 // dst[i] = bf16(src[i]) for i < n. Splits large arrays over the OpenMP
 // threads when called outside a parallel region.
 void to_bf16(const float* src, Bf16* dst, size_t n);
+// dst sized to n and filled with bf16(src[0..n)); returns dst's data. The
+// layers keep their rounded operands in such buffers.
+Bf16* to_bf16(const float* src, size_t n, AlignedBuffer<Bf16>& dst);
 // dst[i] = float(src[i]) for i < n (exact).
 void to_float(const Bf16* src, float* dst, size_t n);
 

@@ -42,10 +42,8 @@ float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const floa
   qkv_ = c_attn_.forward(inp, B * T);  // (B, T, 3C)
   att_.ensure(B * NH_ * T * T);
   y_.ensure(B * T * C_);
-  if (bf16()) {  // the heads' products on bf16 operands (kernels/attention.hpp)
-    qkv16_.ensure(B * T * 3 * C_);
-    kernels::to_bf16(qkv_, qkv16_.data(), static_cast<size_t>(B * T * 3 * C_));
-  }
+  // bf16: the heads' products on rounded operands (kernels/attention.hpp).
+  if (store_.bf16_products()) kernels::to_bf16(qkv_, static_cast<size_t>(B * T * 3 * C_), qkv16_);
   kernels::attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_, qkv16());
   return c_proj_.forward(y_.data(), B * T, residual);
 }
@@ -59,12 +57,7 @@ void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
   // The same kernel on the same q, k, v: the probabilities (and y, which
   // c_proj has read already) come out bit for bit as in forward.
   if (recompute_scores_) kernels::attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_, qkv16());
-  Bf16* dy16 = nullptr;
-  if (bf16()) {
-    dy16_.ensure(B_ * T_ * C_);
-    dy16 = dy16_.data();
-    kernels::to_bf16(dy, dy16, static_cast<size_t>(B_ * T_ * C_));
-  }
+  const Bf16* dy16 = store_.bf16_products() ? kernels::to_bf16(dy, static_cast<size_t>(B_ * T_ * C_), dy16_) : nullptr;
   kernels::attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_, qkv16(), dy16);
   c_attn_.backward(dinp, dqkv);
 }

@@ -64,10 +64,9 @@ class SelfAttention {
   }
 
  private:
-  // bf16 products (ParamStore::compute_precision): the heads' products take
+  // bf16 products (ParamStore::bf16_products): the heads' products take
   // qkv16_, and in backward dy16_, rounded copies.
-  bool bf16() const { return store_.compute_precision() == Precision::Bf16; }
-  const Bf16* qkv16() const { return bf16() ? qkv16_.data() : nullptr; }
+  const Bf16* qkv16() const { return store_.bf16_products() ? qkv16_.data() : nullptr; }
 
   ParamStore& store_;
   int64_t C_, NH_;  // this rank's: C/T channels of NH/T heads

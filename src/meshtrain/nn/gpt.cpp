@@ -197,13 +197,9 @@ ForwardResult Gpt::head_forward(Slot& s, const int32_t* targets) {
   s.logits.ensure(B * T * V);
   // logits (B*T, V) = ln_f (B*T, C) wte^T (C, V), V: this rank's vocabulary rows
   const int n = static_cast<int>(B * T), v = static_cast<int>(V), c = static_cast<int>(C);
-  if (bf16()) {  // both operands rounded once, kept for backward
-    s.wte16.ensure(V * C);
-    kernels::to_bf16(store_.param(head_wte_), s.wte16.data(), static_cast<size_t>(V * C));
-    s.lnf16.ensure(B * T * C);
-    kernels::to_bf16(s.lnf, s.lnf16.data(), static_cast<size_t>(B * T * C));
-    kernels::gemm_bf16(Trans::No, Trans::Yes, n, v, c, 1.0f, s.lnf16.data(), c, s.wte16.data(), c, 0.0f,
-                       s.logits.data(), v);
+  if (store_.bf16_products()) {  // both operands rounded once, kept for backward
+    kernels::gemm_bf16(Trans::No, Trans::Yes, n, v, c, 1.0f, kernels::to_bf16(s.lnf, size_t(B * T * C), s.lnf16), c,
+                       kernels::to_bf16(store_.param(head_wte_), size_t(V * C), s.wte16), c, 0.0f, s.logits.data(), v);
   } else {
     kernels::gemm(Trans::No, Trans::Yes, n, v, c, 1.0f, s.lnf, c, store_.param(head_wte_), c, 0.0f, s.logits.data(), v);
   }
@@ -216,17 +212,15 @@ void Gpt::head_backward(Slot& s, bool split) {
   const int n = static_cast<int>(N), c = static_cast<int>(C), v = static_cast<int>(V);
   float* dlogits = s.logits.data();  // in place
   s.xent->backward(dlogits);
-  if (bf16()) {  // rounded once for both products (and a split backward's later weight half)
-    s.dlogits16.ensure(N * V);
-    kernels::to_bf16(dlogits, s.dlogits16.data(), static_cast<size_t>(N * V));
-  }
+  // bf16: rounded once for both products (and a split backward's later weight half).
+  if (store_.bf16_products()) kernels::to_bf16(dlogits, static_cast<size_t>(N * V), s.dlogits16);
   float* dlnf = nn::Workspace::get(ws_.dln, rows * C);  // (B, T, C), this rank's rows
   // Under sequence parallelism the whole-row dlnf goes over the gathered
   // ln_f output, which the dwte GEMM reads first.
   float* dlnf_all = seq ? s.lnf_all.data() : dlnf;  // (B*T, C)
   if (!split) head_backward_weight(s);
   // Tied output layer: dlnf = dlogits wte.
-  if (bf16())
+  if (store_.bf16_products())
     kernels::gemm_bf16(Trans::No, Trans::No, n, c, v, 1.0f, s.dlogits16.data(), v, s.wte16.data(), c, 0.0f, dlnf_all,
                        c);
   else
@@ -242,7 +236,7 @@ void Gpt::head_backward(Slot& s, bool split) {
 void Gpt::head_backward_weight(Slot& s) {
   const int n = static_cast<int>(s.B * s.T), c = static_cast<int>(config_.n_embd), v = static_cast<int>(vocab_rows_);
   // dwte (V, C) += dlogits^T (V, N) lnf (N, C)
-  if (bf16())
+  if (store_.bf16_products())
     kernels::gemm_bf16(Trans::Yes, Trans::No, v, c, n, 1.0f, s.dlogits16.data(), v, s.lnf16.data(), c, 1.0f,
                        store_.grad(head_wte_), c);
   else

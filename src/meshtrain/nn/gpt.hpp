@@ -198,7 +198,6 @@ class Gpt final : public Model, public nn::PipelineModel {
   // parallelism (Error naming B, T and TP when they do not divide).
   int64_t local_rows(int64_t B, int64_t T) const;
   bool whole_model() const;
-  bool bf16() const { return store_.compute_precision() == Precision::Bf16; }
 
   GptConfig config_;
   nn::TensorParallelComm* tp_;

@@ -68,13 +68,11 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
   }
   inp_ = inp;
   M_ = M;
-  if (bf16()) {
+  if (store_.bf16_products()) {
     // The operands rounded once: backward reuses both (the weight does not
     // change between a forward and its backward).
-    w16_.ensure(in_ * out_);
-    kernels::to_bf16(store_.param(weight_), w16_.data(), static_cast<size_t>(in_ * out_));
-    in16_.ensure(M * in_);
-    kernels::to_bf16(inp, in16_.data(), static_cast<size_t>(M * in_));
+    kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), w16_);
+    kernels::to_bf16(inp, static_cast<size_t>(M * in_), in16_);
   }
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
   if (shard_.kind == LinearShard::Kind::Row) {
@@ -113,10 +111,8 @@ void Linear::backward(float* dinp, const float* dout) {
   // gradient over the gathered input, once the weight gradient has read it.
   float* dinp_all = dinp && seq && column ? seq_.data() : dinp;  // (M, in)
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
-  if (bf16()) {  // dout rounded once for both products (and kept for a deferred weight gradient)
-    dout16_.ensure(M_ * out_);
-    kernels::to_bf16(dout, dout16_.data(), static_cast<size_t>(M_ * out_));
-  }
+  // bf16: dout rounded once for both products (and kept for a deferred weight gradient).
+  if (store_.bf16_products()) kernels::to_bf16(dout, static_cast<size_t>(M_ * out_), dout16_);
   auto weight_grad = [&] {
     gemm_weight_grad(dout);
     if (has_bias_) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
@@ -127,7 +123,7 @@ void Linear::backward(float* dinp, const float* dout) {
   };
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
-    if (bf16())
+    if (store_.bf16_products())
       kernels::gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16_.data(), out, w16_.data(), out, 0.0f,
                          dinp_all, in);
     else
@@ -137,7 +133,7 @@ void Linear::backward(float* dinp, const float* dout) {
   if (defer_weight_) {
     // Input half now; the weight GEMM waits for backward_weight(). Under
     // bf16 the rounded dout16_ is that copy already.
-    if (!bf16()) {
+    if (!store_.bf16_products()) {
       dout_saved_.ensure(M_ * out_);
       std::copy(dout, dout + M_ * out_, dout_saved_.data());
     }
@@ -176,7 +172,7 @@ void Linear::backward(float* dinp, const float* dout) {
 void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out) {
   // out (M, out) = inp (M, in) W (in, out) + beta out
   const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
-  if (bf16())
+  if (store_.bf16_products())
     kernels::gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, w16_.data(), n, beta, out, n);
   else
     kernels::gemm(Trans::No, Trans::No, m, n, k, 1.0f, inp, k, store_.param(weight_), n, beta, out, n);
@@ -185,7 +181,7 @@ void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out) {
 void Linear::gemm_weight_grad(const float* dout) {
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
   // dW (in, out) += inp^T (in, M) dout (M, out)
-  if (bf16())
+  if (store_.bf16_products())
     kernels::gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16_.data(), out, 1.0f,
                        store_.grad(weight_), out);
   else

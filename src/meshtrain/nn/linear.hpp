@@ -118,8 +118,6 @@ class Linear {
   bool sequence_parallel() const;
   // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
   int64_t local_rows(int64_t M) const;
-  // Whether the products run on bf16 operands (ParamStore::compute_precision).
-  bool bf16() const { return store_.compute_precision() == Precision::Bf16; }
   // out (M, out) = inp W + beta out.
   void gemm_forward(const float* inp, int64_t M, float beta, float* out);
   // dW += inp^T dout over the last forward's rows (bf16: in16_ and dout16_).

@@ -27,6 +27,16 @@
 // hidden layers, s b h (k - 1) (16 + 3 with dropout) / t.
 // A pipeline stage multiplies the per-layer terms by its layers and by the
 // micro-batches its schedule keeps in flight; that is not modelled here.
+//
+// meshtrain's bf16 (training.precision = "bf16", nn/recompute.hpp) keeps
+// the saved tensors in bf16 but the residual stream (a block's input and
+// x1, the embedding's and the final norm's outputs) and the activation
+// gradients in fp32: residual_bytes = gradient_bytes = 4. On top
+// (mixed_copies), once per model: the fp32 tensors that only feed a
+// rounding, s b h 4 (2 + 12/t) (both layernorms' outputs, q k v, the heads'
+// output, the MLP's hidden layer before and after the GELU); the bf16
+// output gradients a backward rounds, s b h 2 (4 + 1)/t; and the output
+// layer's bf16 operands, s b h 2 + 2 s b V / t.
 #include <cstdint>
 
 namespace meshtrain {
@@ -40,22 +50,30 @@ struct ActivationShape {
   double act_bytes = 4;    // bytes per element: 4 for fp32, 2 for bf16/fp16
   double extra_experts = 0;  // top_k - 1 of a mixture of experts
   bool dropout = false;
+  double residual_bytes = 0;  // the residual stream's bytes per element; 0: act_bytes
+  double gradient_bytes = 0;  // the activation gradients'; 0: act_bytes
+  bool mixed_copies = false;  // meshtrain's bf16 work areas and copies (above)
 };
 
 inline double activation_bytes(const ActivationShape& m, ActivationRecompute mode) {
   const double sbh = m.seq * m.micro_batch * m.hidden, t = m.tensor, scale = m.act_bytes / 2;
+  const double residual = (m.residual_bytes > 0 ? m.residual_bytes : m.act_bytes) / 2;
+  const double gradient = (m.gradient_bytes > 0 ? m.gradient_bytes : m.act_bytes) / 2;
   const double attention = (m.dropout ? 5.0 : 2.0) * m.heads * m.seq / (m.hidden * t);
-  const double linear = (m.dropout ? 10.0 : 8.0) + (24.0 + m.extra_experts * (m.dropout ? 19.0 : 16.0)) / t;
-  const double layer = sbh * (linear + attention) * scale;
+  // Of the 8 (10 with dropout) whole-width bytes, 4 are the residual
+  // stream's two tensors (the block's input and x1).
+  const double linear = (m.dropout ? 6.0 : 4.0) + (24.0 + m.extra_experts * (m.dropout ? 19.0 : 16.0)) / t;
+  const double layer = sbh * (4 * residual + (linear + attention) * scale);
   double layers = 0;
   switch (mode) {
     case ActivationRecompute::None: layers = m.layers * layer; break;
-    case ActivationRecompute::Selective: layers = m.layers * sbh * linear * scale + sbh * attention * scale; break;
-    case ActivationRecompute::Full: layers = m.layers * 2 * sbh * scale + layer; break;
+    case ActivationRecompute::Selective: layers = m.layers * (layer - sbh * attention * scale) + sbh * attention * scale; break;
+    case ActivationRecompute::Full: layers = m.layers * 2 * sbh * residual + layer; break;
   }
-  const double backward = sbh * (2 + 16.0 / t + 2.0 * m.heads * m.seq / (m.hidden * t)) * scale;
-  const double ends = 4 * sbh * scale;
-  return layers + backward + ends + 4 * m.head_floats;
+  const double backward = sbh * (2 + 16.0 / t + 2.0 * m.heads * m.seq / (m.hidden * t)) * gradient;
+  const double ends = 4 * sbh * residual;
+  const double copies = m.mixed_copies ? sbh * (4 * (2 + 12.0 / t) + 10.0 / t + 2) + 2 * m.head_floats : 0;
+  return layers + backward + ends + 4 * m.head_floats + copies;
 }
 
 }  // namespace meshtrain

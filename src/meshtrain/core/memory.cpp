@@ -11,6 +11,7 @@ std::string_view memory_kind_name(MemoryKind kind) {
     case MemoryKind::Communication: return "communication";
     case MemoryKind::Data: return "data";
     case MemoryKind::Other: return "other";
+    case MemoryKind::WeightCopies: return "weight_copies";
   }
   return "unknown";
 }

@@ -9,8 +9,10 @@
 
 namespace meshtrain {
 
-enum class MemoryKind { Parameters, Gradients, OptimizerState, Activations, Communication, Data, Other };
-inline constexpr size_t kMemoryKindCount = 7;
+// WeightCopies: the bf16 copies of the weight matrices that bf16 products
+// read (training.precision = "bf16"), made in forward, kept for backward.
+enum class MemoryKind { Parameters, Gradients, OptimizerState, Activations, Communication, Data, Other, WeightCopies };
+inline constexpr size_t kMemoryKindCount = 8;
 
 std::string_view memory_kind_name(MemoryKind kind);
 

@@ -68,39 +68,44 @@ constexpr int64_t kRowBlock = 64;
 
 MESHTRAIN_HOT_LOOP
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH, bool causal, const Bf16* qkv16) {
+                       int64_t NH, bool causal, const AttentionBf16* bf16) {
   const int64_t hs = C / NH, R = causal ? kRowBlock : T;
   const int ti = static_cast<int>(T), hi = static_cast<int>(hs);
   const int ld3 = static_cast<int>(3 * C), ldc = static_cast<int>(C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
-    thread_local std::vector<Bf16> scratch;
+    thread_local std::vector<float> scores;  // bf16: one row block's fp32 scores (R, T)
     const int64_t b = bh / NH, h = bh % NH;
     const int64_t head = b * T * 3 * C + h * hs;
     const float* q = qkv + head;  // (T, hs), row stride 3C
-    const Bf16* q16 = qkv16 ? qkv16 + head : nullptr;
+    const Bf16* q16 = bf16 ? bf16->qkv + head : nullptr;
     const Operand k{q + C, q16 ? q16 + C : nullptr, ld3};
     const Operand v{q + 2 * C, q16 ? q16 + 2 * C : nullptr, ld3};
-    float* a = att + bh * T * T;  // (T, T)
+    Bf16* a16 = bf16 ? bf16->att + bh * T * T : nullptr;  // (T, T)
+    if (bf16) scores.resize(static_cast<size_t>(R * T));
     float* y = out + b * T * C + h * hs;  // (T, hs), row stride C
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t r1 = std::min(T, r0 + R);
       const int rows = static_cast<int>(r1 - r0), keys = static_cast<int>(causal ? r1 : T);
       // scores a[r0:r1, 0:keys] = scale * q[r0:r1] k[0:keys]^T; softmax zeroes the rest of each row.
+      float* a = bf16 ? scores.data() : att + bh * T * T + r0 * T;
       product(Trans::No, Trans::Yes, rows, keys, hi, scale, {q + r0 * 3 * C, q16 ? q16 + r0 * 3 * C : nullptr, ld3}, k,
-              a + r0 * T, ti);
-      softmax_rows(a + r0 * T, r0, r1, T, causal);
-      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, block(a + r0 * T, T, rows, keys, q16 != nullptr, scratch), v,
-              y + r0 * C, ldc);
+              a, ti);
+      softmax_rows(a, r0, r1, T, causal);
+      Operand p{a, nullptr, ti};
+      if (bf16) {  // stored rounded; the product reads the stored rows
+        to_bf16(a, a16 + r0 * T, static_cast<size_t>(rows * T));
+        p = {nullptr, a16 + r0 * T, ti};
+      }
+      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, p, v, y + r0 * C, ldc);
     }
   }
 }
 
 MESHTRAIN_HOT_LOOP
 void attention_backward(float* dqkv, float* datt, const float* dout, const float* att, const float* qkv,
-                        int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, const Bf16* qkv16,
-                        const Bf16* dout16) {
+                        int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, const AttentionBf16* bf16) {
   // With p = att and dp = datt:  ds = p * (dp - sum_j p dp) per row, with the
   // 1/sqrt(hs) score scale folded in. Query-side products (dp, dq) go by row
   // blocks [r0, r1) against keys [0, r1); key-side products (dv, dk) by key
@@ -109,47 +114,56 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
   const int ti = static_cast<int>(T), hi = static_cast<int>(hs);
   const int ld3 = static_cast<int>(3 * C), ldc = static_cast<int>(C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const bool b16 = bf16 != nullptr;
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     thread_local std::vector<Bf16> scratch;
-    const bool bf16 = qkv16 != nullptr;
     const int64_t b = bh / NH, h = bh % NH;
     const int64_t head = b * T * 3 * C + h * hs, head_out = b * T * C + h * hs;
+    const Bf16* qkv16 = b16 ? bf16->qkv + head : nullptr;
+    const Bf16* dy16 = b16 ? bf16->dout + head_out : nullptr;
     // The operands at row t: q, k, v (row stride 3C) and dy (row stride C).
-    auto q = [&](int64_t t) { return Operand{qkv + head + t * 3 * C, bf16 ? qkv16 + head + t * 3 * C : nullptr, ld3}; };
-    auto k = [&](int64_t t) { return Operand{qkv + head + C + t * 3 * C, bf16 ? qkv16 + head + C + t * 3 * C : nullptr, ld3}; };
-    auto v = [&](int64_t t) { return Operand{qkv + head + 2 * C + t * 3 * C, bf16 ? qkv16 + head + 2 * C + t * 3 * C : nullptr, ld3}; };
-    auto dy = [&](int64_t t) { return Operand{dout + head_out + t * C, bf16 ? dout16 + head_out + t * C : nullptr, ldc}; };
+    auto q = [&](int64_t t) { return Operand{qkv + head + t * 3 * C, b16 ? qkv16 + t * 3 * C : nullptr, ld3}; };
+    auto k = [&](int64_t t) { return Operand{qkv + head + C + t * 3 * C, b16 ? qkv16 + C + t * 3 * C : nullptr, ld3}; };
+    auto v = [&](int64_t t) { return Operand{qkv + head + 2 * C + t * 3 * C, b16 ? qkv16 + 2 * C + t * 3 * C : nullptr, ld3}; };
+    auto dy = [&](int64_t t) { return Operand{dout + head_out + t * C, b16 ? dy16 + t * C : nullptr, ldc}; };
     float* dq = dqkv + head;
     float* dk = dq + C;
     float* dv = dq + 2 * C;
-    const float* p = att + bh * T * T;             // (T, T)
-    float* dp = datt + bh * T * T;                 // (T, T)
+    const float* p = b16 ? nullptr : att + bh * T * T;         // (T, T)
+    const Bf16* p16 = b16 ? bf16->att + bh * T * T : nullptr;  // (T, T) under bf16
+    float* dp = datt + bh * T * T;                             // (T, T)
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t r1 = std::min(T, r0 + R);
       const int rows = static_cast<int>(r1 - r0), keys = static_cast<int>(causal ? r1 : T);
       // dp[r0:r1, 0:keys] = dy[r0:r1] v[0:keys]^T, then ds in place.
       product(Trans::No, Trans::Yes, rows, keys, hi, 1.0f, dy(r0), v(0), dp + r0 * T, ti);
       for (int64_t t = r0; t < r1; ++t) {
-        const float* pr = p + t * T;
         float* dr = dp + t * T;
         const int64_t n = causal ? t + 1 : T;
         float dot = 0;
-        for (int64_t j = 0; j < n; ++j) dot += pr[j] * dr[j];
-        for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
+        if (b16) {
+          const Bf16* pr = p16 + t * T;
+          for (int64_t j = 0; j < n; ++j) dot += to_float(pr[j]) * dr[j];
+          for (int64_t j = 0; j < n; ++j) dr[j] = to_float(pr[j]) * (dr[j] - dot) * scale;
+        } else {
+          const float* pr = p + t * T;
+          for (int64_t j = 0; j < n; ++j) dot += pr[j] * dr[j];
+          for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
+        }
         for (int64_t j = n; j < T; ++j) dr[j] = 0;
       }
       // dq[r0:r1] = ds[r0:r1, 0:keys] k[0:keys]
-      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, block(dp + r0 * T, T, rows, keys, bf16, scratch), k(0),
+      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, block(dp + r0 * T, T, rows, keys, b16, scratch), k(0),
               dq + r0 * 3 * C, ld3);
     }
     for (int64_t j0 = 0; j0 < T; j0 += R) {
       const int64_t j1 = std::min(T, j0 + R), q0 = causal ? j0 : 0;
       const int keys = static_cast<int>(j1 - j0), queries = static_cast<int>(T - q0);
       // dv[j0:j1] = p[q0:T, j0:j1]^T dy[q0:T];  dk[j0:j1] = ds[q0:T, j0:j1]^T q[q0:T]
-      product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, block(p + q0 * T + j0, T, queries, keys, bf16, scratch),
-              dy(q0), dv + j0 * 3 * C, ld3);
-      product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, block(dp + q0 * T + j0, T, queries, keys, bf16, scratch),
+      const Operand pt = b16 ? Operand{nullptr, p16 + q0 * T + j0, ti} : Operand{p + q0 * T + j0, nullptr, ti};
+      product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, pt, dy(q0), dv + j0 * 3 * C, ld3);
+      product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, block(dp + q0 * T + j0, T, queries, keys, b16, scratch),
               q(q0), dk + j0 * 3 * C, ld3);
     }
   }

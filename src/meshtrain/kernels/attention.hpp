@@ -8,26 +8,38 @@
 // Each (b, h) is one task of a `parallel for`; inside it gemm runs on the
 // calling thread, straight on the strided qkv rows (no head transposes).
 //
-// bf16 products (training.precision = "bf16"): given qkv16, qkv rounded to
-// bf16 (and dout16, dout rounded, in backward), the five products per head
-// take bf16 operands with fp32 sums (gemm_bf16.hpp); the probabilities and
-// the score gradients are rounded block by block as they enter a product.
-// The scores, the softmax and its backward stay fp32.
+// bf16 (training.precision = "bf16", AttentionBf16 below): the five
+// products per head take bf16 operands with fp32 sums (gemm_bf16.hpp), and
+// the probabilities are stored rounded to bf16, half the bytes of the one
+// activation that grows with T^2; the products read them as they are. The
+// scores, the softmax and its backward are computed in fp32 (the backward
+// widens the stored probabilities); the score gradients are rounded block
+// by block as they enter a product.
 #include <cstdint>
 
 #include "meshtrain/kernels/bf16.hpp"
 
 namespace meshtrain::kernels {
 
+// The bf16 side of the kernels: qkv rounded (read), the probabilities
+// (written by forward, read by backward) and, in backward, dout rounded.
+// With it the fp32 att is neither written nor read (it may be null) and the
+// fp32 qkv is not read (it still gives the addresses: pass it).
+struct AttentionBf16 {
+  const Bf16* qkv = nullptr;   // (B, T, 3C)
+  Bf16* att = nullptr;         // (B, NH, T, T)
+  const Bf16* dout = nullptr;  // (B, T, C), backward only
+};
+
 // out (B, T, C) and att (B, NH, T, T) are written; att (the probabilities,
-// exact zeros above the diagonal when causal) is saved for backward.
+// exact zeros above the diagonal when causal) is saved for backward; under
+// bf16, bf16->att instead.
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH, bool causal, const Bf16* qkv16 = nullptr);
+                       int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr);
 
 // dqkv (B, T, 3C) is written. datt (B, NH, T, T) is scratch, overwritten.
-// qkv16 and dout16 both, or neither.
 void attention_backward(float* dqkv, float* datt, const float* dout, const float* att, const float* qkv,
-                        int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, const Bf16* qkv16 = nullptr,
-                        const Bf16* dout16 = nullptr);
+                        int64_t B, int64_t T, int64_t C, int64_t NH, bool causal,
+                        const AttentionBf16* bf16 = nullptr);
 
 }  // namespace meshtrain::kernels

@@ -15,6 +15,13 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCube = 0.044715f;
 // Element-wise loops below this size run on one thread: waking the team costs more.
 constexpr int64_t kSerialBelow = 1 << 14;
+
+// gelu'(x) (see gelu_forward).
+inline float gelu_slope(float x) {
+  const float t = fast_tanh(kGeluScale * (x + kGeluCube * x * x * x));
+  const float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
 }  // namespace
 
 MESHTRAIN_HOT_LOOP
@@ -77,12 +84,13 @@ void gelu_forward(float* out, const float* inp, int64_t n) {
 MESHTRAIN_HOT_LOOP
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = inp[i];
-    const float t = fast_tanh(kGeluScale * (x + kGeluCube * x * x * x));
-    const float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
-    dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
-  }
+  for (int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_slope(inp[i]);
+}
+
+MESHTRAIN_HOT_LOOP
+void gelu_backward(float* dinp, const Bf16* inp, const float* dout, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
+  for (int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_slope(to_float(inp[i]));
 }
 
 }  // namespace meshtrain::kernels

@@ -3,6 +3,8 @@
 // gradients, GELU. Every size is in elements.
 #include <cstdint>
 
+#include "meshtrain/core/bf16.hpp"
+
 namespace meshtrain::kernels {
 
 // out (M, N): each row = bias (N) + residual row (M, N). Either may be null
@@ -24,5 +26,8 @@ void residual_forward(float* out, const float* a, const float* b, int64_t n);
 void gelu_forward(float* out, const float* inp, int64_t n);
 // dinp = gelu'(inp) * dout, written; dinp may alias dout.
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+// The same from the input stored in bf16 (training.precision = "bf16": the
+// MLP keeps its pre-activation rounded), widened exactly, computed in fp32.
+void gelu_backward(float* dinp, const Bf16* inp, const float* dout, int64_t n);
 
 }  // namespace meshtrain::kernels

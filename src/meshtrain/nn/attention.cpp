@@ -40,11 +40,17 @@ float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const floa
   B_ = B;
   T_ = T;
   qkv_ = c_attn_.forward(inp, B * T);  // (B, T, 3C)
-  att_.ensure(B * NH_ * T * T);
   y_.ensure(B * T * C_);
-  // bf16: the heads' products on rounded operands (kernels/attention.hpp).
-  if (store_.bf16_products()) kernels::to_bf16(qkv_, static_cast<size_t>(B * T * 3 * C_), qkv16_);
-  kernels::attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_, qkv16());
+  if (store_.bf16_products()) {
+    // The heads' products on rounded operands; the probabilities stored in bf16 (kernels/attention.hpp).
+    kernels::to_bf16(qkv_, static_cast<size_t>(B * T * 3 * C_), qkv16_);
+    att16_.ensure(B * NH_ * T * T);
+    const kernels::AttentionBf16 bf16 = bf16_operands();
+    kernels::attention_forward(y_.data(), nullptr, qkv_, B, T, C_, NH_, causal_, &bf16);
+  } else {
+    att_.ensure(B * NH_ * T * T);
+    kernels::attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_);
+  }
   return c_proj_.forward(y_.data(), B * T, residual);
 }
 
@@ -54,11 +60,19 @@ void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
   float* dqkv = Workspace::get(ws.dqkv, B_ * T_ * 3 * C_);  // (B, T, 3C)
   float* datt = Workspace::get(ws.datt, B_ * NH_ * T_ * T_);
   c_proj_.backward(dy, dout);
-  // The same kernel on the same q, k, v: the probabilities (and y, which
-  // c_proj has read already) come out bit for bit as in forward.
-  if (recompute_scores_) kernels::attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_, qkv16());
-  const Bf16* dy16 = store_.bf16_products() ? kernels::to_bf16(dy, static_cast<size_t>(B_ * T_ * C_), dy16_) : nullptr;
-  kernels::attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_, qkv16(), dy16);
+  if (store_.bf16_products()) {
+    kernels::AttentionBf16 bf16 = bf16_operands();
+    // The same kernel on the same rounded q, k, v: the probabilities (and
+    // y, which c_proj has read already) come out bit for bit as in forward.
+    // Under bf16 activations qkv_ points at a buffer the next layer has
+    // overwritten; the kernels read only its bf16 copy.
+    if (recompute_scores_) kernels::attention_forward(y_.data(), nullptr, qkv_, B_, T_, C_, NH_, causal_, &bf16);
+    bf16.dout = kernels::to_bf16(dy, static_cast<size_t>(B_ * T_ * C_), dy16_);
+    kernels::attention_backward(dqkv, datt, dy, nullptr, qkv_, B_, T_, C_, NH_, causal_, &bf16);
+  } else {
+    if (recompute_scores_) kernels::attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_);
+    kernels::attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_);
+  }
   c_attn_.backward(dinp, dqkv);
 }
 

@@ -8,6 +8,7 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
+#include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/nn/linear.hpp"
 #include "meshtrain/nn/workspace.hpp"
 
@@ -46,10 +47,11 @@ class SelfAttention {
   }
 
   // Selective recomputation (recompute.hpp): the probabilities live in
-  // `pool`'s "attn.att", shared by every attention layer, and backward
-  // computes them again from the saved q, k, v.
+  // `pool`'s "attn.att" (bf16: "attn.att16"), shared by every attention
+  // layer, and backward computes them again from the saved q, k, v.
   void recompute_scores(SharedActivations& pool) {
     att_.share(&pool.get("attn.att"));
+    att16_.share(&pool.get_bf16("attn.att16"));
     recompute_scores_ = true;
   }
   // Full recomputation: everything this layer saves (q, k, v, the
@@ -58,15 +60,26 @@ class SelfAttention {
   void share_activations(SharedActivations& pool, const std::string& key, bool output) {
     c_attn_.share_activations(pool, key + ".c_attn");
     att_.share(&pool.get("attn.att"));
+    att16_.share(&pool.get_bf16("attn.att16"));
     y_.share(&pool.get(key + ".y"));
     qkv16_.share(&pool.get_bf16(key + ".qkv16"));
     c_proj_.share_activations(pool, key + ".c_proj", output);
   }
+  // bf16 activations (recompute.hpp): backward reads the rounded q, k, v and
+  // probabilities only, so the fp32 q, k, v and heads' output live in
+  // `pool`; the output (the residual stream) stays this layer's.
+  void share_fp32_temporaries(SharedActivations& pool, const std::string& key) {
+    c_attn_.share_fp32_temporaries(pool, key + ".c_attn", /*output=*/true);
+    y_.share(&pool.get(key + ".y"));
+    dy16_.share(&pool.get_bf16(key + ".dy16"));
+    c_proj_.share_fp32_temporaries(pool, key + ".c_proj", /*output=*/false);
+  }
 
  private:
   // bf16 products (ParamStore::bf16_products): the heads' products take
-  // qkv16_, and in backward dy16_, rounded copies.
-  const Bf16* qkv16() const { return store_.bf16_products() ? qkv16_.data() : nullptr; }
+  // qkv16_, and in backward dy16_, rounded copies; the probabilities are
+  // stored in att16_ (kernels/attention.hpp) and att_ is not used.
+  kernels::AttentionBf16 bf16_operands() { return {.qkv = qkv16_.data(), .att = att16_.data(), .dout = nullptr}; }
 
   ParamStore& store_;
   int64_t C_, NH_;  // this rank's: C/T channels of NH/T heads
@@ -75,9 +88,10 @@ class SelfAttention {
   int64_t B_ = 0, T_ = 0;
   bool recompute_scores_ = false;
   const float* qkv_ = nullptr;                         // (B, T, 3C), owned by c_attn_
-  AlignedBuffer<float> att_{MemoryKind::Activations};  // (B, NH, T, T) softmax probabilities
+  AlignedBuffer<float> att_{MemoryKind::Activations};  // (B, NH, T, T) softmax probabilities, fp32 only
   AlignedBuffer<float> y_{MemoryKind::Activations};    // (B, T, C) heads side by side
   AlignedBuffer<Bf16> qkv16_{MemoryKind::Activations};  // (B, T, 3C) bf16 only
+  AlignedBuffer<Bf16> att16_{MemoryKind::Activations};  // (B, NH, T, T) bf16 only: the probabilities
   AlignedBuffer<Bf16> dy16_{MemoryKind::Activations};   // (B, T, C) bf16 only, backward's
 };
 

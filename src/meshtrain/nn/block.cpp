@@ -34,6 +34,13 @@ void Block::set_recompute(Recompute mode, SharedActivations& pool) {
   replay_ = true;
 }
 
+void Block::keep_bf16_activations(SharedActivations& pool) {
+  ln_1_.share_output(pool, "ln_1");
+  attn_.share_fp32_temporaries(pool, "attn");
+  ln_2_.share_output(pool, "ln_2");
+  mlp_->share_fp32_temporaries(pool, "mlp");
+}
+
 float* Block::forward(const float* x, int64_t B, int64_t T) {
   N_ = B * T;
   rows_ = sequence_parallel(tp_) ? sequence_rows(*tp_, N_) : N_;

@@ -62,6 +62,11 @@ class Block {
   // Activation recomputation (recompute.hpp), with `pool` the buffers every
   // block of the model shares. Set once, before the first forward.
   void set_recompute(Recompute mode, SharedActivations& pool);
+  // bf16 activations (training.precision = "bf16", recompute.hpp): the fp32
+  // tensors backward does not read live in `pool`, so what the block keeps
+  // is its bf16 copies and the fp32 residual stream. Set once, before the
+  // first forward, with the store's precision bf16 from then on.
+  void keep_bf16_activations(SharedActivations& pool);
 
  private:
   // The two sublayers' forward: x1 = x + attn(ln_1(x)), out = x1 + mlp(ln_2(x1)).

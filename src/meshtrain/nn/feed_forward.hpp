@@ -30,6 +30,10 @@ class FeedForward {
   // replay its forward (a mixture of experts: the replay would route and
   // exchange tokens again) throws Error.
   virtual void share_activations(SharedActivations& pool, const std::string& key) = 0;
+  // bf16 activations (recompute.hpp): the fp32 tensors backward does not
+  // read in `pool`'s "<key>.*" buffers. By default a layer keeps them (a
+  // mixture of experts: its experts' hidden layers are its own buffers).
+  virtual void share_fp32_temporaries(SharedActivations& /*pool*/, const std::string& /*key*/) {}
 };
 
 }  // namespace meshtrain::nn

@@ -70,6 +70,7 @@ Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPie
          nn::ExpertParallelComm* ep)
     : config_(checked(config, tp)), tp_(tp), ep_(ep) {
   check_pieces(pieces, config_.n_layer);
+  store_.set_compute_precision(config_.precision);  // first: the blocks choose what they keep by it
   const bool balancing = config_.moe.aux_loss_coef > 0;
   for (const GptPiece& piece : pieces)
     for (int64_t i = piece.first_layer; i < piece.end_layer; ++i)
@@ -126,6 +127,7 @@ std::unique_ptr<Gpt::Slot> Gpt::make_slot(const GptPiece& piece) {
     s->blocks.push_back(
         std::make_unique<nn::Block>(store_, "h." + std::to_string(i), c.n_embd, c.n_head, true, tp_, moe));
     s->blocks.back()->set_recompute(c.recompute, recomputed_);
+    if (c.precision == Precision::Bf16) s->blocks.back()->keep_bf16_activations(recomputed_);
   }
   if (piece.head) {
     s->ln_f = std::make_unique<nn::LayerNorm>(store_, "ln_f", c.n_embd, tp_);

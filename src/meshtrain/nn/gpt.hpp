@@ -56,6 +56,7 @@
 #include "meshtrain/nn/moe/router.hpp"
 #include "meshtrain/nn/moe/router_sums.hpp"
 #include "meshtrain/nn/pipeline_model.hpp"
+#include "meshtrain/core/precision.hpp"
 #include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/nn/vocab_parallel_cross_entropy.hpp"
 #include "meshtrain/nn/workspace.hpp"
@@ -70,6 +71,9 @@ struct GptConfig {
   int64_t vocab_size = 256;  // bytes
   nn::MoeConfig moe;         // n_expert = 1: dense MLPs
   nn::Recompute recompute = nn::Recompute::None;  // nn/recompute.hpp
+  // The products' precision, set on the store; bf16 also keeps the blocks'
+  // activations in bf16 (nn/recompute.hpp).
+  Precision precision = Precision::Fp32;
 };
 
 // One mixture-of-experts block this rank holds: its step's routing sums
@@ -169,7 +173,7 @@ class Gpt final : public Model, public nn::PipelineModel {
     AlignedBuffer<float> lnf_all{MemoryKind::Activations};
     // bf16 products only (ParamStore::compute_precision): the output layer's
     // rounded operands, wte (V/TP, C), ln_f's output (B*T, C) and dlogits (B*T, V/TP).
-    AlignedBuffer<Bf16> wte16{MemoryKind::Activations};
+    AlignedBuffer<Bf16> wte16{MemoryKind::WeightCopies};
     AlignedBuffer<Bf16> lnf16{MemoryKind::Activations};
     AlignedBuffer<Bf16> dlogits16{MemoryKind::Activations};
     bool forwarded = false;       // forward ran, backward not yet

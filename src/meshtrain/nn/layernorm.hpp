@@ -44,6 +44,10 @@ class LayerNorm {
     mean_.share(&pool.get(key + ".mean"));
     rstd_.share(&pool.get(key + ".rstd"));
   }
+  // bf16 activations: backward reads the input and the statistics, not the
+  // output (the next linear keeps its bf16 rounding), so only the output
+  // lives in `pool`'s "<key>.out".
+  void share_output(SharedActivations& pool, const std::string& key) { out_.share(&pool.get(key + ".out")); }
 
  private:
   ParamStore& store_;

@@ -97,6 +97,8 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
 
 void Linear::backward(float* dinp, const float* dout) {
   if (!inp_) throw Error("Linear::backward called before forward");
+  if (fp32_shared_ && !store_.bf16_products())
+    throw Error("Linear: an fp32 backward after bf16 activations were set up (its fp32 input is not kept)");
   const bool seq = sequence_parallel();
   const bool column = shard_.kind == LinearShard::Kind::Column;
   const int64_t rows = local_rows(M_);
@@ -111,10 +113,13 @@ void Linear::backward(float* dinp, const float* dout) {
   // gradient over the gathered input, once the weight gradient has read it.
   float* dinp_all = dinp && seq && column ? seq_.data() : dinp;  // (M, in)
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
-  // bf16: dout rounded once for both products (and kept for a deferred weight gradient).
-  if (store_.bf16_products()) kernels::to_bf16(dout, static_cast<size_t>(M_ * out_), dout16_);
+  // bf16: dout rounded once for both products (and kept for a deferred
+  // weight gradient: the layer's own buffer then, not the shared one).
+  AlignedBuffer<kernels::Bf16>& rounded = defer_weight_ || !dout16_scratch_ ? dout16_ : *dout16_scratch_;
+  const kernels::Bf16* dout16 =
+      store_.bf16_products() ? kernels::to_bf16(dout, static_cast<size_t>(M_ * out_), rounded) : nullptr;
   auto weight_grad = [&] {
-    gemm_weight_grad(dout);
+    gemm_weight_grad(dout, dout16);
     if (has_bias_) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
   };
   auto announce = [&] {
@@ -124,8 +129,7 @@ void Linear::backward(float* dinp, const float* dout) {
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
     if (store_.bf16_products())
-      kernels::gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16_.data(), out, w16_.data(), out, 0.0f,
-                         dinp_all, in);
+      kernels::gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, w16_.data(), out, 0.0f, dinp_all, in);
     else
       kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp_all,
                     in);
@@ -178,11 +182,11 @@ void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out) {
     kernels::gemm(Trans::No, Trans::No, m, n, k, 1.0f, inp, k, store_.param(weight_), n, beta, out, n);
 }
 
-void Linear::gemm_weight_grad(const float* dout) {
+void Linear::gemm_weight_grad(const float* dout, const kernels::Bf16* dout16) {
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
   // dW (in, out) += inp^T (in, M) dout (M, out)
   if (store_.bf16_products())
-    kernels::gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16_.data(), out, 1.0f,
+    kernels::gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16, out, 1.0f,
                        store_.grad(weight_), out);
   else
     kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, 1.0f, store_.grad(weight_), out);
@@ -191,7 +195,7 @@ void Linear::gemm_weight_grad(const float* dout) {
 void Linear::backward_weight() {
   if (!weight_pending_) throw Error("Linear::backward_weight called without a deferred backward before it");
   weight_pending_ = false;
-  gemm_weight_grad(dout_saved_.data());
+  gemm_weight_grad(dout_saved_.data(), dout16_.data());
   store_.grad_ready(weight_);
 }
 

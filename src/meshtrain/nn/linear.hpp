@@ -103,10 +103,20 @@ class Linear {
   // A deferred dout stays the layer's own: it waits for backward_weight().
   // The bf16 operands a replay rounds again share the pool too.
   void share_activations(SharedActivations& pool, const std::string& key, bool output = true) {
-    if (output) out_buf_.share(&pool.get(key + ".out"));
-    seq_.share(&pool.get(key + ".seq"));
+    share_output_and_work_area(pool, key, output);
     in16_.share(&pool.get_bf16(key + ".in16"));
     w16_.share(&pool.get_bf16(key + ".w16"));
+  }
+  // bf16 activations (recompute.hpp): backward reads only the rounded
+  // operands, so the fp32 output (when `output`) and the sequence-parallel
+  // work area need not outlive the forward and live in `pool` as above; the
+  // rounded output gradient, which lives only inside backward unless it is
+  // deferred, in one buffer every linear layer shares. Backward then refuses
+  // to run in fp32 (Error): its fp32 input may be gone.
+  void share_fp32_temporaries(SharedActivations& pool, const std::string& key, bool output) {
+    share_output_and_work_area(pool, key, output);
+    dout16_scratch_ = &pool.get_bf16("linear.dout16");
+    fp32_shared_ = true;
   }
 
  private:
@@ -116,12 +126,16 @@ class Linear {
   bool has_bias_;
   LinearShard shard_;
   bool sequence_parallel() const;
+  void share_output_and_work_area(SharedActivations& pool, const std::string& key, bool output) {
+    if (output) out_buf_.share(&pool.get(key + ".out"));
+    seq_.share(&pool.get(key + ".seq"));
+  }
   // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
   int64_t local_rows(int64_t M) const;
   // out (M, out) = inp W + beta out.
   void gemm_forward(const float* inp, int64_t M, float beta, float* out);
-  // dW += inp^T dout over the last forward's rows (bf16: in16_ and dout16_).
-  void gemm_weight_grad(const float* dout);
+  // dW += inp^T dout over the last forward's rows (bf16: in16_ and dout16).
+  void gemm_weight_grad(const float* dout, const kernels::Bf16* dout16);
 
   const float* inp_ = nullptr;  // (M, in), borrowed from the caller (Column under SP: seq_)
   int64_t M_ = 0;
@@ -135,9 +149,11 @@ class Linear {
   AlignedBuffer<float> dout_saved_{MemoryKind::Activations};  // (M, out) deferral only, fp32
   // bf16 products only: the rounded weight (in, out), input (M, in) and
   // output gradient (M, out), the last also a deferred weight gradient's.
-  AlignedBuffer<kernels::Bf16> w16_{MemoryKind::Activations};
+  AlignedBuffer<kernels::Bf16> w16_{MemoryKind::WeightCopies};
   AlignedBuffer<kernels::Bf16> in16_{MemoryKind::Activations};
   AlignedBuffer<kernels::Bf16> dout16_{MemoryKind::Activations};
+  AlignedBuffer<kernels::Bf16>* dout16_scratch_ = nullptr;  // shared, for an undeferred backward
+  bool fp32_shared_ = false;                                 // share_fp32_temporaries() ran
 };
 
 }  // namespace meshtrain::nn

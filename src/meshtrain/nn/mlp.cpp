@@ -1,12 +1,14 @@
 #include "meshtrain/nn/mlp.hpp"
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/bf16.hpp"
 #include "meshtrain/kernels/elementwise.hpp"
 
 namespace meshtrain::nn {
 
 Mlp::Mlp(ParamStore& store, const std::string& prefix, int64_t C, TensorParallelComm* tp)
-    : C_(C),
+    : store_(store),
+      C_(C),
       c_fc_(store, prefix + ".c_fc", C, 4 * C, true, LinearShard::column(tp)),
       c_proj_(store, prefix + ".c_proj", 4 * C, C, true, LinearShard::row(tp)) {}
 
@@ -19,6 +21,7 @@ float* Mlp::forward(const float* inp, int64_t N, const float* residual) {
   N_ = N;
   const int64_t H = c_fc_.out_features();  // 4C, or this rank's 4C/T
   h_ = c_fc_.forward(inp, N);             // (N, H)
+  if (store_.bf16_products()) kernels::to_bf16(h_, static_cast<size_t>(N * H), h16_);
   gelu_.ensure(N * H);
   kernels::gelu_forward(gelu_.data(), h_, N * H);
   return c_proj_.forward(gelu_.data(), N, residual);
@@ -28,6 +31,7 @@ float* Mlp::forward_into(const float* inp, int64_t N, float* h, float* gelu, flo
   N_ = N;
   const int64_t H = c_fc_.out_features();
   h_ = c_fc_.forward_into(inp, N, h);
+  if (store_.bf16_products()) kernels::to_bf16(h_, static_cast<size_t>(N * H), h16_);
   kernels::gelu_forward(gelu, h_, N * H);
   return c_proj_.forward_into(gelu, N, out);
 }
@@ -37,7 +41,10 @@ void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
   const int64_t H = c_fc_.out_features();
   float* dh = Workspace::get(ws.dh, N_ * H);  // (N, H): d gelu output, then d pre-activation in place
   c_proj_.backward(dh, dout);
-  kernels::gelu_backward(dh, h_, dh, N_ * H);
+  if (store_.bf16_products())
+    kernels::gelu_backward(dh, h16_.data(), dh, N_ * H);
+  else
+    kernels::gelu_backward(dh, h_, dh, N_ * H);
   c_fc_.backward(dinp, dh);
 }
 

@@ -59,15 +59,28 @@ class Mlp final : public FeedForward {
   void share_activations(SharedActivations& pool, const std::string& key) override {
     c_fc_.share_activations(pool, key + ".c_fc");
     gelu_.share(&pool.get(key + ".gelu"));
+    h16_.share(&pool.get_bf16(key + ".h16"));
     c_proj_.share_activations(pool, key + ".c_proj", /*output=*/false);
+  }
+  // bf16 activations: backward reads the rounded pre-activation and the
+  // linears' rounded inputs, so the fp32 hidden layer before and after the
+  // GELU lives in `pool`.
+  void share_fp32_temporaries(SharedActivations& pool, const std::string& key) override {
+    c_fc_.share_fp32_temporaries(pool, key + ".c_fc", /*output=*/true);
+    gelu_.share(&pool.get(key + ".gelu"));
+    c_proj_.share_fp32_temporaries(pool, key + ".c_proj", /*output=*/false);
   }
 
  private:
+  ParamStore& store_;
   int64_t C_;
   Linear c_fc_, c_proj_;
   int64_t N_ = 0;
   const float* h_ = nullptr;                            // (N, 4C) pre-activation, owned by c_fc_
   AlignedBuffer<float> gelu_{MemoryKind::Activations};  // (N, 4C)
+  // bf16 products only: the pre-activation rounded, what the GELU's backward
+  // reads (as PyTorch's autocast keeps a bf16 linear's output).
+  AlignedBuffer<Bf16> h16_{MemoryKind::Activations};  // (N, 4C)
 };
 
 }  // namespace meshtrain::nn

@@ -15,6 +15,15 @@
 //              gradients.
 // The replay runs the same kernels on the same inputs, so both modes are
 // bitwise equal to None.
+//
+// bf16 activations (training.precision = "bf16", any mode): the products
+// read bf16 copies of their operands, and a backward reads those copies
+// only, so a block keeps the copies (q k v, the probabilities, the linears'
+// inputs, the MLP's pre-activation) and the fp32 residual stream, while the
+// fp32 tensors that only feed a rounding (the layernorms' outputs, q k v,
+// the heads' output, the MLP's hidden layers) live in buffers all the
+// blocks share, as full recomputation's do. The bf16 output gradients that
+// live only inside a backward share buffers too.
 #include <map>
 #include <memory>
 #include <string>

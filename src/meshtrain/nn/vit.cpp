@@ -28,10 +28,12 @@ const VitConfig& checked(const VitConfig& c, const nn::TensorParallelComm* tp) {
 
 std::vector<std::unique_ptr<nn::Block>> make_blocks(ParamStore& store, const VitConfig& c,
                                                     nn::TensorParallelComm* tp, nn::SharedActivations& recomputed) {
+  store.set_compute_precision(c.precision);  // first: the blocks choose what they keep by it
   std::vector<std::unique_ptr<nn::Block>> blocks;
   for (int64_t i = 0; i < c.n_layer; ++i) {
     blocks.push_back(std::make_unique<nn::Block>(store, "h." + std::to_string(i), c.n_embd, c.n_head, false, tp));
     blocks.back()->set_recompute(c.recompute, recomputed);
+    if (c.precision == Precision::Bf16) blocks.back()->keep_bf16_activations(recomputed);
   }
   return blocks;
 }

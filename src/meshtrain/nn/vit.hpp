@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/precision.hpp"
 #include "meshtrain/nn/block.hpp"
 #include "meshtrain/nn/cross_entropy.hpp"
 #include "meshtrain/nn/layernorm.hpp"
@@ -33,6 +34,9 @@ struct VitConfig {
   int64_t n_head = 4;
   int64_t classes = 10;
   nn::Recompute recompute = nn::Recompute::None;  // nn/recompute.hpp
+  // The products' precision, set on the store; bf16 also keeps the blocks'
+  // activations in bf16 (nn/recompute.hpp).
+  Precision precision = Precision::Fp32;
 };
 
 class Vit final : public Model {

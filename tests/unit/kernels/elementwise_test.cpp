@@ -39,6 +39,21 @@ TEST(GeluKernel, ForwardAndBackwardMatchReference) {
   }
 }
 
+// From a bf16 input the backward is the fp32 one on the widened values, bit
+// for bit (the widening is exact).
+TEST(GeluKernel, BackwardFromBf16InputIsFp32OnTheWidenedInput) {
+  for (int64_t n : {1, 17, 40000}) {
+    Rng rng(n + 5);
+    auto x = random_vector(n, rng, 3.0f), dy = random_vector(n, rng);
+    std::vector<Bf16> x16(n);
+    std::vector<float> widened(n), want(n), got(n);
+    for (int64_t i = 0; i < n; ++i) widened[i] = to_float(x16[i] = to_bf16(x[i]));
+    gelu_backward(want.data(), widened.data(), dy.data(), n);
+    gelu_backward(got.data(), x16.data(), dy.data(), n);
+    expect_close(got, want, 0, 0, "gelu backward from bf16");
+  }
+}
+
 TEST(RowKernels, FillRowsAndBiasBackward) {
   for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {300, 70}, {2, 33}}) {
     Rng rng(M * N);

@@ -19,9 +19,10 @@ struct Pass {
   size_t activation_bytes = 0;  // the model's activations after the pass
 };
 
-GptConfig config(nn::Recompute mode) {
+GptConfig config(nn::Recompute mode, Precision precision = Precision::Fp32) {
   GptConfig c{.n_layer = 3, .n_embd = 32, .n_head = 4, .block_size = 16, .vocab_size = 256};
   c.recompute = mode;
+  c.precision = precision;
   return c;
 }
 
@@ -41,9 +42,8 @@ Pass run(nn::Recompute mode, bool split_backward = false, Precision precision = 
   const size_t before = MemoryTracker::global().current(MemoryKind::Activations);
   Pass pass;
   {
-    Gpt gpt(config(mode), nullptr,
+    Gpt gpt(config(mode, precision), nullptr,
             {{.first_layer = 0, .end_layer = 3, .embedding = true, .head = true}});
-    gpt.store().set_compute_precision(precision);
     Rng rng(7);
     gpt.init_parameters(rng);
     Batch batch;
@@ -104,6 +104,45 @@ TEST(Recompute, BitwiseEqualToNoneInBf16Too) {
           << enum_string(mode) << " split " << split;
     }
   }
+}
+
+// The activation bytes a GPT of `layers` blocks holds after a forward and backward.
+size_t activations_after_a_step(int64_t layers, Precision precision) {
+  const size_t before = MemoryTracker::global().current(MemoryKind::Activations);
+  GptConfig c = config(nn::Recompute::None, precision);
+  c.n_layer = layers;
+  Gpt gpt(c);
+  Rng rng(7);
+  gpt.init_parameters(rng);
+  Batch batch;
+  fill(batch, 2, 16);
+  gpt.forward(batch);
+  gpt.backward();
+  return MemoryTracker::global().current(MemoryKind::Activations) - before;
+}
+
+// bf16 activations: a block keeps bf16 copies, its layernorms' statistics
+// and the fp32 residual stream; the fp32 temporaries live once per model.
+// Per block, with N = B T = 32 rows, C = 32, NH T = 64, in bytes a row:
+//   fp32  4 (C + 3C + NH T + C + C + C + 4C + 4C + C) = 64 C + 4 NH T
+//   bf16  2 (C + 3C + NH T + C + C + 4C + 4C) + 4 (C + C) = 36 C + 2 NH T
+// plus 4 + 4 for each layernorm's mean and rstd.
+TEST(Recompute, Bf16ActivationsKeepHalfTheBytesPerBlock) {
+  const int64_t N = 32, C = 32, NHT = 64, stats = 2 * 2 * N * 4;
+  const size_t fp32_block = N * (64 * C + 4 * NHT) + stats, bf16_block = N * (36 * C + 2 * NHT) + stats;
+  EXPECT_EQ(activations_after_a_step(6, Precision::Fp32) - activations_after_a_step(3, Precision::Fp32),
+            3 * fp32_block);
+  EXPECT_EQ(activations_after_a_step(6, Precision::Bf16) - activations_after_a_step(3, Precision::Bf16),
+            3 * bf16_block);
+  // A model made for bf16 activations does not keep what an fp32 backward reads.
+  Gpt gpt(config(nn::Recompute::None, Precision::Bf16));
+  Rng rng(1);
+  gpt.init_parameters(rng);
+  Batch batch;
+  fill(batch, 2, 16);
+  gpt.forward(batch);
+  gpt.store().set_compute_precision(Precision::Fp32);
+  EXPECT_THROW(gpt.backward(), Error);
 }
 
 TEST(Recompute, FullRefusesMixtureOfExpertsBlocks) {

@@ -94,6 +94,7 @@ size_t predict_activations(const JobConfig& config) {
   if (m.kind != ModelKind::Gpt || p.pipeline > 1 || m.n_expert > 1 || p.sequence_parallel) return 0;
   const double t = double(p.tensor), b = double(config.training.batch_size / std::max<int64_t>(p.micro_batches, 1));
   const auto mode = static_cast<ActivationRecompute>(config.training.recompute);  // the same three, in order
+  const bool bf16 = config.training.precision == Precision::Bf16;  // meshtrain's bf16 (activation_memory.hpp)
   return static_cast<size_t>(activation_bytes({.seq = double(m.block_size),
                                                .micro_batch = b,
                                                .hidden = double(m.n_embd),
@@ -101,9 +102,12 @@ size_t predict_activations(const JobConfig& config) {
                                                .layers = double(m.n_layer),
                                                .head_floats = double(m.block_size) * b * double(m.vocab_size) / t,
                                                .tensor = t,
-                                               .act_bytes = 4,
+                                               .act_bytes = bf16 ? 2.0 : 4.0,
                                                .extra_experts = 0,
-                                               .dropout = false},
+                                               .dropout = false,
+                                               .residual_bytes = 4,
+                                               .gradient_bytes = 4,
+                                               .mixed_copies = bf16},
                                               mode));
 }
 
@@ -123,6 +127,7 @@ std::string memory_report(const MemoryPrediction& predicted, int world, int stag
   row(MemoryKind::Communication, mib(double(predicted.communication)));
   row(MemoryKind::Activations, predicted.activations ? mib(double(predicted.activations)) + " (formula)"
                                                     : "(depends on the batch)");
+  row(MemoryKind::WeightCopies, "(bf16 products)");
   row(MemoryKind::Data, "");
   row(MemoryKind::Other, "");
   char total[120];

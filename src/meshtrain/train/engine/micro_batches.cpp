@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/bf16.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/optim/clip.hpp"
 
@@ -65,6 +66,7 @@ class PipelineMicroBatches final : public MicroBatchRunner {
       : model_(model),
         workers_(workers),
         split_(p.micro_batches),
+        reduce_dtype_(p.reduce_dtype),
         executor_(parallel::pipeline::make_schedule(p.schedule, workers.pipeline_size(), int(p.micro_batches),
                                                     int(p.virtual_stages)),
                   workers.pipeline_rank(), model, workers.pipeline_group()) {
@@ -89,11 +91,21 @@ class PipelineMicroBatches final : public MicroBatchRunner {
 
   // The first and the last stage sum their wte gradients. wte is a unit of
   // its own on both (gpt.hpp), so under ZeRO-2/3 each data rank holds the
-  // same slice of it on both ends.
+  // same slice of it on both ends. Under parallel.reduce_dtype = "bf16" the
+  // two cross in bf16, are added in fp32 and rounded once (comm's BF16), so
+  // both ends widen the same bits.
   void finish_gradients(const HeldGradients& held) override {
     comm::ProcessGroup* pair = workers_.embedding_group();
     if (!pair) return;
-    for (const std::span<float> part : held_wte(held)) pair->all_reduce(part, comm::ReduceKind::Sum);
+    for (const std::span<float> part : held_wte(held)) {
+      if (reduce_dtype_ != Precision::Bf16) {
+        pair->all_reduce(part, comm::ReduceKind::Sum);
+        continue;
+      }
+      kernels::to_bf16(part.data(), part.size(), wte16_);
+      pair->all_reduce(wte16_.span(), comm::ReduceKind::Sum);
+      kernels::to_float(wte16_.data(), part.data(), part.size());
+    }
   }
 
   void duplicate_squares(const HeldGradients& held, double& replicated, double& sharded) const override {
@@ -134,8 +146,10 @@ class PipelineMicroBatches final : public MicroBatchRunner {
   Gpt& model_;
   WorkerGroup& workers_;
   MicroBatchSplit split_;
+  Precision reduce_dtype_;  // parallel.reduce_dtype: the wte sum's
   parallel::pipeline::PipelineExecutor executor_;
   bool tied_copy_ = false;
+  AlignedBuffer<Bf16> wte16_{MemoryKind::Communication};  // reduce_dtype bf16: the wte gradient on the wire
 };
 
 }  // namespace

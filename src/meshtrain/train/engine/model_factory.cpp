@@ -50,7 +50,8 @@ std::unique_ptr<Model> make_layer_model(const ModelSection& m, const ModelLayout
                              .block_size = m.block_size,
                              .vocab_size = m.vocab_size,
                              .moe = gpt_moe_config(m),
-                             .recompute = layout.recompute};
+                             .recompute = layout.recompute,
+                             .precision = layout.precision};
       if (P * V == 1)
         return std::make_unique<Gpt>(
             config, tp, std::vector<GptPiece>{{.first_layer = 0, .end_layer = m.n_layer, .embedding = true, .head = true}},
@@ -70,7 +71,8 @@ std::unique_ptr<Model> make_layer_model(const ModelSection& m, const ModelLayout
                                              .n_embd = m.n_embd,
                                              .n_head = m.n_head,
                                              .classes = m.classes,
-                                             .recompute = layout.recompute},
+                                             .recompute = layout.recompute,
+                                             .precision = layout.precision},
                                    tp);
   }
   throw ConfigError("model.kind: unknown model '" + enum_string(m.kind) + "' (expected " +

@@ -313,8 +313,9 @@ CheckpointModel load_checkpoint_model(const std::string& user_path, const std::v
   loaded.path = resolve_checkpoint(user_path);
   loaded.config = checkpoint_config(loaded.path);
   apply_overrides(loaded.config, overrides);
-  loaded.model = make_model(loaded.config.model);
-  loaded.model->store().set_compute_precision(loaded.config.training.precision);  // eval as the run trained
+  ModelLayout layout;
+  layout.precision = loaded.config.training.precision;  // evaluated as it trained
+  loaded.model = make_model(loaded.config.model, layout);
   loaded.step = load_train_checkpoint(loaded.path, *loaded.model, nullptr).step;
   return loaded;
 }

@@ -56,9 +56,10 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
 
   DataLoader loader = job_data_loader(config, env.rank, env.num_workers());
-  std::unique_ptr<Model> model = make_model(config.model);
+  ModelLayout layout;
+  layout.precision = tc.precision;
+  std::unique_ptr<Model> model = make_model(config.model, layout);
   ParamStore& store = model->store();
-  store.set_compute_precision(tc.precision);
 
   parallel::ps::ClientOptions copts{.servers = job.servers, .token = env.token, .job_id = env.job_id,
                                     .rank = env.rank, .world_size = env.world_size, .timeout = job.timeout};

@@ -41,7 +41,7 @@ void LayerNorm::backward(float* dinp, const float* dout, const float* dresid) {
     fill_constant(dweight, 2 * C_, 0.0f);
     kernels::layernorm_backward(dinp, dweight, dweight + C_, dout, inp_, store_.param(weight_), mean_.data(),
                                 rstd_.data(), dresid, N_, C_);
-    seq_tp_->all_reduce_sum(dweight, static_cast<size_t>(2 * C_));
+    seq_tp_->all_reduce_sum_fp32(dweight, static_cast<size_t>(2 * C_));
     kernels::residual_forward(store_.grad(weight_), store_.grad(weight_), dweight, C_);
     kernels::residual_forward(store_.grad(bias_), store_.grad(bias_), dweight + C_, C_);
   }

@@ -24,9 +24,17 @@ class TensorParallelComm {
   virtual int size() const = 0;
   // Whether the layers given this group shard their token-wise regions by rows.
   virtual bool sequence_parallel() const { return false; }
+  // all_reduce_sum, all_gather and reduce_scatter_sum carry the layers'
+  // activations and activation gradients: a group may send them in bf16
+  // (parallel.reduce_dtype), each rank's values rounded and the sums
+  // combined in fp32 and rounded back, so the results are bf16 values,
+  // still the same bits on every rank.
   // Each reduces `count` elements over the group in place, elementwise;
   // every rank gets the same bits.
   virtual void all_reduce_sum(float* data, size_t count) = 0;
+  // The same, always in fp32: the loss's statistics and partial weight
+  // gradients, which a bf16 rounding would cost precision the step needs.
+  virtual void all_reduce_sum_fp32(float* data, size_t count) = 0;
   // The vocabulary-parallel loss: the row max of the logits over the shards.
   virtual void all_reduce_max(float* data, size_t count) = 0;
   // The vocabulary-parallel argmax: the lowest column index holding the max.

@@ -50,7 +50,7 @@ ForwardResult VocabParallelCrossEntropy::forward(const float* logits, const int3
   float* sumexp = sums_.data();
   float* target_logit = sums_.data() + N;
   kernels::softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets, N, V_cols_, v0_);
-  tp_->all_reduce_sum(sums_.data(), 2 * rows);
+  tp_->all_reduce_sum_fp32(sums_.data(), 2 * rows);
   ForwardResult r;
   r.count = N;
   // Summed serially in double, as SoftmaxCrossEntropy sums.

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/bf16.hpp"
 
 namespace meshtrain::parallel::pipeline {
 
@@ -28,8 +29,9 @@ std::vector<int> slots_needed(const Schedule& schedule, int rank) {
   return peak;
 }
 
-PipelineExecutor::PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group)
-    : schedule_(std::move(schedule)), rank_(rank), model_(model), group_(group) {
+PipelineExecutor::PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group,
+                                   Precision wire)
+    : schedule_(std::move(schedule)), rank_(rank), model_(model), group_(group), bf16_wire_(wire == Precision::Bf16) {
   const int V = schedule_.chunks;
   if (model_.pieces() != static_cast<size_t>(V))
     throw Error("pipeline executor: the schedule runs " + std::to_string(V) + " chunk(s) on rank " +
@@ -139,8 +141,27 @@ void PipelineExecutor::communicate(std::span<const Action> run, const Batch& sha
         throw Error("pipeline executor: " + describe(a) + " is not a communication action");
     }
   }
+  // bf16 wire: the sends rounded into buffers of their own, the receives
+  // landing in others and widened into the model's buffers afterwards.
+  std::vector<float*> widen_into;
+  if (bf16_wire_) {
+    const size_t floats = bytes / sizeof(float);
+    while (send16_.size() < sends.size()) send16_.emplace_back(MemoryKind::Communication);
+    while (recv16_.size() < recvs.size()) recv16_.emplace_back(MemoryKind::Communication);
+    for (size_t i = 0; i < sends.size(); ++i) {
+      sends[i] = {sends[i].peer, kernels::to_bf16(static_cast<const float*>(sends[i].data), floats, send16_[i]),
+                  floats * sizeof(Bf16)};
+    }
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      widen_into.push_back(static_cast<float*>(recvs[i].data));
+      recv16_[i].ensure(floats);
+      recvs[i] = {recvs[i].peer, recv16_[i].data(), floats * sizeof(Bf16), nullptr};
+    }
+  }
   try {
     group_->exchange(std::move(sends), std::move(recvs));
+    for (size_t i = 0; i < widen_into.size(); ++i)
+      kernels::to_float(recv16_[i].data(), widen_into[i], bytes / sizeof(float));
   } catch (const CommError& e) {
     // Name the stages: a dead or hung stage shows up here as its
     // neighbour's failed exchange (within the transport's timeout).

@@ -28,7 +28,10 @@
 #include <vector>
 
 #include "meshtrain/comm/group/process_group.hpp"
+#include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/batch.hpp"
+#include "meshtrain/core/bf16.hpp"
+#include "meshtrain/core/precision.hpp"
 #include "meshtrain/core/function_ref.hpp"
 #include "meshtrain/nn/pipeline_model.hpp"
 #include "meshtrain/parallel/pipeline/action.hpp"
@@ -65,7 +68,11 @@ class PipelineExecutor {
   // Throws Error when the model does not hold one piece per chunk, or the
   // pieces' embedding and head do not sit on the first and last virtual
   // stage.
-  PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group);
+  // wire = bf16 (parallel.reduce_dtype): a training step's activations and
+  // gradients cross between stages rounded to bf16 and are widened
+  // (exactly) on arrival: half the bytes. Evaluation sends fp32.
+  PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group,
+                   Precision wire = Precision::Fp32);
 
   // One training step's forwards and backwards over the schedule's M
   // micro-batches (all of equal shape; they must stay alive until this
@@ -112,6 +119,9 @@ class PipelineExecutor {
   std::vector<std::vector<bool>> slot_busy_;          // [chunk][slot]
   std::vector<ActionSpan> spans_;
   std::chrono::steady_clock::time_point step_start_;
+  bool bf16_wire_;
+  // bf16 wire only: one buffer per send and per receive of an exchange.
+  std::vector<AlignedBuffer<Bf16>> send16_, recv16_;
 };
 
 }  // namespace meshtrain::parallel::pipeline

@@ -19,6 +19,7 @@ class SoloTensorGroup final : public nn::TensorParallelComm {
   int size() const override { return size_; }
   bool sequence_parallel() const override { return sequence_parallel_; }
   void all_reduce_sum(float*, size_t) override {}
+  void all_reduce_sum_fp32(float*, size_t) override {}
   void all_reduce_max(float*, size_t) override {}
   void all_reduce_min(int32_t*, size_t) override {}
   // Its own chunk in every slot: the output is written whole, as a real

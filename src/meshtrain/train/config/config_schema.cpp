@@ -163,8 +163,10 @@ const std::vector<Field>& fields() {
       MT_FIELD(parallel, zero_stage, Int, closed(0, 3),
                "ZeRO sharding (data = allreduce): 1 optimizer state, 2 also gradients, 3 also parameters (FSDP)"),
       MT_ENUM(parallel, reduce_dtype,
-              "the data-parallel gradient all-reduce, ZeRO's reduce-scatter and ZeRO-3's parameter all-gathers in "
-              "bf16 (half the bytes; sums in fp32, each step rounded to bf16) or fp32"),
+              "what crosses the wire in bf16 (half the bytes; sums in fp32, each step rounded to bf16) or fp32: the "
+              "data-parallel gradient all-reduce, ZeRO's reduce-scatters and ZeRO-3's parameter all-gathers, the "
+              "tied embedding's gradient sum, and tensor, pipeline and expert parallelism's activations and their "
+              "gradients"),
       MT_FIELD(parallel, bucket_mb, Float, left_open(0, 65536),
                "gradient bucket size in MiB; each bucket is all-reduced as soon as backward has filled it"),
       MT_FIELD(parallel, micro_batches, Int, closed(1, 1 << 20),

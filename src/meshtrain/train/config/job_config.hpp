@@ -133,7 +133,7 @@ struct ParallelSection {
   comm::AllReduceAlgorithm all_reduce = comm::AllReduceAlgorithm::Auto;
   int64_t zero_stage = 0;            // ZeRO: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters
   double bucket_mb = 25;             // gradient bucket size for the overlapped all-reduce
-  Precision reduce_dtype = Precision::Fp32;  // gradients (and ZeRO-3's parameter gathers) on the wire
+  Precision reduce_dtype = Precision::Fp32;  // what crosses the wire: gradients, ZeRO-3's gathers, tp/pp/ep activations
   int64_t micro_batches = 1;         // gradient accumulation: training.batch_size in this many micro-batches
   int64_t tensor = 1;                // tensor-parallel ways; data ways = workers / tensor (comm/mesh/device_mesh.hpp)
   bool sequence_parallel = false;    // tensor > 1: layernorm regions split along the tokens (Megatron-SP)

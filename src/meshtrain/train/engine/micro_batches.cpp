@@ -69,7 +69,7 @@ class PipelineMicroBatches final : public MicroBatchRunner {
         reduce_dtype_(p.reduce_dtype),
         executor_(parallel::pipeline::make_schedule(p.schedule, workers.pipeline_size(), int(p.micro_batches),
                                                     int(p.virtual_stages)),
-                  workers.pipeline_rank(), model, workers.pipeline_group()) {
+                  workers.pipeline_rank(), model, workers.pipeline_group(), p.reduce_dtype) {
     // The tied copy: the last stage's wte when the first stage is another rank.
     for (size_t piece = 0; piece < model.pieces(); ++piece)
       if (model.piece_has_head(piece) && workers.pipeline_rank() != 0) tied_copy_ = true;

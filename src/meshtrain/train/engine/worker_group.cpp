@@ -99,12 +99,12 @@ void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const 
   if (tensor) {
     tensor_group_ = std::make_unique<comm::ProcessGroup>(tensor_communicator_,
                                                          mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_));
-    tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_, p.sequence_parallel);
+    tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_, p.sequence_parallel, p.reduce_dtype);
   }
   if (expert) {
     expert_group_ = std::make_unique<comm::ProcessGroup>(expert_communicator_,
                                                          mesh_.group_ranks(comm::MeshAxis::Expert, worker_rank_));
-    expert_comm_ = std::make_unique<parallel::ExpertParallelGroup>(*expert_group_);
+    expert_comm_ = std::make_unique<parallel::ExpertParallelGroup>(*expert_group_, p.reduce_dtype);
     expert_data_group_ = std::make_unique<comm::ProcessGroup>(communicator_, mesh_.expert_data_ranks(worker_rank_));
   }
   if (pipeline) {

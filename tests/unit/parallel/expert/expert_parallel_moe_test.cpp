@@ -28,14 +28,15 @@ std::vector<float> values(size_t n, uint64_t seed) {
   return v;
 }
 
-void run_expert_ranks(int ways, const std::function<void(int, ExpertParallelGroup&)>& body) {
+void run_expert_ranks(int ways, const std::function<void(int, ExpertParallelGroup&)>& body,
+                      Precision wire = Precision::Fp32) {
   auto transports = comm::make_inproc_transports(ways);
   std::vector<std::thread> ranks;
   for (int r = 0; r < ways; ++r)
     ranks.emplace_back([&, r] {
       auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
       comm::ProcessGroup group(communicator);
-      ExpertParallelGroup ep(group);
+      ExpertParallelGroup ep(group, wire);
       body(r, ep);
     });
   for (auto& t : ranks) t.join();
@@ -170,6 +171,37 @@ TEST(ExpertParallelMoe, Top2DroplessEqualsOneRank) { expect_equals_serial(2, 0.0
 TEST(ExpertParallelMoe, Top1WithCapacityEqualsOneRank) { expect_equals_serial(1, 1.0, false); }
 TEST(ExpertParallelMoe, EveryTokenToOneExpertDropless) { expect_equals_serial(2, 0.0, true); }
 TEST(ExpertParallelMoe, EveryTokenToOneExpertWithCapacity) { expect_equals_serial(1, 1.25, true); }
+
+// A bf16 wire (parallel.reduce_dtype): every row arrives as the bf16
+// rounding of what was sent (a rank's rows to itself too), unequal counts
+// and an empty exchange included.
+TEST(ExpertParallelMoe, Bf16WireDeliversTheRoundedRows) {
+  const int ways = 3;
+  auto sent_value = [](int from, int to, size_t i) { return 0.1f * float(from) + 0.01f * float(to) + 1e-4f * float(i); };
+  auto count = [](int from, int to) { return size_t((from + 2 * to) % 4); };  // 0 to 3 floats, one pair empty
+  std::vector<std::vector<float>> got(ways);
+  run_expert_ranks(
+      ways,
+      [&](int r, ExpertParallelGroup& ep) {
+        std::vector<size_t> s(ways), rc(ways);
+        std::vector<float> send;
+        for (int d = 0; d < ways; ++d) {
+          s[size_t(d)] = count(r, d);
+          rc[size_t(d)] = count(d, r);
+          for (size_t i = 0; i < s[size_t(d)]; ++i) send.push_back(sent_value(r, d, i));
+        }
+        std::vector<float> recv(rc[0] + rc[1] + rc[2]);
+        ep.all_to_all_v(send.data(), s, recv.data(), rc);
+        got[size_t(r)] = recv;
+      },
+      Precision::Bf16);
+  for (int r = 0; r < ways; ++r) {
+    std::vector<float> want;
+    for (int from = 0; from < ways; ++from)
+      for (size_t i = 0; i < count(from, r); ++i) want.push_back(to_float(to_bf16(sent_value(from, r, i))));
+    EXPECT_EQ(got[size_t(r)], want) << "rank " << r;
+  }
+}
 
 TEST(ExpertParallelMoe, ExpertsMustDivideByTheRanks) {
   std::vector<std::string> errors(3);

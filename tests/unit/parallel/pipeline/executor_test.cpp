@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "meshtrain/comm/group/process_group.hpp"
@@ -46,7 +47,8 @@ struct RankOutcome {
 };
 
 // Runs `schedule` on P threads; rank r's outcome at [r].
-std::vector<RankOutcome> run_pipeline(const Schedule& schedule, const std::vector<Batch>& batches) {
+std::vector<RankOutcome> run_pipeline(const Schedule& schedule, const std::vector<Batch>& batches,
+                                      Precision wire = Precision::Fp32) {
   const int P = schedule.ranks, V = schedule.chunks;
   const std::vector<int64_t> counts = stage_layer_counts(kConfig.n_layer, P * V);
   auto transports = comm::make_inproc_transports(P);
@@ -61,7 +63,7 @@ std::vector<RankOutcome> run_pipeline(const Schedule& schedule, const std::vecto
         Gpt gpt(kConfig, nullptr, rank_pieces(counts, P, V, r));
         Rng init(11);
         gpt.init_parameters(init);
-        PipelineExecutor executor(schedule, r, gpt, &group);
+        PipelineExecutor executor(schedule, r, gpt, &group, wire);
         out[size_t(r)].loss = executor.run(batches, {.before = [](int, bool) {}, .after = [] {}});
         for (const ParamView& v : gpt.store().views())
           out[size_t(r)].grads.emplace_back(
@@ -81,6 +83,32 @@ struct Case {
   ScheduleKind kind;
   int P, M, V;
 };
+
+// A bf16 wire (parallel.reduce_dtype): the activations and gradients
+// between stages arrive rounded, so the step is not fp32's bit for bit but
+// within bf16's rounding of it (2^-9 relative on what crosses; the loss and
+// the gradients move by far less than 1%).
+TEST(PipelineExecutor, Bf16WireStaysWithinBf16RoundingOfFp32) {
+  const Schedule schedule = make_schedule(ScheduleKind::OneFOneB, 2, 4, 1);
+  const std::vector<Batch> batches = make_micro_batches(4);
+  const std::vector<RankOutcome> fp32 = run_pipeline(schedule, batches);
+  const std::vector<RankOutcome> bf16 = run_pipeline(schedule, batches, Precision::Bf16);
+  if (HasFailure()) return;
+  const double loss = fp32.back().loss.loss_sum;
+  EXPECT_NE(bf16.back().loss.loss_sum, loss) << "the stage boundary should round";
+  EXPECT_NEAR(bf16.back().loss.loss_sum, loss, 1e-3 * loss);
+  for (size_t r = 0; r < fp32.size(); ++r)
+    for (size_t t = 0; t < fp32[r].grads.size(); ++t) {
+      const auto& [name, want] = fp32[r].grads[t];
+      const std::vector<float>& got = bf16[r].grads[t].second;
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        norm += double(want[i]) * want[i];
+      }
+      EXPECT_LE(std::sqrt(diff), 1e-2 * std::sqrt(norm) + 1e-7) << "rank " << r << " " << name;
+    }
+}
 
 TEST(PipelineExecutor, EverySchedulesGradientsEqualTheSerialModel) {
   const Case cases[] = {

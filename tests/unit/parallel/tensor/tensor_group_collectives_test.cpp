@@ -50,6 +50,44 @@ TEST(TensorGroupCollectives, ReduceScatterSumGivesEachRankItsChunkOfTheSum) {
   }
 }
 
+// A bf16 wire (parallel.reduce_dtype): on 2 ranks each collective gives the
+// bf16 rounding of what it would give on the rounded inputs, one rounding
+// per sum, the same bits on both ranks; all_reduce_sum_fp32 stays exact.
+TEST(TensorGroupCollectives, Bf16WireRoundsEachInputAndEachSumOnce) {
+  const int ways = 2;
+  auto input = [](int r, size_t i) { return 1.0f + 0.001f * float(i) + 0.0137f * float(r); };  // not bf16 values
+  auto r16 = [](float x) { return to_float(to_bf16(x)); };
+  const size_t n = 2 * kCount;
+  std::vector<std::vector<float>> sums(ways), exact(ways), gathered(ways), scattered(ways);
+  tp_test::run_tensor_ranks(
+      ways,
+      [&](int r, TensorParallelGroup& tp) {
+        std::vector<float> a(n), b(n), g(n), out(kCount);
+        for (size_t i = 0; i < n; ++i) a[i] = b[i] = input(r, i);
+        tp.all_reduce_sum(a.data(), n);
+        tp.all_reduce_sum_fp32(b.data(), n);
+        tp.all_gather(b.data(), g.data(), kCount);  // b's first kCount: this rank's chunk
+        std::vector<float> data(n);
+        for (size_t i = 0; i < n; ++i) data[i] = input(r, i);
+        tp.reduce_scatter_sum(data.data(), out.data(), kCount);
+        sums[size_t(r)] = a, exact[size_t(r)] = b, gathered[size_t(r)] = g, scattered[size_t(r)] = out;
+      },
+      false, Precision::Bf16);
+  EXPECT_EQ(sums[0], sums[1]) << "the same bits on every rank";
+  EXPECT_EQ(gathered[0], gathered[1]);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(sums[0][i], r16(r16(input(0, i)) + r16(input(1, i)))) << i;
+    EXPECT_EQ(exact[0][i], input(0, i) + input(1, i)) << i;
+  }
+  for (int q = 0; q < ways; ++q)
+    for (size_t i = 0; i < kCount; ++i) EXPECT_EQ(gathered[0][size_t(q) * kCount + i], r16(exact[size_t(q)][i]));
+  for (int r = 0; r < ways; ++r)
+    for (size_t i = 0; i < kCount; ++i) {
+      const size_t at = size_t(r) * kCount + i;
+      EXPECT_EQ(scattered[size_t(r)][i], r16(r16(input(0, at)) + r16(input(1, at)))) << "rank " << r << " " << i;
+    }
+}
+
 TEST(TensorGroupCollectives, SoloGroupKeepsItsOwnChunk) {
   SoloTensorGroup solo(1, 3, /*sequence_parallel=*/true);
   EXPECT_TRUE(solo.sequence_parallel());

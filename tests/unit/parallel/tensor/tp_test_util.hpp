@@ -19,14 +19,14 @@ namespace meshtrain::parallel::tp_test {
 // group over in-process transports (sequence-parallel or not); returns when
 // all are done.
 inline void run_tensor_ranks(int ways, const std::function<void(int, TensorParallelGroup&)>& body,
-                             bool sequence_parallel = false) {
+                             bool sequence_parallel = false, Precision wire = Precision::Fp32) {
   auto transports = comm::make_inproc_transports(ways);
   std::vector<std::thread> ranks;
   for (int r = 0; r < ways; ++r) {
     ranks.emplace_back([&, r] {
       auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
       comm::ProcessGroup group(communicator);
-      TensorParallelGroup tp(group, sequence_parallel);
+      TensorParallelGroup tp(group, sequence_parallel, wire);
       body(r, tp);
     });
   }

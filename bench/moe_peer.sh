@@ -21,17 +21,21 @@
 #   /work/moe-peer-venv/bin/pip install torchtitan==0.3.0 deepspeed==0.19.8
 #   PEER_PYTHON=/work/moe-peer-venv/bin/python bench/moe_peer.sh
 #
-# Knobs: ROUNDS [3]  MT_STEPS [8]  MT_SKIP [2]  PEER_STEPS [6]  PEER_WARMUP [2]  DISPATCH ["torchtitan
+# The defaults time steps 37-60 on both sides, once each framework's balancing loss has evened its
+# routing out (bench/moe_parallel.sh); MT_STEPS=8 MT_SKIP=2 PEER_STEPS=6 PEER_WARMUP=2 times the routing at
+# initialisation instead.
+#
+# Knobs: ROUNDS [3]  MT_STEPS [60]  MT_SKIP [36]  PEER_STEPS [24]  PEER_WARMUP [36]  DISPATCH ["torchtitan
 #   plain deepspeed"]  EXPERTS [4]  TOP_K [2]  MESHTRAIN [build/src/meshtrain/meshtrain]
 #   OUT [bench/out/moe_peer]  IDLE_WAIT [60] IDLE_PCT [15]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 1
 ROUNDS="${ROUNDS:-3}"
-MT_STEPS="${MT_STEPS:-8}"
-MT_SKIP="${MT_SKIP:-2}"
-PEER_STEPS="${PEER_STEPS:-6}"
-PEER_WARMUP="${PEER_WARMUP:-2}"
+MT_STEPS="${MT_STEPS:-60}"
+MT_SKIP="${MT_SKIP:-36}"
+PEER_STEPS="${PEER_STEPS:-24}"
+PEER_WARMUP="${PEER_WARMUP:-36}"
 DISPATCH="${DISPATCH:-torchtitan plain deepspeed}"
 EXPERTS="${EXPERTS:-4}"
 TOP_K="${TOP_K:-2}"

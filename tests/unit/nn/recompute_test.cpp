@@ -2,6 +2,7 @@
 // loss and every gradient, and less activation memory.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -155,9 +156,9 @@ TEST(Recompute, FullRefusesMixtureOfExpertsBlocks) {
 }
 
 TEST(Recompute, VitBlocksRecomputeToo) {
-  auto pass = [](nn::Recompute mode) {
+  auto pass = [](nn::Recompute mode, Precision precision = Precision::Fp32) {
     Vit vit(VitConfig{.image_size = 8, .patch_size = 4, .n_layer = 2, .n_embd = 16, .n_head = 2, .classes = 3,
-                      .recompute = mode});
+                      .recompute = mode, .precision = precision});
     Rng rng(3);
     vit.init_parameters(rng);
     Batch batch;
@@ -176,6 +177,17 @@ TEST(Recompute, VitBlocksRecomputeToo) {
   };
   const auto none = pass(nn::Recompute::None), full = pass(nn::Recompute::Full);
   EXPECT_EQ(std::memcmp(none.data(), full.data(), none.size() * sizeof(float)), 0);
+  // In bf16 (non-causal attention, bf16 activations) too; and within bf16's
+  // rounding of fp32's gradients (norm-relative), not equal to them.
+  const auto none16 = pass(nn::Recompute::None, Precision::Bf16), full16 = pass(nn::Recompute::Full, Precision::Bf16);
+  EXPECT_EQ(std::memcmp(none16.data(), full16.data(), none16.size() * sizeof(float)), 0);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < none.size(); ++i) {
+    diff += (double(none16[i]) - none[i]) * (double(none16[i]) - none[i]);
+    norm += double(none[i]) * none[i];
+  }
+  EXPECT_GT(diff, 0.0);
+  EXPECT_LT(std::sqrt(diff), 2e-2 * std::sqrt(norm));
 }
 
 }  // namespace

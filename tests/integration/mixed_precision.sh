@@ -69,6 +69,16 @@ train_layout pp2-1f1b 2 --parallel.pipeline=2 --parallel.micro_batches=4 --paral
 train_layout pp2-zb 2 --parallel.pipeline=2 --parallel.micro_batches=4 --parallel.schedule=zero_bubble \
   --parallel.data=none --training.batch_size=8
 for layout in dp2 zero3 tp2 pp2-1f1b pp2-zb; do like_one $layout; done
+# ZeRO-3 keeps no bf16 copy of a block's weights between its forward and its
+# backward: one linear layer's at a time (and the tied output layer's), not
+# the model's (here 2 blocks' 4 linears each: under a third).
+python3 - "$WORK" <<'PY' || fail "ZeRO-3's bf16 weight copies"
+import json, sys
+peak = lambda name: [r for r in map(json.loads, open(f"{sys.argv[1]}/{name}/metrics.jsonl")) if r.get("memory") == "peak"][-1]["peak_weight_copies_mb"]
+one, zero3 = peak("one"), peak("zero3")
+print(f"bf16 weight copies: one process {one * 1024:.0f} KiB, ZeRO-3 on 2 workers {zero3 * 1024:.0f} KiB")
+assert 0 < zero3 < 0.35 * one, (one, zero3)
+PY
 
 moe=(--model.n_expert=4 --model.top_k=2)
 train_layout moe-one 1 "${moe[@]}" --training.batch_size=8

@@ -130,6 +130,7 @@ void ParamStore::bind_unit_grads(size_t unit, float* base) { point_views_at(grad
 void ParamStore::release_flat_params() {
   params_ = AlignedBuffer<float>(MemoryKind::Parameters);
   for (auto& p : param_ptr_) p = nullptr;
+  params_released_ = true;
 }
 
 void ParamStore::release_flat_grads() {

@@ -146,6 +146,10 @@ class ParamStore {
   // until bound.
   void release_flat_params();
   void release_flat_grads();
+  // Whether the parameters exist only while their unit runs (ZeRO-3, after
+  // release_flat_params()): a layer then keeps no copy of them between its
+  // forward and its backward (Linear's bf16 weight copy).
+  bool params_transient() const { return params_released_; }
 
   void set_unit_observer(UnitObserver* observer) { unit_observer_ = observer; }
   void before_unit(size_t unit, UnitPass pass) {
@@ -193,6 +197,7 @@ class ParamStore {
   bool replica_ = false;          // between begin_replica() and end_replica()
   bool declaring_experts_ = false;
   Precision compute_precision_ = Precision::Fp32;
+  bool params_released_ = false;
   std::vector<float*> param_ptr_, grad_ptr_;
   UnitObserver* unit_observer_ = nullptr;
   AlignedBuffer<float> params_{MemoryKind::Parameters};

@@ -71,7 +71,7 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
   if (store_.bf16_products()) {
     // The operands rounded once: backward reuses both (the weight does not
     // change between a forward and its backward).
-    kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), w16_);
+    kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
     kernels::to_bf16(inp, static_cast<size_t>(M * in_), in16_);
   }
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
@@ -118,6 +118,10 @@ void Linear::backward(float* dinp, const float* dout) {
   AlignedBuffer<kernels::Bf16>& rounded = defer_weight_ || !dout16_scratch_ ? dout16_ : *dout16_scratch_;
   const kernels::Bf16* dout16 =
       store_.bf16_products() ? kernels::to_bf16(dout, static_cast<size_t>(M_ * out_), rounded) : nullptr;
+  // A shared weight copy holds another layer's weight by now: round this
+  // one's again (the same bits as in forward; ZeRO-3 has gathered it).
+  const bool reround = store_.bf16_products() && dinp && &weight_copy() != &w16_;
+  if (reround) kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
   auto weight_grad = [&] {
     gemm_weight_grad(dout, dout16);
     if (has_bias_) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
@@ -129,7 +133,8 @@ void Linear::backward(float* dinp, const float* dout) {
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
     if (store_.bf16_products())
-      kernels::gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, w16_.data(), out, 0.0f, dinp_all, in);
+      kernels::gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, weight_copy().data(), out, 0.0f,
+                         dinp_all, in);
     else
       kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp_all,
                     in);
@@ -177,7 +182,7 @@ void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out) {
   // out (M, out) = inp (M, in) W (in, out) + beta out
   const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
   if (store_.bf16_products())
-    kernels::gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, w16_.data(), n, beta, out, n);
+    kernels::gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, weight_copy().data(), n, beta, out, n);
   else
     kernels::gemm(Trans::No, Trans::No, m, n, k, 1.0f, inp, k, store_.param(weight_), n, beta, out, n);
 }

@@ -105,7 +105,7 @@ class Linear {
   void share_activations(SharedActivations& pool, const std::string& key, bool output = true) {
     share_output_and_work_area(pool, key, output);
     in16_.share(&pool.get_bf16(key + ".in16"));
-    w16_.share(&pool.get_bf16(key + ".w16"));
+    w16_.share(&pool.get_bf16(key + ".w16", MemoryKind::WeightCopies));
   }
   // bf16 activations (recompute.hpp): backward reads only the rounded
   // operands, so the fp32 output (when `output`) and the sequence-parallel
@@ -113,9 +113,14 @@ class Linear {
   // rounded output gradient, which lives only inside backward unless it is
   // deferred, in one buffer every linear layer shares. Backward then refuses
   // to run in fp32 (Error): its fp32 input may be gone.
+  // Under ZeRO-3 (ParamStore::params_transient) the rounded weight, too,
+  // lives in one buffer the linear layers share, rounded again in backward
+  // from the re-gathered weight: the bf16 copies stay as sharded as the
+  // weights, one layer's at a time.
   void share_fp32_temporaries(SharedActivations& pool, const std::string& key, bool output) {
     share_output_and_work_area(pool, key, output);
     dout16_scratch_ = &pool.get_bf16("linear.dout16");
+    w16_scratch_ = &pool.get_bf16("linear.w16", MemoryKind::WeightCopies);
     fp32_shared_ = true;
   }
 
@@ -153,6 +158,11 @@ class Linear {
   AlignedBuffer<kernels::Bf16> in16_{MemoryKind::Activations};
   AlignedBuffer<kernels::Bf16> dout16_{MemoryKind::Activations};
   AlignedBuffer<kernels::Bf16>* dout16_scratch_ = nullptr;  // shared, for an undeferred backward
+  AlignedBuffer<kernels::Bf16>* w16_scratch_ = nullptr;    // shared, for transient (ZeRO-3) weights
+  // The rounded weight's buffer: the shared one when the weights are transient.
+  AlignedBuffer<kernels::Bf16>& weight_copy() {
+    return w16_scratch_ && store_.params_transient() ? *w16_scratch_ : w16_;
+  }
   bool fp32_shared_ = false;                                 // share_fp32_temporaries() ran
 };
 

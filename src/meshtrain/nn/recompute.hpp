@@ -50,10 +50,11 @@ class SharedActivations {
     return *buffer;
   }
 
-  // The same for the bf16 operands of linear layers (training.precision = "bf16").
-  AlignedBuffer<kernels::Bf16>& get_bf16(const std::string& name) {
+  // The same for the bf16 operands of linear layers (training.precision =
+  // "bf16"), counted as `kind` (the weights' copies: MemoryKind::WeightCopies).
+  AlignedBuffer<kernels::Bf16>& get_bf16(const std::string& name, MemoryKind kind = MemoryKind::Activations) {
     auto& buffer = bf16_buffers_[name];
-    if (!buffer) buffer = std::make_unique<AlignedBuffer<kernels::Bf16>>(MemoryKind::Activations);
+    if (!buffer) buffer = std::make_unique<AlignedBuffer<kernels::Bf16>>(kind);
     return *buffer;
   }
 

@@ -97,7 +97,7 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
 
 void Linear::backward(float* dinp, const float* dout) {
   if (!inp_) throw Error("Linear::backward called before forward");
-  if (fp32_shared_ && !store_.bf16_products())
+  if (dout16_scratch_ && !store_.bf16_products())  // share_fp32_temporaries() ran
     throw Error("Linear: an fp32 backward after bf16 activations were set up (its fp32 input is not kept)");
   const bool seq = sequence_parallel();
   const bool column = shard_.kind == LinearShard::Kind::Column;

@@ -121,7 +121,6 @@ class Linear {
     share_output_and_work_area(pool, key, output);
     dout16_scratch_ = &pool.get_bf16("linear.dout16");
     w16_scratch_ = &pool.get_bf16("linear.w16", MemoryKind::WeightCopies);
-    fp32_shared_ = true;
   }
 
  private:
@@ -157,13 +156,13 @@ class Linear {
   AlignedBuffer<kernels::Bf16> w16_{MemoryKind::WeightCopies};
   AlignedBuffer<kernels::Bf16> in16_{MemoryKind::Activations};
   AlignedBuffer<kernels::Bf16> dout16_{MemoryKind::Activations};
-  AlignedBuffer<kernels::Bf16>* dout16_scratch_ = nullptr;  // shared, for an undeferred backward
+  // Shared, for an undeferred backward; set by share_fp32_temporaries() only.
+  AlignedBuffer<kernels::Bf16>* dout16_scratch_ = nullptr;
   AlignedBuffer<kernels::Bf16>* w16_scratch_ = nullptr;    // shared, for transient (ZeRO-3) weights
   // The rounded weight's buffer: the shared one when the weights are transient.
   AlignedBuffer<kernels::Bf16>& weight_copy() {
     return w16_scratch_ && store_.params_transient() ? *w16_scratch_ : w16_;
   }
-  bool fp32_shared_ = false;                                 // share_fp32_temporaries() ran
 };
 
 }  // namespace meshtrain::nn

@@ -13,6 +13,7 @@
 #include "meshtrain/core/precision.hpp"
 #include "meshtrain/kernels/bf16.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
+#include "meshtrain/parallel/bf16_wire.hpp"
 
 namespace meshtrain::parallel {
 
@@ -28,9 +29,7 @@ class TensorParallelGroup final : public nn::TensorParallelComm {
   bool sequence_parallel() const override { return sequence_parallel_; }
   void all_reduce_sum(float* data, size_t count) override {
     if (!bf16_) return all_reduce_sum_fp32(data, count);
-    kernels::to_bf16(data, count, wire_);
-    group_.all_reduce(wire_.span(), comm::ReduceKind::Sum);
-    kernels::to_float(wire_.data(), data, count);
+    all_reduce_sum_in_bf16(group_, std::span<float>(data, count), wire_);
   }
   void all_reduce_sum_fp32(float* data, size_t count) override {
     group_.all_reduce(std::span<float>(data, count), comm::ReduceKind::Sum);

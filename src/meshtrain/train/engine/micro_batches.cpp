@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/kernels/bf16.hpp"
+#include "meshtrain/parallel/bf16_wire.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/optim/clip.hpp"
 
@@ -98,13 +98,10 @@ class PipelineMicroBatches final : public MicroBatchRunner {
     comm::ProcessGroup* pair = workers_.embedding_group();
     if (!pair) return;
     for (const std::span<float> part : held_wte(held)) {
-      if (reduce_dtype_ != Precision::Bf16) {
+      if (reduce_dtype_ == Precision::Bf16)
+        parallel::all_reduce_sum_in_bf16(*pair, part, wte16_);
+      else
         pair->all_reduce(part, comm::ReduceKind::Sum);
-        continue;
-      }
-      kernels::to_bf16(part.data(), part.size(), wte16_);
-      pair->all_reduce(wte16_.span(), comm::ReduceKind::Sum);
-      kernels::to_float(wte16_.data(), part.data(), part.size());
     }
   }
 

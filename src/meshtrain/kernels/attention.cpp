@@ -22,8 +22,10 @@ void softmax_rows(float* s, int64_t r0, int64_t r1, int64_t T, bool causal) {
     float* row = s + (t - r0) * T;
     const int64_t n = causal ? t + 1 : T;
     float mx = row[0];
+#pragma omp simd reduction(max : mx)
     for (int64_t j = 1; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
     float sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < n; ++j) {
       row[j] = fast_exp(row[j] - mx);
       sum += row[j];
@@ -144,10 +146,12 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
         float dot = 0;
         if (b16) {
           const Bf16* pr = p16 + t * T;
+#pragma omp simd reduction(+ : dot)
           for (int64_t j = 0; j < n; ++j) dot += to_float(pr[j]) * dr[j];
           for (int64_t j = 0; j < n; ++j) dr[j] = to_float(pr[j]) * (dr[j] - dot) * scale;
         } else {
           const float* pr = p + t * T;
+#pragma omp simd reduction(+ : dot)
           for (int64_t j = 0; j < n; ++j) dot += pr[j] * dr[j];
           for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
         }

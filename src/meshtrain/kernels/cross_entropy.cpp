@@ -34,6 +34,7 @@ int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const
     int64_t arg;
     const float mx = row_max(z, V, arg);
     float sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < V; ++j) sum += fast_exp(z[j] - mx);
     // Shifting by the max keeps every exp in (0, 1]: no overflow at any scale.
     lse[n] = mx + std::log(sum);
@@ -75,6 +76,7 @@ void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* lo
     const float* z = logits + n * V;
     const float m = mx[n];
     float sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < V; ++j) sum += fast_exp(z[j] - m);
     sumexp[n] = sum;
     const int64_t t = targets[n] - v0;

@@ -19,9 +19,11 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     // Two passes over a row that sits in L1: the shifted variance does not
     // cancel catastrophically the way E[x^2] - E[x]^2 does.
     float sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < C; ++c) sum += x[c];
     const float m = sum / C;
     float var = 0;
+#pragma omp simd reduction(+ : var)
     for (int64_t c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
     const float s = 1.0f / std::sqrt(var / C + kLayerNormEps);
     for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * s * weight[c] + bias[c];
@@ -47,6 +49,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       float* dx = dinp + n * C;
       const float m = mean[n], s = rstd[n];
       float sum_dnorm = 0, sum_dnorm_xhat = 0;
+#pragma omp simd reduction(+ : sum_dnorm, sum_dnorm_xhat)
       for (int64_t c = 0; c < C; ++c) {
         const float dnorm = dy[c] * weight[c];
         sum_dnorm += dnorm;

@@ -125,7 +125,12 @@ void point_views_at(std::vector<float*>& ptrs, const std::vector<ParamView>& vie
 }  // namespace
 
 void ParamStore::bind_unit_params(size_t unit, float* base) { point_views_at(param_ptr_, views_, units_.at(unit), base); }
-void ParamStore::bind_unit_grads(size_t unit, float* base) { point_views_at(grad_ptr_, views_, units_.at(unit), base); }
+void ParamStore::bind_unit_grads(size_t unit, float* base, bool zeroed) {
+  const ParamUnit& u = units_.at(unit);
+  point_views_at(grad_ptr_, views_, u, base);
+  grad_zeroed_.resize(views_.size(), 0);
+  for (size_t v = u.first_view; v < u.end_view; ++v) grad_zeroed_[v] = zeroed && base;
+}
 
 void ParamStore::release_flat_params() {
   params_ = AlignedBuffer<float>(MemoryKind::Parameters);
@@ -136,6 +141,7 @@ void ParamStore::release_flat_params() {
 void ParamStore::release_flat_grads() {
   grads_ = AlignedBuffer<float>(MemoryKind::Gradients);
   for (auto& g : grad_ptr_) g = nullptr;
+  grad_zeroed_.assign(views_.size(), 0);
 }
 
 const ParamView* ParamStore::find(std::string_view name) const {

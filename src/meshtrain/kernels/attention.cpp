@@ -51,16 +51,6 @@ void product(Trans ta, Trans tb, int M, int N, int K, float alpha, Operand a, Op
     gemm(ta, tb, M, N, K, alpha, a.f32, a.ld, b.f32, b.ld, 0.0f, C, ldc);
 }
 
-// rows x cols of src (row stride ld) as an operand: itself, or under bf16 its
-// rounded copy in this thread's scratch (row stride cols).
-Operand block(const float* src, int64_t ld, int64_t rows, int64_t cols, bool bf16, std::vector<Bf16>& scratch) {
-  if (!bf16) return {src, nullptr, static_cast<int>(ld)};
-  scratch.resize(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) scratch[size_t(r * cols + c)] = to_bf16(src[r * ld + c]);
-  return {nullptr, scratch.data(), static_cast<int>(cols)};
-}
-
 }  // namespace
 
 // Causal attention is computed in blocks of kRowBlock query rows: rows
@@ -119,9 +109,10 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
   const bool b16 = bf16 != nullptr;
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
-    thread_local std::vector<Bf16> scratch;
+    thread_local std::vector<Bf16> ds16;  // bf16: this head's score gradients (T, T), rounded as computed
     const int64_t b = bh / NH, h = bh % NH;
     const int64_t head = b * T * 3 * C + h * hs, head_out = b * T * C + h * hs;
+    if (b16) ds16.resize(static_cast<size_t>(T * T));
     const Bf16* qkv16 = b16 ? bf16->qkv + head : nullptr;
     const Bf16* dy16 = b16 ? bf16->dout + head_out : nullptr;
     // The operands at row t: q, k, v (row stride 3C) and dy (row stride C).
@@ -135,6 +126,10 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
     const float* p = b16 ? nullptr : att + bh * T * T;         // (T, T)
     const Bf16* p16 = b16 ? bf16->att + bh * T * T : nullptr;  // (T, T) under bf16
     float* dp = datt + bh * T * T;                             // (T, T)
+    // ds[t0:, j0:] as a product's operand: the rounded copy under bf16, else dp itself (ds in place).
+    auto ds = [&](int64_t t0, int64_t j0) {
+      return b16 ? Operand{nullptr, ds16.data() + t0 * T + j0, ti} : Operand{dp + t0 * T + j0, nullptr, ti};
+    };
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t r1 = std::min(T, r0 + R);
       const int rows = static_cast<int>(r1 - r0), keys = static_cast<int>(causal ? r1 : T);
@@ -145,21 +140,24 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
         const int64_t n = causal ? t + 1 : T;
         float dot = 0;
         if (b16) {
+          // Rounded as it is computed: the fp32 ds is read by nothing else.
+          // Columns [n, r1) are zeros the products below read (keys past t).
           const Bf16* pr = p16 + t * T;
+          Bf16* out = ds16.data() + t * T;
 #pragma omp simd reduction(+ : dot)
           for (int64_t j = 0; j < n; ++j) dot += to_float(pr[j]) * dr[j];
-          for (int64_t j = 0; j < n; ++j) dr[j] = to_float(pr[j]) * (dr[j] - dot) * scale;
+          for (int64_t j = 0; j < n; ++j) out[j] = to_bf16(to_float(pr[j]) * (dr[j] - dot) * scale);
+          for (int64_t j = n; j < r1; ++j) out[j] = Bf16{};
         } else {
           const float* pr = p + t * T;
 #pragma omp simd reduction(+ : dot)
           for (int64_t j = 0; j < n; ++j) dot += pr[j] * dr[j];
           for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
+          for (int64_t j = n; j < T; ++j) dr[j] = 0;
         }
-        for (int64_t j = n; j < T; ++j) dr[j] = 0;
       }
       // dq[r0:r1] = ds[r0:r1, 0:keys] k[0:keys]
-      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, block(dp + r0 * T, T, rows, keys, b16, scratch), k(0),
-              dq + r0 * 3 * C, ld3);
+      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, ds(r0, 0), k(0), dq + r0 * 3 * C, ld3);
     }
     for (int64_t j0 = 0; j0 < T; j0 += R) {
       const int64_t j1 = std::min(T, j0 + R), q0 = causal ? j0 : 0;
@@ -167,8 +165,7 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
       // dv[j0:j1] = p[q0:T, j0:j1]^T dy[q0:T];  dk[j0:j1] = ds[q0:T, j0:j1]^T q[q0:T]
       const Operand pt = b16 ? Operand{nullptr, p16 + q0 * T + j0, ti} : Operand{p + q0 * T + j0, nullptr, ti};
       product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, pt, dy(q0), dv + j0 * 3 * C, ld3);
-      product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, block(dp + q0 * T + j0, T, queries, keys, b16, scratch),
-              q(q0), dk + j0 * 3 * C, ld3);
+      product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, ds(q0, j0), q(q0), dk + j0 * 3 * C, ld3);
     }
   }
 }

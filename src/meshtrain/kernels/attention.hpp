@@ -13,8 +13,8 @@
 // the probabilities are stored rounded to bf16, half the bytes of the one
 // activation that grows with T^2; the products read them as they are. The
 // scores, the softmax and its backward are computed in fp32 (the backward
-// widens the stored probabilities); the score gradients are rounded block
-// by block as they enter a product.
+// widens the stored probabilities); the score gradients are rounded as they
+// are computed, into a per-thread (T, T) buffer the products read.
 #include <cstdint>
 
 #include "meshtrain/kernels/bf16.hpp"

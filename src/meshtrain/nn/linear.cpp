@@ -189,12 +189,13 @@ void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out) {
 
 void Linear::gemm_weight_grad(const float* dout, const kernels::Bf16* dout16) {
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
-  // dW (in, out) += inp^T (in, M) dout (M, out)
+  // dW (in, out) += inp^T (in, M) dout (M, out); written, not added, onto zeros.
+  const float beta = store_.claim_zeroed_grad(weight_) ? 0.0f : 1.0f;
   if (store_.bf16_products())
-    kernels::gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16, out, 1.0f,
+    kernels::gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16, out, beta,
                        store_.grad(weight_), out);
   else
-    kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, 1.0f, store_.grad(weight_), out);
+    kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, beta, store_.grad(weight_), out);
 }
 
 void Linear::backward_weight() {

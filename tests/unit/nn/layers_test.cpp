@@ -40,6 +40,32 @@ TEST(Linear, BackwardMatchesFiniteDifferences) {
   EXPECT_NEAR(store.grad(0)[3], 2 * g0, 1e-5 + 1e-6 * std::fabs(g0));
 }
 
+// After zero_grads() the first backward writes the weight gradient (the
+// store's claim_zeroed_grad) instead of adding it onto zeros: the same bits,
+// and later backwards still add, in both precisions.
+TEST(Linear, FirstBackwardAfterZeroGradsWritesLaterOnesAdd) {
+  for (Precision precision : {Precision::Fp32, Precision::Bf16}) {
+    const int64_t M = 6, in = 8, out = 5;
+    ParamStore store;
+    Linear lin(store, "fc", in, out);
+    store.allocate();
+    store.set_compute_precision(precision);
+    Rng rng(3);
+    randomize(store, rng, 0.5f);
+    auto x = random_vector(M * in, rng), dy = random_vector(M * out, rng);
+    lin.forward(x.data(), M);
+    lin.backward(nullptr, dy.data());  // allocate() zeroed but claimed nothing: added onto zeros
+    const std::vector<float> added(store.grad(0), store.grad(0) + in * out);
+    lin.backward(nullptr, dy.data());  // now 2x: not zeroed since
+    EXPECT_NEAR(store.grad(0)[7], 2 * added[7], 1e-6 + 1e-6 * std::fabs(added[7]));
+    store.zero_grads();
+    lin.backward(nullptr, dy.data());  // claims: written
+    for (int64_t i = 0; i < in * out; ++i) ASSERT_EQ(store.grad(0)[i], added[i]) << i;
+    lin.backward(nullptr, dy.data());  // the claim is spent: added
+    for (int64_t i = 0; i < in * out; ++i) ASSERT_EQ(store.grad(0)[i], added[i] + added[i]) << i;
+  }
+}
+
 TEST(Linear, RejectsBadSizes) { ParamStore store; EXPECT_THROW(Linear(store, "x", 0, 3), Error); }
 
 TEST(LayerNorm, BackwardMatchesFiniteDifferences) {

@@ -130,6 +130,28 @@ TEST(ParamStoreUnits, BindPointsAUnitsViewsAtOtherMemory) {
   EXPECT_THROW(s.bind_unit_params(5, gathered.data()), std::out_of_range);
 }
 
+// claim_zeroed_grad: true once per zeroing, for a zero_grads() or a bind
+// its caller says it zeroed; never for an unzeroed bind or after release.
+TEST(ParamStoreUnits, ZeroedGradientIsClaimedOncePerZeroing) {
+  ParamStore s;
+  declare_store(s);
+  EXPECT_FALSE(s.claim_zeroed_grad(5));  // allocate() zeroes, but nothing said so
+  s.zero_grads();
+  EXPECT_TRUE(s.claim_zeroed_grad(5));
+  EXPECT_FALSE(s.claim_zeroed_grad(5));
+  EXPECT_TRUE(s.claim_zeroed_grad(6));
+  std::vector<float> staging(s.units()[3].size());
+  s.bind_unit_grads(3, staging.data());
+  EXPECT_FALSE(s.claim_zeroed_grad(5));
+  s.bind_unit_grads(3, staging.data(), /*zeroed=*/true);
+  EXPECT_TRUE(s.claim_zeroed_grad(5));
+  s.bind_unit_grads(3, nullptr, /*zeroed=*/true);  // detached: nothing to write
+  EXPECT_FALSE(s.claim_zeroed_grad(6));
+  s.zero_grads();
+  s.release_flat_grads();
+  EXPECT_FALSE(s.claim_zeroed_grad(0));
+}
+
 TEST(ParamStoreUnits, ReleaseFlatBuffersDetachesEveryView) {
   ParamStore s;
   declare_store(s);

@@ -50,14 +50,14 @@ void GradReducer::start_backward(bool accumulate) {
   // end must reduce to zeros in the shard.
   whole_step_.zero();
   for (const auto& u : layout_.units())
-    if (u.whole_step) store_.bind_unit_grads(u.unit, whole_step_.data() + u.whole_step_offset);
+    if (u.whole_step) store_.bind_unit_grads(u.unit, whole_step_.data() + u.whole_step_offset, /*zeroed=*/true);
 }
 
 void GradReducer::acquire(size_t unit) {
   Slot& slot = slot_of(unit);
   complete(slot.pending);
   std::memset(slot.data.data(), 0, layout_.gathered_size(layout_.unit(unit)) * sizeof(float));
-  store_.bind_unit_grads(unit, slot.data.data());
+  store_.bind_unit_grads(unit, slot.data.data(), /*zeroed=*/true);
 }
 
 void GradReducer::reduce(size_t unit) {

@@ -16,8 +16,10 @@
 
 namespace meshtrain::kernels {
 
+// bias (N), when given, is added to every row of the result:
+// C = alpha op(A) op(B) + bias + beta C.
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const Bf16* A, int lda,
-               const Bf16* B, int ldb, float beta, float* C, int ldc);
+               const Bf16* B, int ldb, float beta, float* C, int ldc, const float* bias = nullptr);
 
 // "onednn <implementation>" (e.g. "onednn brg:avx512_core_amx") or "widened fp32".
 const char* gemm_bf16_backend_name();

@@ -87,8 +87,13 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
     kernels::add_rows(out, bias, residual, rows, out_);
     return out;
   }
-  // Bias and residual go in first and gemm adds onto them (beta = 1): one
-  // write pass instead of a read-modify-write pass after the matmul.
+  // bf16 with a bias alone: oneDNN adds the bias as it stores the result.
+  // Otherwise bias and residual go in first and gemm adds onto them
+  // (beta = 1): one write pass instead of a read-modify-write pass after.
+  if (store_.bf16_products() && bias && !residual) {
+    gemm_forward(inp, M, 0.0f, out, bias);
+    return out;
+  }
   const bool prefill = bias || residual;
   if (prefill) kernels::fill_rows(out, bias, residual, M, out_);
   gemm_forward(inp, M, prefill ? 1.0f : 0.0f, out);
@@ -178,11 +183,12 @@ void Linear::backward(float* dinp, const float* dout) {
     shard_.tp->all_reduce_sum(dinp, static_cast<size_t>(M_ * in_));
 }
 
-void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out) {
-  // out (M, out) = inp (M, in) W (in, out) + beta out
+void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out, const float* bias) {
+  // out (M, out) = inp (M, in) W (in, out) [+ bias] + beta out
   const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
   if (store_.bf16_products())
-    kernels::gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, weight_copy().data(), n, beta, out, n);
+    kernels::gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, weight_copy().data(), n, beta, out, n,
+                       bias);
   else
     kernels::gemm(Trans::No, Trans::No, m, n, k, 1.0f, inp, k, store_.param(weight_), n, beta, out, n);
 }

@@ -136,8 +136,8 @@ class Linear {
   }
   // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
   int64_t local_rows(int64_t M) const;
-  // out (M, out) = inp W + beta out.
-  void gemm_forward(const float* inp, int64_t M, float beta, float* out);
+  // out (M, out) = inp W [+ bias (bf16 products only)] + beta out.
+  void gemm_forward(const float* inp, int64_t M, float beta, float* out, const float* bias = nullptr);
   // dW += inp^T dout over the last forward's rows (bf16: in16_ and dout16).
   void gemm_weight_grad(const float* dout, const kernels::Bf16* dout16);
 

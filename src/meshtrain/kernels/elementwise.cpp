@@ -93,4 +93,38 @@ void gelu_backward(float* dinp, const Bf16* inp, const float* dout, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_slope(to_float(inp[i]));
 }
 
+MESHTRAIN_HOT_LOOP
+void gelu_forward_rounded(Bf16* out16, Bf16* inp16, const float* inp, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = inp[i];
+    const float t = fast_tanh(kGeluScale * (x + kGeluCube * x * x * x));
+    inp16[i] = to_bf16(x);
+    out16[i] = to_bf16(0.5f * x * (1.0f + t));
+  }
+}
+
+MESHTRAIN_HOT_LOOP
+void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const float* dout, int64_t M, int64_t N) {
+  // Split by columns (parallel.hpp) so each thread owns its bias sums.
+#pragma omp parallel if (M * N >= kSerialBelow)
+  {
+    const auto [c0, c1] = column_range(N, omp_get_thread_num(), omp_get_num_threads());
+    for (int64_t m = 0; m < M; ++m) {
+      const Bf16* x = inp + m * N;
+      const float* dy = dout + m * N;
+      Bf16* dx = dinp16 + m * N;
+      if (dbias) {
+        for (int64_t j = c0; j < c1; ++j) {
+          const float d = dy[j] * gelu_slope(to_float(x[j]));
+          dx[j] = to_bf16(d);
+          dbias[j] += d;
+        }
+      } else {
+        for (int64_t j = c0; j < c1; ++j) dx[j] = to_bf16(dy[j] * gelu_slope(to_float(x[j])));
+      }
+    }
+  }
+}
+
 }  // namespace meshtrain::kernels

@@ -68,12 +68,39 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
   }
   inp_ = inp;
   M_ = M;
-  if (store_.bf16_products()) {
-    // The operands rounded once: backward reuses both (the weight does not
-    // change between a forward and its backward).
+  forwarded_ = true;
+  if (store_.bf16_products()) kernels::to_bf16(inp, static_cast<size_t>(M * in_), in16_);
+  return forward_products(inp, M, out, residual);
+}
+
+kernels::Bf16* Linear::rounded_input(int64_t M) {
+  if (!store_.bf16_products()) throw Error("Linear::rounded_input: only under bf16 products");
+  if (sequence_parallel() && shard_.kind == LinearShard::Kind::Column)
+    throw Error("Linear::rounded_input: a column shard under sequence parallelism gathers its fp32 input");
+  in16_.ensure(M * in_);
+  return in16_.data();
+}
+
+float* Linear::forward_rounded(int64_t M, const float* residual) {
+  out_buf_.ensure((shard_.kind == LinearShard::Kind::Row ? local_rows(M) : M) * out_);
+  return forward_rounded_into(M, out_buf_.data(), residual);
+}
+
+float* Linear::forward_rounded_into(int64_t M, float* out, const float* residual) {
+  rounded_input(M);  // the checks; in16_ holds the producer's rows
+  inp_ = nullptr;
+  M_ = M;
+  forwarded_ = true;
+  return forward_products(nullptr, M, out, residual);
+}
+
+float* Linear::forward_products(const float* inp, int64_t M, float* out, const float* residual) {
+  // The weight rounded once: backward reuses it (it does not change between
+  // a forward and its backward).
+  if (store_.bf16_products())
     kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
-    kernels::to_bf16(inp, static_cast<size_t>(M * in_), in16_);
-  }
+  const bool seq = sequence_parallel();
+  const int64_t rows = local_rows(M);
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
   if (shard_.kind == LinearShard::Kind::Row) {
     float* partial = seq ? (seq_.ensure(M * out_), seq_.data()) : out;  // (M, out)
@@ -101,35 +128,52 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
 }
 
 void Linear::backward(float* dinp, const float* dout) {
-  if (!inp_) throw Error("Linear::backward called before forward");
+  if (!forwarded_) throw Error("Linear::backward called before forward");
   if (dout16_scratch_ && !store_.bf16_products())  // share_fp32_temporaries() ran
     throw Error("Linear: an fp32 backward after bf16 activations were set up (its fp32 input is not kept)");
+  if (sequence_parallel() && shard_.kind != LinearShard::Kind::Column) {
+    shard_.tp->all_gather(dout, seq_.data(), static_cast<size_t>(local_rows(M_) * out_));  // (M/T, out) -> (M, out)
+    dout = seq_.data();
+  }
+  // bf16: dout rounded once for both products (and kept for a deferred
+  // weight gradient: the layer's own buffer then, not the shared one).
+  const kernels::Bf16* dout16 =
+      store_.bf16_products() ? kernels::to_bf16(dout, static_cast<size_t>(M_ * out_), output_grad_buffer()) : nullptr;
+  backward_products(dinp, dout, dout16, /*bias_from_dout=*/true);
+}
+
+kernels::Bf16* Linear::rounded_output_grad(int64_t M) {
+  if (!store_.bf16_products()) throw Error("Linear::rounded_output_grad: only under bf16 products");
+  if (sequence_parallel() && shard_.kind != LinearShard::Kind::Column)
+    throw Error("Linear::rounded_output_grad: a row shard under sequence parallelism gathers its fp32 dout");
+  AlignedBuffer<kernels::Bf16>& rounded = output_grad_buffer();
+  rounded.ensure(M * out_);
+  return rounded.data();
+}
+
+void Linear::backward_rounded(float* dinp) {
+  if (!forwarded_) throw Error("Linear::backward_rounded called before forward");
+  backward_products(dinp, nullptr, rounded_output_grad(M_), /*bias_from_dout=*/false);
+}
+
+void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf16* dout16, bool bias_from_dout) {
   const bool seq = sequence_parallel();
   const bool column = shard_.kind == LinearShard::Kind::Column;
   const int64_t rows = local_rows(M_);
   if (defer_weight_ && seq && column)
     throw Error("Linear: a deferred weight gradient needs the gathered input, which a column shard under "
                 "sequence parallelism reuses in backward");
-  if (seq && !column) {
-    shard_.tp->all_gather(dout, seq_.data(), static_cast<size_t>(rows * out_));  // (M/T, out) -> (M, out)
-    dout = seq_.data();
-  }
   // A column shard under sequence parallelism writes its whole-row input
   // gradient over the gathered input, once the weight gradient has read it.
   float* dinp_all = dinp && seq && column ? seq_.data() : dinp;  // (M, in)
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
-  // bf16: dout rounded once for both products (and kept for a deferred
-  // weight gradient: the layer's own buffer then, not the shared one).
-  AlignedBuffer<kernels::Bf16>& rounded = defer_weight_ || !dout16_scratch_ ? dout16_ : *dout16_scratch_;
-  const kernels::Bf16* dout16 =
-      store_.bf16_products() ? kernels::to_bf16(dout, static_cast<size_t>(M_ * out_), rounded) : nullptr;
   // A shared weight copy holds another layer's weight by now: round this
   // one's again (the same bits as in forward; ZeRO-3 has gathered it).
   const bool reround = store_.bf16_products() && dinp && &weight_copy() != &w16_;
   if (reround) kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
   auto weight_grad = [&] {
     gemm_weight_grad(dout, dout16);
-    if (has_bias_) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
+    if (has_bias_ && bias_from_dout) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
   };
   auto announce = [&] {
     store_.grad_ready(weight_);
@@ -153,7 +197,7 @@ void Linear::backward(float* dinp, const float* dout) {
     }
     weight_pending_ = true;
     if (has_bias_) {
-      kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
+      if (bias_from_dout) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
       store_.grad_ready(bias_);
     }
     if (dinp) input_grad();

@@ -72,11 +72,27 @@ class Linear {
   // call (backward reads the input, not the output): (M, out), or a row
   // shard's M/T rows under sequence parallelism. Returns out.
   float* forward_into(const float* inp, int64_t M, float* out, const float* residual = nullptr);
+  // bf16 products: a producer may write this layer's input already rounded
+  // into rounded_input(M) (M rows, in_features() wide) and then call
+  // forward_rounded() / forward_rounded_into() instead: the fp32 input is
+  // never made (the MLP's GELU). Not for a column shard under sequence
+  // parallelism, which gathers the fp32 input: Error.
+  kernels::Bf16* rounded_input(int64_t M);
+  float* forward_rounded(int64_t M, const float* residual = nullptr);
+  float* forward_rounded_into(int64_t M, float* out, const float* residual = nullptr);
 
   // dW += inp^T dout, db += colsum dout; dinp (M, in) = dout W^T, written,
   // skipped when dinp is null (a first layer whose input needs no gradient).
   // Under sequence parallelism a Column's dinp and a Row's dout hold M/T rows.
   void backward(float* dinp, const float* dout);
+  // bf16 products: a producer may write dout already rounded into
+  // rounded_output_grad(M) and add its bias gradient (the column sums of the
+  // unrounded dout) itself, then call backward_rounded(): the fp32 dout is
+  // never read (the MLP's GELU backward). Not for a row shard under
+  // sequence parallelism, which gathers the fp32 dout: Error.
+  kernels::Bf16* rounded_output_grad(int64_t M);
+  float* bias_grad() { return has_bias_ ? store_.grad(bias_) : nullptr; }
+  void backward_rounded(float* dinp);
 
   // Zero-bubble pipelines split backward in two (Qi et al. 2023): with
   // deferral on, backward() computes the input and bias gradients and keeps
@@ -136,13 +152,23 @@ class Linear {
   }
   // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
   int64_t local_rows(int64_t M) const;
+  // forward_into's products once inp_ and in16_ are set (bf16: in16_ is
+  // what they read).
+  float* forward_products(const float* inp, int64_t M, float* out, const float* residual);
+  // backward's products once dout16 is rounded (bf16) and, when
+  // bias_from_dout, the bias gradient from the fp32 dout.
+  void backward_products(float* dinp, const float* dout, const kernels::Bf16* dout16, bool bias_from_dout);
+  AlignedBuffer<kernels::Bf16>& output_grad_buffer() {
+    return defer_weight_ || !dout16_scratch_ ? dout16_ : *dout16_scratch_;
+  }
   // out (M, out) = inp W [+ bias (bf16 products only)] + beta out.
   void gemm_forward(const float* inp, int64_t M, float beta, float* out, const float* bias = nullptr);
   // dW += inp^T dout over the last forward's rows (bf16: in16_ and dout16).
   void gemm_weight_grad(const float* dout, const kernels::Bf16* dout16);
 
-  const float* inp_ = nullptr;  // (M, in), borrowed from the caller (Column under SP: seq_)
+  const float* inp_ = nullptr;  // (M, in), borrowed from the caller (Column under SP: seq_); null when rounded
   int64_t M_ = 0;
+  bool forwarded_ = false;  // a forward has run (backward's precondition)
   AlignedBuffer<float> out_buf_{MemoryKind::Activations};  // (M, out); Row under SP (M/T, out)
   // Sequence parallelism only. Column: the gathered input (M, in), then the
   // work area of backward's input-gradient reduce-scatter. Row: the partial

@@ -21,7 +21,12 @@ float* Mlp::forward(const float* inp, int64_t N, const float* residual) {
   N_ = N;
   const int64_t H = c_fc_.out_features();  // 4C, or this rank's 4C/T
   h_ = c_fc_.forward(inp, N);             // (N, H)
-  if (store_.bf16_products()) kernels::to_bf16(h_, static_cast<size_t>(N * H), h16_);
+  if (store_.bf16_products()) {
+    // The GELU writes c_proj's rounded input: no fp32 copy of its output.
+    h16_.ensure(N * H);
+    kernels::gelu_forward_rounded(c_proj_.rounded_input(N), h16_.data(), h_, N * H);
+    return c_proj_.forward_rounded(N, residual);
+  }
   gelu_.ensure(N * H);
   kernels::gelu_forward(gelu_.data(), h_, N * H);
   return c_proj_.forward(gelu_.data(), N, residual);
@@ -31,7 +36,11 @@ float* Mlp::forward_into(const float* inp, int64_t N, float* h, float* gelu, flo
   N_ = N;
   const int64_t H = c_fc_.out_features();
   h_ = c_fc_.forward_into(inp, N, h);
-  if (store_.bf16_products()) kernels::to_bf16(h_, static_cast<size_t>(N * H), h16_);
+  if (store_.bf16_products()) {
+    h16_.ensure(N * H);
+    kernels::gelu_forward_rounded(c_proj_.rounded_input(N), h16_.data(), h_, N * H);
+    return c_proj_.forward_rounded_into(N, out);
+  }
   kernels::gelu_forward(gelu, h_, N * H);
   return c_proj_.forward_into(gelu, N, out);
 }
@@ -41,10 +50,14 @@ void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
   const int64_t H = c_fc_.out_features();
   float* dh = Workspace::get(ws.dh, N_ * H);  // (N, H): d gelu output, then d pre-activation in place
   c_proj_.backward(dh, dout);
-  if (store_.bf16_products())
-    kernels::gelu_backward(dh, h16_.data(), dh, N_ * H);
-  else
-    kernels::gelu_backward(dh, h_, dh, N_ * H);
+  if (store_.bf16_products()) {
+    // The GELU's backward writes c_fc's rounded dout and adds its bias
+    // gradient: no fp32 copy of the pre-activation's gradient is read back.
+    kernels::gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.data(), dh, N_, H);
+    c_fc_.backward_rounded(dinp);
+    return;
+  }
+  kernels::gelu_backward(dh, h_, dh, N_ * H);
   c_fc_.backward(dinp, dh);
 }
 

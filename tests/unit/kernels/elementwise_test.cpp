@@ -54,6 +54,33 @@ TEST(GeluKernel, BackwardFromBf16InputIsFp32OnTheWidenedInput) {
   }
 }
 
+// The rounded GELU passes give the bits of the fp32 passes rounded after,
+// and the fused bias gradient those of bias_backward on the fp32 gradient.
+TEST(GeluKernel, RoundedPassesAreTheFp32PassesRounded) {
+  for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {130, 200}}) {  // 26000 crosses the threshold
+    const int64_t n = M * N;
+    Rng rng(n + 9);
+    auto x = random_vector(n, rng, 3.0f), dy = random_vector(n, rng), bias0 = random_vector(N, rng);
+    std::vector<Bf16> out16(n), x16(n), dx16(n);
+    gelu_forward_rounded(out16.data(), x16.data(), x.data(), n);
+    std::vector<float> y(n), dx(n);
+    gelu_forward(y.data(), x.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out16[i].bits, to_bf16(y[i]).bits) << i;
+      ASSERT_EQ(x16[i].bits, to_bf16(x[i]).bits) << i;
+    }
+    std::vector<float> want_bias = bias0, got_bias = bias0;
+    gelu_backward(dx.data(), x16.data(), dy.data(), n);
+    bias_backward(want_bias.data(), dx.data(), M, N);
+    gelu_backward_rounded(dx16.data(), got_bias.data(), x16.data(), dy.data(), M, N);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dx16[i].bits, to_bf16(dx[i]).bits) << i;
+    expect_close(got_bias, want_bias, 0, 0, "fused bias gradient");
+    std::vector<Bf16> no_bias(n);
+    gelu_backward_rounded(no_bias.data(), nullptr, x16.data(), dy.data(), M, N);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(no_bias[i].bits, dx16[i].bits) << i;
+  }
+}
+
 TEST(RowKernels, FillRowsAndBiasBackward) {
   for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {300, 70}, {2, 33}}) {
     Rng rng(M * N);

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "grad_check.hpp"
+#include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/bf16.hpp"
+#include "meshtrain/kernels/elementwise.hpp"
 #include "meshtrain/nn/linear.hpp"
 
 namespace meshtrain::nn {
@@ -99,6 +101,41 @@ TEST(LinearBf16, DeferredWeightGradientIsTheSameBits) {
   EXPECT_EQ(std::memcmp(dx_now.data(), dx_later.data(), dx_now.size() * sizeof(float)), 0);
   const auto g_now = now.store.grads(), g_later = later.store.grads();
   EXPECT_EQ(std::memcmp(g_now.data(), g_later.data(), g_now.size() * sizeof(float)), 0);
+}
+
+// A producer that writes the rounded input, or the rounded output gradient
+// and the bias gradient, gets the bits of forward() and backward() on the
+// fp32 arrays, deferred weight gradient or not.
+TEST(LinearBf16, RoundedInputAndOutputGradientGiveTheSameBits) {
+  const int64_t M = 21, in = 40, out = 24;
+  for (bool defer : {false, true}) {
+    Layer plain(in, out), rounded(in, out);
+    plain.lin.defer_weight_gradient(defer);
+    rounded.lin.defer_weight_gradient(defer);
+    Rng rng(13);
+    const auto x = random_vector(M * in, rng), res = random_vector(M * out, rng), dy = random_vector(M * out, rng);
+    const float* y_plain = plain.lin.forward(x.data(), M, res.data());
+    kernels::to_bf16(x.data(), rounded.lin.rounded_input(M), x.size());
+    const float* y_rounded = rounded.lin.forward_rounded(M, res.data());
+    ASSERT_EQ(std::memcmp(y_plain, y_rounded, M * out * sizeof(float)), 0);
+    std::vector<float> dx_plain(M * in), dx_rounded(M * in);
+    plain.lin.backward(dx_plain.data(), dy.data());
+    kernels::to_bf16(dy.data(), rounded.lin.rounded_output_grad(M), dy.size());
+    kernels::bias_backward(rounded.lin.bias_grad(), dy.data(), M, out);
+    rounded.lin.backward_rounded(dx_rounded.data());
+    if (defer) {
+      plain.lin.backward_weight();
+      rounded.lin.backward_weight();
+    }
+    EXPECT_EQ(std::memcmp(dx_plain.data(), dx_rounded.data(), dx_plain.size() * sizeof(float)), 0) << defer;
+    const auto g_plain = plain.store.grads(), g_rounded = rounded.store.grads();
+    EXPECT_EQ(std::memcmp(g_plain.data(), g_rounded.data(), g_plain.size() * sizeof(float)), 0) << defer;
+  }
+  ParamStore fp32;
+  Linear lin(fp32, "fc", in, out);
+  fp32.allocate();
+  EXPECT_THROW(lin.rounded_input(M), Error);
+  EXPECT_THROW(lin.rounded_output_grad(M), Error);
 }
 
 }  // namespace

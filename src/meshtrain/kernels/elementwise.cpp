@@ -66,6 +66,22 @@ void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) {
 }
 
 MESHTRAIN_HOT_LOOP
+void bias_backward_rounded(float* dbias, Bf16* dout16, const float* dout, int64_t M, int64_t N) {
+#pragma omp parallel if (M * N >= kSerialBelow)
+  {
+    const auto [c0, c1] = column_range(N, omp_get_thread_num(), omp_get_num_threads());
+    for (int64_t m = 0; m < M; ++m) {
+      const float* dy = dout + m * N;
+      Bf16* d16 = dout16 + m * N;
+      for (int64_t j = c0; j < c1; ++j) {
+        dbias[j] += dy[j];
+        d16[j] = to_bf16(dy[j]);
+      }
+    }
+  }
+}
+
+MESHTRAIN_HOT_LOOP
 void residual_forward(float* out, const float* a, const float* b, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];

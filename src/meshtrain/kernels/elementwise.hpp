@@ -17,6 +17,9 @@ void add_rows(float* out, const float* bias, const float* residual, int64_t M, i
 
 // dbias (N) += sum over the M rows of dout (M, N).
 void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N);
+// The same, and dout16 (M, N) = bf16(dout) in the same pass (a bf16 linear
+// layer's backward: one read of dout instead of two).
+void bias_backward_rounded(float* dbias, Bf16* dout16, const float* dout, int64_t M, int64_t N);
 
 // out = a + b, n elements; out may alias a or b.
 void residual_forward(float* out, const float* a, const float* b, int64_t n);

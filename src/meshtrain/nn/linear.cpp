@@ -135,20 +135,24 @@ void Linear::backward(float* dinp, const float* dout) {
     shard_.tp->all_gather(dout, seq_.data(), static_cast<size_t>(local_rows(M_) * out_));  // (M/T, out) -> (M, out)
     dout = seq_.data();
   }
+  if (!store_.bf16_products()) return backward_products(dinp, dout, nullptr, /*bias_from_dout=*/true);
   // bf16: dout rounded once for both products (and kept for a deferred
-  // weight gradient: the layer's own buffer then, not the shared one).
-  const kernels::Bf16* dout16 =
-      store_.bf16_products() ? kernels::to_bf16(dout, static_cast<size_t>(M_ * out_), output_grad_buffer()) : nullptr;
-  backward_products(dinp, dout, dout16, /*bias_from_dout=*/true);
+  // weight gradient: the layer's own buffer then, not the shared one), in
+  // the same pass as the bias gradient.
+  kernels::Bf16* dout16 = rounded_output_grad_buffer(M_);
+  if (has_bias_) {
+    kernels::bias_backward_rounded(store_.grad(bias_), dout16, dout, M_, out_);
+  } else {
+    kernels::to_bf16(dout, dout16, static_cast<size_t>(M_ * out_));
+  }
+  backward_products(dinp, dout, dout16, /*bias_from_dout=*/false);
 }
 
 kernels::Bf16* Linear::rounded_output_grad(int64_t M) {
   if (!store_.bf16_products()) throw Error("Linear::rounded_output_grad: only under bf16 products");
   if (sequence_parallel() && shard_.kind != LinearShard::Kind::Column)
     throw Error("Linear::rounded_output_grad: a row shard under sequence parallelism gathers its fp32 dout");
-  AlignedBuffer<kernels::Bf16>& rounded = output_grad_buffer();
-  rounded.ensure(M * out_);
-  return rounded.data();
+  return rounded_output_grad_buffer(M);
 }
 
 void Linear::backward_rounded(float* dinp) {

@@ -158,8 +158,12 @@ class Linear {
   // backward's products once dout16 is rounded (bf16) and, when
   // bias_from_dout, the bias gradient from the fp32 dout.
   void backward_products(float* dinp, const float* dout, const kernels::Bf16* dout16, bool bias_from_dout);
-  AlignedBuffer<kernels::Bf16>& output_grad_buffer() {
-    return defer_weight_ || !dout16_scratch_ ? dout16_ : *dout16_scratch_;
+  // Where backward's rounded dout (M, out) goes: the layer's own buffer for a
+  // deferred weight gradient, else the one the linear layers share, if any.
+  kernels::Bf16* rounded_output_grad_buffer(int64_t M) {
+    AlignedBuffer<kernels::Bf16>& rounded = defer_weight_ || !dout16_scratch_ ? dout16_ : *dout16_scratch_;
+    rounded.ensure(M * out_);
+    return rounded.data();
   }
   // out (M, out) = inp W [+ bias (bf16 products only)] + beta out.
   void gemm_forward(const float* inp, int64_t M, float beta, float* out, const float* bias = nullptr);

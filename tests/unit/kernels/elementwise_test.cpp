@@ -55,7 +55,7 @@ TEST(GeluKernel, BackwardFromBf16InputIsFp32OnTheWidenedInput) {
 }
 
 // The rounded GELU passes give the bits of the fp32 passes rounded after,
-// and the fused bias gradient those of bias_backward on the fp32 gradient.
+// and the fused bias gradients those of bias_backward on the fp32 gradient.
 TEST(GeluKernel, RoundedPassesAreTheFp32PassesRounded) {
   for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {130, 200}}) {  // 26000 crosses the threshold
     const int64_t n = M * N;
@@ -75,6 +75,12 @@ TEST(GeluKernel, RoundedPassesAreTheFp32PassesRounded) {
     gelu_backward_rounded(dx16.data(), got_bias.data(), x16.data(), dy.data(), M, N);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dx16[i].bits, to_bf16(dx[i]).bits) << i;
     expect_close(got_bias, want_bias, 0, 0, "fused bias gradient");
+    std::vector<float> sums = bias0, fused = bias0;
+    std::vector<Bf16> dy16(n);
+    bias_backward(sums.data(), dy.data(), M, N);
+    bias_backward_rounded(fused.data(), dy16.data(), dy.data(), M, N);
+    expect_close(fused, sums, 0, 0, "bias gradient with the rounding");
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dy16[i].bits, to_bf16(dy[i]).bits) << i;
     std::vector<Bf16> no_bias(n);
     gelu_backward_rounded(no_bias.data(), nullptr, x16.data(), dy.data(), M, N);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(no_bias[i].bits, dx16[i].bits) << i;

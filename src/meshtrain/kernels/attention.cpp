@@ -51,6 +51,13 @@ void product(Trans ta, Trans tb, int M, int N, int K, float alpha, Operand a, Op
     gemm(ta, tb, M, N, K, alpha, a.f32, a.ld, b.f32, b.ld, 0.0f, C, ldc);
 }
 
+// p + off, or null for an array not given (under bf16 the fp32 q, k, v and
+// the fp32 output may be absent).
+template <class T>
+T* at(T* p, int64_t off) {
+  return p ? p + off : nullptr;
+}
+
 }  // namespace
 
 // Causal attention is computed in blocks of kRowBlock query rows: rows
@@ -70,27 +77,30 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
     thread_local std::vector<float> scores;  // bf16: one row block's fp32 scores (R, T)
     const int64_t b = bh / NH, h = bh % NH;
     const int64_t head = b * T * 3 * C + h * hs;
-    const float* q = qkv + head;  // (T, hs), row stride 3C
+    const float* q = at(qkv, head);  // (T, hs), row stride 3C
     const Bf16* q16 = bf16 ? bf16->qkv + head : nullptr;
-    const Operand k{q + C, q16 ? q16 + C : nullptr, ld3};
-    const Operand v{q + 2 * C, q16 ? q16 + 2 * C : nullptr, ld3};
+    const Operand k{at(q, C), at(q16, C), ld3};
+    const Operand v{at(q, 2 * C), at(q16, 2 * C), ld3};
     Bf16* a16 = bf16 ? bf16->att + bh * T * T : nullptr;  // (T, T)
     if (bf16) scores.resize(static_cast<size_t>(R * T));
-    float* y = out + b * T * C + h * hs;  // (T, hs), row stride C
+    float* y = at(out, b * T * C + h * hs);  // (T, hs), row stride C
+    Bf16* y16 = bf16 ? at(bf16->out, b * T * C + h * hs) : nullptr;
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t r1 = std::min(T, r0 + R);
       const int rows = static_cast<int>(r1 - r0), keys = static_cast<int>(causal ? r1 : T);
       // scores a[r0:r1, 0:keys] = scale * q[r0:r1] k[0:keys]^T; softmax zeroes the rest of each row.
       float* a = bf16 ? scores.data() : att + bh * T * T + r0 * T;
-      product(Trans::No, Trans::Yes, rows, keys, hi, scale, {q + r0 * 3 * C, q16 ? q16 + r0 * 3 * C : nullptr, ld3}, k,
-              a, ti);
+      product(Trans::No, Trans::Yes, rows, keys, hi, scale, {at(q, r0 * 3 * C), at(q16, r0 * 3 * C), ld3}, k, a, ti);
       softmax_rows(a, r0, r1, T, causal);
       Operand p{a, nullptr, ti};
       if (bf16) {  // stored rounded; the product reads the stored rows
         to_bf16(a, a16 + r0 * T, static_cast<size_t>(rows * T));
         p = {nullptr, a16 + r0 * T, ti};
       }
-      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, p, v, y + r0 * C, ldc);
+      if (y16)  // rounded as oneDNN stores it: c_proj's input
+        gemm_bf16_rounded(Trans::No, Trans::No, rows, hi, keys, p.b16, p.ld, v.b16, v.ld, y16 + r0 * C, ldc);
+      else if (y)
+        product(Trans::No, Trans::No, rows, hi, keys, 1.0f, p, v, y + r0 * C, ldc);
     }
   }
 }
@@ -116,10 +126,10 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
     const Bf16* qkv16 = b16 ? bf16->qkv + head : nullptr;
     const Bf16* dy16 = b16 ? bf16->dout + head_out : nullptr;
     // The operands at row t: q, k, v (row stride 3C) and dy (row stride C).
-    auto q = [&](int64_t t) { return Operand{qkv + head + t * 3 * C, b16 ? qkv16 + t * 3 * C : nullptr, ld3}; };
-    auto k = [&](int64_t t) { return Operand{qkv + head + C + t * 3 * C, b16 ? qkv16 + C + t * 3 * C : nullptr, ld3}; };
-    auto v = [&](int64_t t) { return Operand{qkv + head + 2 * C + t * 3 * C, b16 ? qkv16 + 2 * C + t * 3 * C : nullptr, ld3}; };
-    auto dy = [&](int64_t t) { return Operand{dout + head_out + t * C, b16 ? dy16 + t * C : nullptr, ldc}; };
+    auto q = [&](int64_t t) { return Operand{at(qkv, head + t * 3 * C), at(qkv16, t * 3 * C), ld3}; };
+    auto k = [&](int64_t t) { return Operand{at(qkv, head + C + t * 3 * C), at(qkv16, C + t * 3 * C), ld3}; };
+    auto v = [&](int64_t t) { return Operand{at(qkv, head + 2 * C + t * 3 * C), at(qkv16, 2 * C + t * 3 * C), ld3}; };
+    auto dy = [&](int64_t t) { return Operand{at(dout, head_out + t * C), at(dy16, t * C), ldc}; };
     float* dq = dqkv + head;
     float* dk = dq + C;
     float* dv = dq + 2 * C;

@@ -22,18 +22,20 @@
 namespace meshtrain::kernels {
 
 // The bf16 side of the kernels: qkv rounded (read), the probabilities
-// (written by forward, read by backward) and, in backward, dout rounded.
-// With it the fp32 att is neither written nor read (it may be null) and the
-// fp32 qkv is not read (it still gives the addresses: pass it).
+// (written by forward, read by backward), in forward optionally the output
+// rounded and, in backward, dout rounded. With it the fp32 att and qkv are
+// not read (either may be null), nor the fp32 dout in backward.
 struct AttentionBf16 {
   const Bf16* qkv = nullptr;   // (B, T, 3C)
   Bf16* att = nullptr;         // (B, NH, T, T)
+  Bf16* out = nullptr;         // (B, T, C), forward: when given, the output is written here, rounded, not to out
   const Bf16* dout = nullptr;  // (B, T, C), backward only
 };
 
 // out (B, T, C) and att (B, NH, T, T) are written; att (the probabilities,
 // exact zeros above the diagonal when causal) is saved for backward; under
-// bf16, bf16->att instead.
+// bf16, bf16->att instead. With out null (and no bf16->out) the output
+// product is skipped: a recomputation that needs only the probabilities.
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr);
 

@@ -39,7 +39,8 @@ struct PrimitiveKey {
   float alpha, beta;
   int threads;
   bool bias;
-  auto tie() const { return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, threads, bias); }
+  bool bf16_dst = false;  // C in bf16 (gemm_bf16_rounded)
+  auto tie() const { return std::tie(ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, threads, bias, bf16_dst); }
   bool operator<(const PrimitiveKey& o) const { return tie() < o.tie(); }
 };
 
@@ -57,7 +58,7 @@ Primitive build(const PrimitiveKey& k) {
   Primitive p;
   p.a = operand(memory::data_type::bf16, k.M, k.K, k.lda, k.ta);
   p.b = operand(memory::data_type::bf16, k.K, k.N, k.ldb, k.tb);
-  p.c = operand(memory::data_type::f32, k.M, k.N, k.ldc, Trans::No);
+  p.c = operand(k.bf16_dst ? memory::data_type::bf16 : memory::data_type::f32, k.M, k.N, k.ldc, Trans::No);
   dnnl::primitive_attr attr;
   if (k.alpha != 1.0f) attr.set_output_scales(0, {k.alpha});
   if (k.beta != 0.0f) {
@@ -84,7 +85,7 @@ Primitive build(const PrimitiveKey& k) {
 // only its reference loops, decided once on a typical shape.
 bool onednn_has_bf16_kernel() {
   static const bool has = [] {
-    const Primitive p = build({Trans::No, Trans::No, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f, 1, false});
+    const Primitive p = build({Trans::No, Trans::No, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f, 1, false});  // f32 dst
     return p.impl.find("ref") == std::string::npos;
   }();
   return has;
@@ -96,6 +97,28 @@ void zero_k(int M, int N, float beta, float* C, int ldc) {  // C = beta C when K
     if (beta == 0.0f) std::memset(c, 0, sizeof(float) * N);
     else for (int j = 0; j < N; ++j) c[j] *= beta;
   }
+}
+
+// Runs the product of `key` (its thread count filled in here) on this
+// thread's cached primitive for it.
+void run(PrimitiveKey key, const Bf16* A, const Bf16* B, void* C, const float* bias) {
+  thread_local std::map<PrimitiveKey, Primitive> primitives;
+  thread_local dnnl::stream stream(cpu_engine());
+  key.threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  auto it = primitives.find(key);
+  if (it == primitives.end()) it = primitives.emplace(key, build(key)).first;
+  Primitive& p = it->second;
+  p.a_mem.set_data_handle(const_cast<Bf16*>(A));
+  p.b_mem.set_data_handle(const_cast<Bf16*>(B));
+  p.c_mem.set_data_handle(C);
+  if (bias) {
+    p.bias_mem.set_data_handle(const_cast<float*>(bias));
+    p.matmul.execute(stream, {{DNNL_ARG_SRC, p.a_mem}, {DNNL_ARG_WEIGHTS, p.b_mem}, {DNNL_ARG_BIAS, p.bias_mem},
+                              {DNNL_ARG_DST, p.c_mem}});
+  } else {
+    p.matmul.execute(stream, {{DNNL_ARG_SRC, p.a_mem}, {DNNL_ARG_WEIGHTS, p.b_mem}, {DNNL_ARG_DST, p.c_mem}});
+  }
+  stream.wait();
 }
 
 }  // namespace
@@ -114,24 +137,22 @@ void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, c
   if (K <= 0) return zero_k(M, N, beta, C, ldc);
   if (!onednn_has_bf16_kernel())
     return detail::gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  thread_local std::map<PrimitiveKey, Primitive> primitives;
-  thread_local dnnl::stream stream(cpu_engine());
-  const PrimitiveKey key{trans_a, trans_b, M,    N,    K,   lda, ldb, ldc, alpha, beta,
-                         omp_in_parallel() ? 1 : omp_get_max_threads(), bias != nullptr};
-  auto it = primitives.find(key);
-  if (it == primitives.end()) it = primitives.emplace(key, build(key)).first;
-  Primitive& p = it->second;
-  p.a_mem.set_data_handle(const_cast<Bf16*>(A));
-  p.b_mem.set_data_handle(const_cast<Bf16*>(B));
-  p.c_mem.set_data_handle(C);
-  if (bias) {
-    p.bias_mem.set_data_handle(const_cast<float*>(bias));
-    p.matmul.execute(stream, {{DNNL_ARG_SRC, p.a_mem}, {DNNL_ARG_WEIGHTS, p.b_mem}, {DNNL_ARG_BIAS, p.bias_mem},
-                              {DNNL_ARG_DST, p.c_mem}});
-  } else {
-    p.matmul.execute(stream, {{DNNL_ARG_SRC, p.a_mem}, {DNNL_ARG_WEIGHTS, p.b_mem}, {DNNL_ARG_DST, p.c_mem}});
+  run(PrimitiveKey{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, 0, bias != nullptr}, A, B, C, bias);
+}
+
+void gemm_bf16_rounded(Trans trans_a, Trans trans_b, int M, int N, int K, const Bf16* A, int lda, const Bf16* B,
+                       int ldb, Bf16* C, int ldc, const float* bias) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || !onednn_has_bf16_kernel()) {  // through fp32, rounded after
+    thread_local std::vector<float> c;
+    c.resize(size_t(M) * N);
+    gemm_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, c.data(), N, bias);
+    for (int i = 0; i < M; ++i) to_bf16(c.data() + size_t(i) * N, C + size_t(i) * ldc, size_t(N));
+    return;
   }
-  stream.wait();
+  PrimitiveKey key{trans_a, trans_b, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, 0, bias != nullptr};
+  key.bf16_dst = true;
+  run(key, A, B, C, bias);
 }
 
 const char* gemm_bf16_backend_name() {

@@ -21,6 +21,13 @@ namespace meshtrain::kernels {
 void gemm_bf16(Trans trans_a, Trans trans_b, int M, int N, int K, float alpha, const Bf16* A, int lda,
                const Bf16* B, int ldb, float beta, float* C, int ldc, const float* bias = nullptr);
 
+// C (bf16) = bf16(op(A) op(B) [+ bias]): the fp32 sums rounded to nearest
+// even as oneDNN stores them, for a product whose only reader wants it in
+// bf16 (no fp32 copy written and rounded after). Where oneDNN has no bf16
+// kernel: through fp32, rounded by to_bf16.
+void gemm_bf16_rounded(Trans trans_a, Trans trans_b, int M, int N, int K, const Bf16* A, int lda, const Bf16* B,
+                       int ldb, Bf16* C, int ldc, const float* bias = nullptr);
+
 // "onednn <implementation>" (e.g. "onednn brg:avx512_core_amx") or "widened fp32".
 const char* gemm_bf16_backend_name();
 

@@ -39,36 +39,39 @@ void SelfAttention::init(Rng& rng, float stddev, float proj_stddev) {
 float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const float* residual) {
   B_ = B;
   T_ = T;
+  if (store_.bf16_products()) {
+    // The heads' products on rounded operands; the probabilities stored in
+    // bf16 (kernels/attention.hpp). c_attn writes q, k, v and the heads
+    // write c_proj's input only rounded: no fp32 copy of either is made.
+    qkv_ = nullptr;
+    qkv16_.ensure(B * T * 3 * C_);
+    c_attn_.forward_rounded_output(inp, B * T, qkv16_.data());
+    att16_.ensure(B * NH_ * T * T);
+    kernels::AttentionBf16 bf16 = bf16_operands();
+    bf16.out = c_proj_.rounded_input(B * T);
+    kernels::attention_forward(nullptr, nullptr, nullptr, B, T, C_, NH_, causal_, &bf16);
+    return c_proj_.forward_rounded(B * T, residual);
+  }
   qkv_ = c_attn_.forward(inp, B * T);  // (B, T, 3C)
   y_.ensure(B * T * C_);
-  if (store_.bf16_products()) {
-    // The heads' products on rounded operands; the probabilities stored in bf16 (kernels/attention.hpp).
-    kernels::to_bf16(qkv_, static_cast<size_t>(B * T * 3 * C_), qkv16_);
-    att16_.ensure(B * NH_ * T * T);
-    const kernels::AttentionBf16 bf16 = bf16_operands();
-    kernels::attention_forward(y_.data(), nullptr, qkv_, B, T, C_, NH_, causal_, &bf16);
-  } else {
-    att_.ensure(B * NH_ * T * T);
-    kernels::attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_);
-  }
+  att_.ensure(B * NH_ * T * T);
+  kernels::attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_);
   return c_proj_.forward(y_.data(), B * T, residual);
 }
 
 void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
-  if (!qkv_) throw Error("SelfAttention::backward called before forward");
+  if (B_ == 0) throw Error("SelfAttention::backward called before forward");
   float* dy = Workspace::get(ws.dy, B_ * T_ * C_);          // (B, T, C)
   float* dqkv = Workspace::get(ws.dqkv, B_ * T_ * 3 * C_);  // (B, T, 3C)
   float* datt = Workspace::get(ws.datt, B_ * NH_ * T_ * T_);
   c_proj_.backward(dy, dout);
   if (store_.bf16_products()) {
     kernels::AttentionBf16 bf16 = bf16_operands();
-    // The same kernel on the same rounded q, k, v: the probabilities (and
-    // y, which c_proj has read already) come out bit for bit as in forward.
-    // Under bf16 activations qkv_ points at a buffer the next layer has
-    // overwritten; the kernels read only its bf16 copy.
-    if (recompute_scores_) kernels::attention_forward(y_.data(), nullptr, qkv_, B_, T_, C_, NH_, causal_, &bf16);
+    // The same kernel on the same rounded q, k, v: the probabilities come
+    // out bit for bit as in forward (the output product is skipped).
+    if (recompute_scores_) kernels::attention_forward(nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
     bf16.dout = kernels::to_bf16(dy, static_cast<size_t>(B_ * T_ * C_), dy16_);
-    kernels::attention_backward(dqkv, datt, dy, nullptr, qkv_, B_, T_, C_, NH_, causal_, &bf16);
+    kernels::attention_backward(dqkv, datt, nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
   } else {
     if (recompute_scores_) kernels::attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_);
     kernels::attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_);

@@ -66,8 +66,9 @@ class SelfAttention {
     c_proj_.share_activations(pool, key + ".c_proj", output);
   }
   // bf16 activations (recompute.hpp): backward reads the rounded q, k, v and
-  // probabilities only, so the fp32 q, k, v and heads' output live in
-  // `pool`; the output (the residual stream) stays this layer's.
+  // probabilities only (forward makes no fp32 q, k, v or heads' output under
+  // bf16 products); the output gradient's rounded copy lives in `pool`; the
+  // output (the residual stream) stays this layer's.
   void share_fp32_temporaries(SharedActivations& pool, const std::string& key) {
     c_attn_.share_fp32_temporaries(pool, key + ".c_attn", /*output=*/true);
     y_.share(&pool.get(key + ".y"));
@@ -87,9 +88,9 @@ class SelfAttention {
   Linear c_attn_, c_proj_;
   int64_t B_ = 0, T_ = 0;
   bool recompute_scores_ = false;
-  const float* qkv_ = nullptr;                         // (B, T, 3C), owned by c_attn_
+  const float* qkv_ = nullptr;                         // (B, T, 3C), owned by c_attn_; fp32 only
   AlignedBuffer<float> att_{MemoryKind::Activations};  // (B, NH, T, T) softmax probabilities, fp32 only
-  AlignedBuffer<float> y_{MemoryKind::Activations};    // (B, T, C) heads side by side
+  AlignedBuffer<float> y_{MemoryKind::Activations};    // (B, T, C) heads side by side, fp32 only
   AlignedBuffer<Bf16> qkv16_{MemoryKind::Activations};  // (B, T, 3C) bf16 only
   AlignedBuffer<Bf16> att16_{MemoryKind::Activations};  // (B, NH, T, T) bf16 only: the probabilities
   AlignedBuffer<Bf16> dy16_{MemoryKind::Activations};   // (B, T, C) bf16 only, backward's

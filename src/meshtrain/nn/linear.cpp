@@ -59,18 +59,31 @@ float* Linear::forward(const float* inp, int64_t M, const float* residual) {
 }
 
 float* Linear::forward_into(const float* inp, int64_t M, float* out, const float* residual) {
-  const bool seq = sequence_parallel();
-  const int64_t rows = local_rows(M);
-  if (seq && shard_.kind == LinearShard::Kind::Column) {
+  return forward_products(take_input(inp, M), M, out, residual);
+}
+
+const float* Linear::take_input(const float* inp, int64_t M) {
+  if (sequence_parallel() && shard_.kind == LinearShard::Kind::Column) {
     seq_.ensure(M * in_);
-    shard_.tp->all_gather(inp, seq_.data(), static_cast<size_t>(rows * in_));  // (M/T, in) -> (M, in)
+    shard_.tp->all_gather(inp, seq_.data(), static_cast<size_t>(local_rows(M) * in_));  // (M/T, in) -> (M, in)
     inp = seq_.data();
   }
   inp_ = inp;
   M_ = M;
   forwarded_ = true;
   if (store_.bf16_products()) kernels::to_bf16(inp, static_cast<size_t>(M * in_), in16_);
-  return forward_products(inp, M, out, residual);
+  return inp;
+}
+
+void Linear::forward_rounded_output(const float* inp, int64_t M, kernels::Bf16* out16) {
+  if (!store_.bf16_products()) throw Error("Linear::forward_rounded_output: only under bf16 products");
+  if (shard_.kind == LinearShard::Kind::Row)
+    throw Error("Linear::forward_rounded_output: a row shard's partial sums meet over the group in fp32");
+  take_input(inp, M);
+  kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
+  const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
+  kernels::gemm_bf16_rounded(Trans::No, Trans::No, m, n, k, in16_.data(), k, weight_copy().data(), n, out16, n,
+                             has_bias_ ? store_.param(bias_) : nullptr);
 }
 
 kernels::Bf16* Linear::rounded_input(int64_t M) {

@@ -78,6 +78,11 @@ class Linear {
   // never made (the MLP's GELU). Not for a column shard under sequence
   // parallelism, which gathers the fp32 input: Error.
   kernels::Bf16* rounded_input(int64_t M);
+  // bf16 products, no residual: the output (M, out) written only rounded,
+  // into out16, bias included (oneDNN rounds as it stores), for a consumer
+  // that reads nothing else (attention's q, k, v). Not for a row shard,
+  // whose partial sums meet over the group in fp32: Error.
+  void forward_rounded_output(const float* inp, int64_t M, kernels::Bf16* out16);
   float* forward_rounded(int64_t M, const float* residual = nullptr);
   float* forward_rounded_into(int64_t M, float* out, const float* residual = nullptr);
 
@@ -152,6 +157,10 @@ class Linear {
   }
   // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
   int64_t local_rows(int64_t M) const;
+  // forward_into's start: under sequence parallelism a column shard's
+  // input gathered; inp_, M_ set and, under bf16, the input rounded.
+  // Returns the input the products read.
+  const float* take_input(const float* inp, int64_t M);
   // forward_into's products once inp_ and in16_ are set (bf16: in16_ is
   // what they read).
   float* forward_products(const float* inp, int64_t M, float* out, const float* residual);

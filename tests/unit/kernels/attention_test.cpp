@@ -123,6 +123,28 @@ TEST_P(AttentionKernel, Bf16ProductsStayWithinBf16RoundingOfFp32) {
   }
 }
 
+// Under bf16 the output may be written rounded instead (c_proj's input),
+// and the fp32 q, k, v, output and dout left out: the same probabilities and
+// gradients, and the output is the fp32 one rounded, bit for bit.
+TEST_P(AttentionKernel, Bf16OutputAndNoFp32OperandsGiveTheSameBits) {
+  const auto [B, T, C, NH, causal] = GetParam();
+  Rng rng(B * 100 + T + C + 3);
+  auto qkv = random_vector(B * T * 3 * C, rng), dy = random_vector(B * T * C, rng);
+  std::vector<Bf16> qkv16(qkv.size()), dy16(dy.size()), att_a(B * NH * T * T), att_b(att_a.size()), out16(dy.size());
+  to_bf16(qkv.data(), qkv16.data(), qkv.size());
+  to_bf16(dy.data(), dy16.data(), dy.size());
+  std::vector<float> out(dy.size()), datt(att_a.size()), dqkv_a(qkv.size()), dqkv_b(qkv.size());
+  const AttentionBf16 a{.qkv = qkv16.data(), .att = att_a.data(), .dout = dy16.data()};
+  const AttentionBf16 b{.qkv = qkv16.data(), .att = att_b.data(), .out = out16.data(), .dout = dy16.data()};
+  attention_forward(out.data(), nullptr, qkv.data(), B, T, C, NH, causal, &a);
+  attention_forward(nullptr, nullptr, nullptr, B, T, C, NH, causal, &b);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out16[i].bits, to_bf16(out[i]).bits) << "output " << i;
+  for (size_t i = 0; i < att_a.size(); ++i) ASSERT_EQ(att_a[i].bits, att_b[i].bits) << "probability " << i;
+  attention_backward(dqkv_a.data(), datt.data(), dy.data(), nullptr, qkv.data(), B, T, C, NH, causal, &a);
+  attention_backward(dqkv_b.data(), datt.data(), nullptr, nullptr, nullptr, B, T, C, NH, causal, &b);
+  expect_close(dqkv_b, dqkv_a, 0, 0, "dqkv without the fp32 operands");
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernel,
                          ::testing::Values(Case{1, 1, 4, 1, true}, Case{2, 5, 8, 2, true}, Case{2, 7, 12, 3, true},
                                            Case{2, 5, 8, 2, false}, Case{3, 6, 6, 3, false},

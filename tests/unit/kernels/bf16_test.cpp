@@ -191,6 +191,32 @@ TEST(GemmBf16, BiasIsAddedToEveryRow) {
 
 TEST(GemmBf16, WidenedFallbackMatchesTheReference) { run_all(&detail::gemm_bf16_widened, false); }
 
+// A bf16 result is the fp32 one rounded to nearest even: what oneDNN stores
+// when it writes bf16 is what to_bf16 makes of the fp32 result, bias included.
+TEST(GemmBf16, RoundedResultIsTheFp32ResultRounded) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const Case& c : cases()) {
+    Operands o = make_operands(c, rng);
+    std::vector<float> bias(static_cast<size_t>(c.N)), fp32(o.C.size());
+    for (float& b : bias) b = u(rng);
+    for (bool with_bias : {false, true}) {
+      const float* b = with_bias ? bias.data() : nullptr;
+      gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, 1.0f, o.A.data(), o.lda, o.B.data(), o.ldb, 0.0f, fp32.data(), o.ldc, b);
+      std::vector<Bf16> rounded(o.C.size(), Bf16{0x7fc0});  // NaN: the stride's gaps stay untouched
+      gemm_bf16_rounded(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, rounded.data(), o.ldc, b);
+      for (int i = 0; i < c.M; ++i)
+        for (int j = 0; j < c.N; ++j) {
+          const size_t at = size_t(i) * o.ldc + j;
+          ASSERT_EQ(rounded[at].bits, to_bf16(fp32[at]).bits)
+              << c.M << "x" << c.N << "x" << c.K << " bias " << with_bias << " at " << i << "," << j;
+        }
+      for (size_t at = 0; at < rounded.size(); ++at)
+        if (int(at % o.ldc) >= c.N) ASSERT_EQ(rounded[at].bits, 0x7fc0) << "wrote past a row at " << at;
+    }
+  }
+}
+
 TEST(GemmBf16, EmptyInnerDimensionScalesC) {
   std::vector<float> C = {1, 2, 3, 4};
   gemm_bf16(Trans::No, Trans::No, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.5f, C.data(), 2);

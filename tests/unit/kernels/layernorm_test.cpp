@@ -1,5 +1,7 @@
 #include "meshtrain/kernels/layernorm.hpp"
 
+#include <omp.h>
+
 #include "kernel_test_util.hpp"
 
 namespace meshtrain::kernels {
@@ -55,6 +57,30 @@ TEST(LayerNormKernel, ForwardAndBackwardMatchReference) {
                        rstd.data(), dx2.data(), N, C);
     expect_close(dx2, dx, 0, 0, "in-place dinp");
   }
+}
+
+// One thread adds the weight and bias gradients in its row pass, several
+// in a column pass: the same sums in the same order, so the same bits.
+TEST(LayerNormKernel, BackwardGivesTheSameBitsOnOneAndTwoThreads) {
+  const int64_t N = 300, C = 70;  // columns split unevenly
+  Rng rng(77);
+  auto x = random_vector(N * C, rng, 2.0f), w = random_vector(C, rng), b = random_vector(C, rng);
+  auto dy = random_vector(N * C, rng), dres = random_vector(N * C, rng);
+  std::vector<float> y(N * C), mean(N), rstd(N);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  auto backward = [&](int threads) {
+    std::vector<float> dx(N * C), dw(C, 0.5f), db(C, -0.5f);
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                       dres.data(), N, C);
+    omp_set_num_threads(before);
+    return std::vector<std::vector<float>>{dx, dw, db};
+  };
+  const auto one = backward(1), two = backward(2);
+  expect_close(one[0], two[0], 0, 0, "dinp");
+  expect_close(one[1], two[1], 0, 0, "dweight");
+  expect_close(one[2], two[2], 0, 0, "dbias");
 }
 
 }  // namespace

@@ -30,6 +30,12 @@ class SelfAttention {
   // Under sequence parallelism inp, residual and the result are this rank's
   // rows (B T / TP, C): c_attn gathers whole sequences, c_proj scatters them.
   float* forward(const float* inp, int64_t B, int64_t T, const float* residual = nullptr);
+  // bf16 products: where a producer may write the input (B T rows) already
+  // rounded, then call forward with a null inp; null where c_attn takes only
+  // an fp32 input (fp32, or sequence parallelism, which gathers it).
+  kernels::Bf16* rounded_input(int64_t rows) {
+    return c_attn_.takes_rounded_input() ? c_attn_.rounded_input(rows) : nullptr;
+  }
 
   // dinp (B, T, C) written from dout (B, T, C) (rows as forward's); dout must not alias dinp.
   // The residual's own gradient is dout itself, left to the caller.

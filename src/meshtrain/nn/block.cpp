@@ -52,8 +52,22 @@ float* Block::forward(const float* x, int64_t B, int64_t T) {
 }
 
 float* Block::run_layers(const float* x, int64_t B, int64_t T) {
-  const float* x1 = attn_.forward(ln_1_.forward(x, rows_), B, T, x);  // (B, T, C) = x + attn(ln_1(x))
-  return mlp_->forward(ln_2_.forward(x1, rows_), B, T, x1);             // (B, T, C) = x1 + mlp(ln_2(x1))
+  // Under bf16 products each layernorm writes the next layer's rounded input
+  // where that layer takes one: no fp32 copy of it is made.
+  const float* a = nullptr;
+  if (Bf16* in16 = attn_.rounded_input(rows_)) {
+    ln_1_.forward_rounded(x, rows_, in16);
+  } else {
+    a = ln_1_.forward(x, rows_);
+  }
+  const float* x1 = attn_.forward(a, B, T, x);  // (B, T, C) = x + attn(ln_1(x))
+  const float* m = nullptr;
+  if (Bf16* in16 = mlp_->rounded_input(rows_)) {
+    ln_2_.forward_rounded(x1, rows_, in16);
+  } else {
+    m = ln_2_.forward(x1, rows_);
+  }
+  return mlp_->forward(m, B, T, x1);  // (B, T, C) = x1 + mlp(ln_2(x1))
 }
 
 void Block::backward(float* dres, Workspace& ws) {

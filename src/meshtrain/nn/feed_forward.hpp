@@ -34,6 +34,10 @@ class FeedForward {
   // read in `pool`'s "<key>.*" buffers. By default a layer keeps them (a
   // mixture of experts: its experts' hidden layers are its own buffers).
   virtual void share_fp32_temporaries(SharedActivations& /*pool*/, const std::string& /*key*/) {}
+  // bf16 products: where a producer may write the input already rounded,
+  // then call forward with a null inp; null (the default) where the layer
+  // reads its fp32 input (a mixture of experts' router).
+  virtual Bf16* rounded_input(int64_t /*rows*/) { return nullptr; }
 };
 
 }  // namespace meshtrain::nn

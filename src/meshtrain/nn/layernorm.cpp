@@ -30,6 +30,15 @@ float* LayerNorm::forward(const float* inp, int64_t N) {
   return out_.data();
 }
 
+void LayerNorm::forward_rounded(const float* inp, int64_t N, Bf16* out16) {
+  mean_.ensure(N);
+  rstd_.ensure(N);
+  inp_ = inp;
+  N_ = N;
+  kernels::layernorm_forward_rounded(out16, mean_.data(), rstd_.data(), inp, store_.param(weight_),
+                                     store_.param(bias_), N, C_);
+}
+
 void LayerNorm::backward(float* dinp, const float* dout, const float* dresid) {
   if (!inp_) throw Error("LayerNorm::backward called before forward");
   if (!seq_tp_) {

@@ -31,6 +31,9 @@ class LayerNorm {
 
   // out (N, C); saves mean and rstd (N) and the input pointer.
   float* forward(const float* inp, int64_t N);
+  // The same with the output written only rounded, into out16 (N, C): the
+  // next bf16 linear layer's input (Linear::rounded_input).
+  void forward_rounded(const float* inp, int64_t N, Bf16* out16);
 
   // dinp (N, C) = dresid + dLN/dinp, written. dresid (may be null, may alias
   // dinp) is the gradient arriving through the residual path around this

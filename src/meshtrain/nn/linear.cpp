@@ -63,6 +63,13 @@ float* Linear::forward_into(const float* inp, int64_t M, float* out, const float
 }
 
 const float* Linear::take_input(const float* inp, int64_t M) {
+  if (!inp) {
+    rounded_input(M);  // the checks; in16_ holds the producer's rows
+    inp_ = nullptr;
+    M_ = M;
+    forwarded_ = true;
+    return nullptr;
+  }
   if (sequence_parallel() && shard_.kind == LinearShard::Kind::Column) {
     seq_.ensure(M * in_);
     shard_.tp->all_gather(inp, seq_.data(), static_cast<size_t>(local_rows(M) * in_));  // (M/T, in) -> (M, in)
@@ -86,9 +93,13 @@ void Linear::forward_rounded_output(const float* inp, int64_t M, kernels::Bf16* 
                              has_bias_ ? store_.param(bias_) : nullptr);
 }
 
+bool Linear::takes_rounded_input() const {
+  return store_.bf16_products() && !(sequence_parallel() && shard_.kind == LinearShard::Kind::Column);
+}
+
 kernels::Bf16* Linear::rounded_input(int64_t M) {
   if (!store_.bf16_products()) throw Error("Linear::rounded_input: only under bf16 products");
-  if (sequence_parallel() && shard_.kind == LinearShard::Kind::Column)
+  if (!takes_rounded_input())
     throw Error("Linear::rounded_input: a column shard under sequence parallelism gathers its fp32 input");
   in16_.ensure(M * in_);
   return in16_.data();
@@ -100,11 +111,7 @@ float* Linear::forward_rounded(int64_t M, const float* residual) {
 }
 
 float* Linear::forward_rounded_into(int64_t M, float* out, const float* residual) {
-  rounded_input(M);  // the checks; in16_ holds the producer's rows
-  inp_ = nullptr;
-  M_ = M;
-  forwarded_ = true;
-  return forward_products(nullptr, M, out, residual);
+  return forward_into(nullptr, M, out, residual);
 }
 
 float* Linear::forward_products(const float* inp, int64_t M, float* out, const float* residual) {

@@ -74,9 +74,11 @@ class Linear {
   float* forward_into(const float* inp, int64_t M, float* out, const float* residual = nullptr);
   // bf16 products: a producer may write this layer's input already rounded
   // into rounded_input(M) (M rows, in_features() wide) and then call
-  // forward_rounded() / forward_rounded_into() instead: the fp32 input is
-  // never made (the MLP's GELU). Not for a column shard under sequence
-  // parallelism, which gathers the fp32 input: Error.
+  // forward_rounded() / forward_rounded_into() instead, or any forward with
+  // a null input: the fp32 input is never made (the MLP's GELU, a block's
+  // layernorms). Not for a column shard under sequence parallelism, which
+  // gathers the fp32 input: Error (takes_rounded_input() says beforehand).
+  bool takes_rounded_input() const;
   kernels::Bf16* rounded_input(int64_t M);
   // bf16 products, no residual: the output (M, out) written only rounded,
   // into out16, bias included (oneDNN rounds as it stores), for a consumer
@@ -158,8 +160,8 @@ class Linear {
   // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
   int64_t local_rows(int64_t M) const;
   // forward_into's start: under sequence parallelism a column shard's
-  // input gathered; inp_, M_ set and, under bf16, the input rounded.
-  // Returns the input the products read.
+  // input gathered; inp_, M_ set and, under bf16, the input rounded (null:
+  // rounded_input() holds it already). Returns the input the products read.
   const float* take_input(const float* inp, int64_t M);
   // forward_into's products once inp_ and in16_ are set (bf16: in16_ is
   // what they read).

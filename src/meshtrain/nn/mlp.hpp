@@ -34,6 +34,9 @@ class Mlp final : public FeedForward {
   // experts sharing their layer's buffers (moe_mlp.hpp). Returns out.
   float* forward_into(const float* inp, int64_t N, float* h, float* gelu, float* out);
   int64_t hidden_features() const { return c_fc_.out_features(); }  // 4C, or this rank's 4C/T
+  Bf16* rounded_input(int64_t rows) override {
+    return c_fc_.takes_rounded_input() ? c_fc_.rounded_input(rows) : nullptr;
+  }
 
   // dinp (N, C) written (rows as forward's); dout must not alias dinp.
   void backward(float* dinp, const float* dout, Workspace& ws) override;

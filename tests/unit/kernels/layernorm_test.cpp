@@ -59,6 +59,20 @@ TEST(LayerNormKernel, ForwardAndBackwardMatchReference) {
   }
 }
 
+// Written rounded: the bits of rounding the fp32 output, the same statistics.
+TEST(LayerNormKernel, RoundedForwardIsTheFp32OutputRounded) {
+  const int64_t N = 40, C = 70;
+  Rng rng(5);
+  auto x = random_vector(N * C, rng, 2.0f), w = random_vector(C, rng), b = random_vector(C, rng);
+  std::vector<float> y(N * C), mean(N), rstd(N), mean16(N), rstd16(N);
+  std::vector<Bf16> y16(N * C);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  layernorm_forward_rounded(y16.data(), mean16.data(), rstd16.data(), x.data(), w.data(), b.data(), N, C);
+  for (int64_t i = 0; i < N * C; ++i) ASSERT_EQ(y16[i].bits, to_bf16(y[i]).bits) << i;
+  expect_close(mean16, mean, 0, 0, "mean");
+  expect_close(rstd16, rstd, 0, 0, "rstd");
+}
+
 // One thread adds the weight and bias gradients in its row pass, several
 // in a column pass: the same sums in the same order, so the same bits.
 TEST(LayerNormKernel, BackwardGivesTheSameBitsOnOneAndTwoThreads) {

@@ -11,30 +11,27 @@ namespace meshtrain::kernels {
 
 namespace {
 
-inline void store(float* o, float v) { *o = v; }
-inline void store(Bf16* o, float v) { *o = to_bf16(v); }
+[[gnu::always_inline]] inline void store(float* o, float v) { *o = v; }
+[[gnu::always_inline]] inline void store(Bf16* o, float v) { *o = to_bf16(v); }
 
+// One row; inlined into each instruction-set clone below (an OpenMP region
+// in a helper would be outlined once, for the baseline ISA).
 template <class Out>
-inline void forward_rows(Out* out, float* mean, float* rstd, const float* inp, const float* weight,
-                         const float* bias, int64_t N, int64_t C) {
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
-    const float* x = inp + n * C;  // (C)
-    Out* o = out + n * C;          // (C)
-    // Two passes over a row that sits in L1: the shifted variance does not
-    // cancel catastrophically the way E[x^2] - E[x]^2 does.
-    float sum = 0;
+[[gnu::always_inline]] inline void forward_row(Out* o, float& mean, float& rstd, const float* x, const float* weight,
+                                               const float* bias, int64_t C) {
+  // Two passes over a row that sits in L1: the shifted variance does not
+  // cancel catastrophically the way E[x^2] - E[x]^2 does.
+  float sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t c = 0; c < C; ++c) sum += x[c];
-    const float m = sum / C;
-    float var = 0;
+  for (int64_t c = 0; c < C; ++c) sum += x[c];
+  const float m = sum / C;
+  float var = 0;
 #pragma omp simd reduction(+ : var)
-    for (int64_t c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
-    const float s = 1.0f / std::sqrt(var / C + kLayerNormEps);
-    for (int64_t c = 0; c < C; ++c) store(o + c, (x[c] - m) * s * weight[c] + bias[c]);
-    mean[n] = m;
-    rstd[n] = s;
-  }
+  for (int64_t c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
+  const float s = 1.0f / std::sqrt(var / C + kLayerNormEps);
+  for (int64_t c = 0; c < C; ++c) store(o + c, (x[c] - m) * s * weight[c] + bias[c]);
+  mean = m;
+  rstd = s;
 }
 
 }  // namespace
@@ -42,13 +39,15 @@ inline void forward_rows(Out* out, float* mean, float* rstd, const float* inp, c
 MESHTRAIN_HOT_LOOP
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C) {
-  forward_rows(out, mean, rstd, inp, weight, bias, N, C);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) forward_row(out + n * C, mean[n], rstd[n], inp + n * C, weight, bias, C);
 }
 
 MESHTRAIN_HOT_LOOP
 void layernorm_forward_rounded(Bf16* out16, float* mean, float* rstd, const float* inp, const float* weight,
                                const float* bias, int64_t N, int64_t C) {
-  forward_rows(out16, mean, rstd, inp, weight, bias, N, C);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) forward_row(out16 + n * C, mean[n], rstd[n], inp + n * C, weight, bias, C);
 }
 
 MESHTRAIN_HOT_LOOP

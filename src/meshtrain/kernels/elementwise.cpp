@@ -104,12 +104,6 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
 }
 
 MESHTRAIN_HOT_LOOP
-void gelu_backward(float* dinp, const Bf16* inp, const float* dout, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
-  for (int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_slope(to_float(inp[i]));
-}
-
-MESHTRAIN_HOT_LOOP
 void gelu_forward_rounded(Bf16* out16, Bf16* inp16, const float* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
   for (int64_t i = 0; i < n; ++i) {

@@ -29,16 +29,14 @@ void residual_forward(float* out, const float* a, const float* b, int64_t n);
 void gelu_forward(float* out, const float* inp, int64_t n);
 // dinp = gelu'(inp) * dout, written; dinp may alias dout.
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
-// The same from the input stored in bf16 (training.precision = "bf16": the
-// MLP keeps its pre-activation rounded), widened exactly, computed in fp32.
-void gelu_backward(float* dinp, const Bf16* inp, const float* dout, int64_t n);
 
 // bf16 products: the GELU writes the operands its neighbours' products read,
 // rounded, so no fp32 copy of them is made and read back.
 // Forward: inp16 = bf16(inp) (what backward reads) and out16 = bf16(gelu(inp)),
 // n elements: the same bits as rounding gelu_forward's output.
 void gelu_forward_rounded(Bf16* out16, Bf16* inp16, const float* inp, int64_t n);
-// Backward over (M, N): dinp16 = bf16(gelu'(inp) * dout) and, when dbias is
+// Backward over (M, N), from the pre-activation stored in bf16 (widened
+// exactly, computed in fp32): dinp16 = bf16(gelu'(inp) * dout) and, when dbias is
 // given, dbias (N) += the column sums of the unrounded products (as
 // bias_backward on gelu_backward's output, the same bits).
 void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const float* dout, int64_t M, int64_t N);

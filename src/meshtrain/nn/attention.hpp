@@ -77,7 +77,6 @@ class SelfAttention {
   // output (the residual stream) stays this layer's.
   void share_fp32_temporaries(SharedActivations& pool, const std::string& key) {
     c_attn_.share_fp32_temporaries(pool, key + ".c_attn", /*output=*/true);
-    y_.share(&pool.get(key + ".y"));
     dy16_.share(&pool.get_bf16(key + ".dy16"));
     c_proj_.share_fp32_temporaries(pool, key + ".c_proj", /*output=*/false);
   }

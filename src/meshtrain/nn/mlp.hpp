@@ -66,11 +66,10 @@ class Mlp final : public FeedForward {
     c_proj_.share_activations(pool, key + ".c_proj", /*output=*/false);
   }
   // bf16 activations: backward reads the rounded pre-activation and the
-  // linears' rounded inputs, so the fp32 hidden layer before and after the
-  // GELU lives in `pool`.
+  // linears' rounded inputs, so the fp32 pre-activation lives in `pool` (the
+  // GELU writes its output only rounded).
   void share_fp32_temporaries(SharedActivations& pool, const std::string& key) override {
     c_fc_.share_fp32_temporaries(pool, key + ".c_fc", /*output=*/true);
-    gelu_.share(&pool.get(key + ".gelu"));
     c_proj_.share_fp32_temporaries(pool, key + ".c_proj", /*output=*/false);
   }
 

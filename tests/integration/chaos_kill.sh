@@ -51,7 +51,9 @@ chaos zero3-bf16 $((RANDOM % 2)) --parallel.zero_stage=3 --training.precision=bf
 # Workers are ranks 0-1, the reducer rank 2.
 chaos reducer 2 --parallel.all_reduce=reduction_server --parallel.reducers=1
 chaos tensor $((RANDOM % 2)) --parallel.tensor=2
-# Stages 1 or 2 of 0-3; data = "none": the 4 workers are one pipeline.
+# Stages 1 or 2 of 0-3; data = "none": the 4 workers are one pipeline. Each
+# stage holds a quarter of the model, so it is twice as wide as the others'
+# for its steps (~0.1 s) to leave a kill at step 10 time to land.
 NPROC=4 chaos pipeline $((1 + RANDOM % 2)) --parallel.data=none --parallel.pipeline=4 --parallel.micro_batches=4 \
-  --parallel.schedule=1f1b
+  --parallel.schedule=1f1b --model.n_embd=256
 echo "chaos: every kill recovered bitwise"

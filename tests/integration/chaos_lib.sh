@@ -14,18 +14,13 @@ CHAOS_MODEL=(--training.log_every=1 --model.n_embd=128 --model.block_size=128 --
              --parallel.restart_backoff_s=0.2)
 
 # latest_step METRICS: the highest step in a metrics file (0 before any).
+# Shell tools, not a Python start per poll: the watch loops call this every
+# 50 ms, and a ~50 ms step must not outrun them (a record being written reads
+# as a lower step at worst; MetricsLog writes compact JSON, "step":N).
 latest_step() {
-  python3 - "$1" <<'PY'
-import json, os, sys
-best = 0
-if os.path.exists(sys.argv[1]):
-    for line in open(sys.argv[1]):
-        try:
-            best = max(best, json.loads(line).get("step", 0))
-        except ValueError:  # a line still being written
-            pass
-print(best)
-PY
+  local best=0
+  [ -f "$1" ] && best=$(grep -o '"step":[0-9]*' "$1" | cut -d: -f2 | sort -n | tail -n 1)
+  echo "${best:-0}"
 }
 
 # reached METRICS STEP: the metrics file shows STEP or later.

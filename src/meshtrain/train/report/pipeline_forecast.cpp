@@ -65,14 +65,27 @@ struct SlotTimes {
   double forward = 0, backward = 0, weight = 0;  // all of the rank's pieces
 };
 
+// What a probe's pieces are timed by: the steady clock, or (more workers
+// than cores, one thread each) the thread's CPU time. There a piece lasts
+// about one scheduler time slice, so wall time counted it either once or
+// twice as long, by where the slice ended (dp2 x pp2 forecast 21-25 or
+// 43-51 ms against 37-41 run); CPU time holds what sharing caches costs
+// and leaves the waiting for a core to the work bound (probe_pipeline).
+struct ProbeClock {
+  bool cpu = false;
+  double now() const {
+    return cpu ? thread_cpu_seconds() : std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  }
+};
+
 // Forward of every piece on `slot`, then their backwards (in reverse), with
 // synthetic activations and gradients where a neighbour would send them.
-SlotTimes run_slot(StageRig& rig, size_t slot) {
+SlotTimes run_slot(StageRig& rig, size_t slot, ProbeClock clock = {}) {
   Gpt& gpt = *rig.gpt;
   const Batch& b = rig.micro;
   const int64_t n = gpt.activation_floats(b.batch_size, b.seq_len);
   SlotTimes t;
-  auto t0 = Clock::now();
+  double t0 = clock.now();
   for (size_t piece = 0; piece < gpt.pieces(); ++piece) {
     if (!gpt.piece_has_embedding(piece)) {
       float* in = gpt.input_buffer(piece, slot, b.batch_size, b.seq_len);
@@ -81,19 +94,19 @@ SlotTimes run_slot(StageRig& rig, size_t slot) {
     ForwardResult loss;
     gpt.forward_piece(piece, slot, b, &loss);
   }
-  t.forward = seconds_since(t0);
+  t.forward = clock.now() - t0;
   for (size_t piece = gpt.pieces(); piece-- > 0;) {
     if (!gpt.piece_has_head(piece)) {
       float* dout = gpt.output_gradient_buffer(piece, slot, b.batch_size, b.seq_len);
       for (int64_t i = 0; i < n; ++i) dout[i] = 1e-3f * std::cos(0.11f * float(i % 1000));
     }
-    t0 = Clock::now();
+    t0 = clock.now();
     gpt.backward_piece(piece, slot, rig.split);
-    t.backward += seconds_since(t0);
+    t.backward += clock.now() - t0;
     if (rig.split) {
-      t0 = Clock::now();
+      t0 = clock.now();
       gpt.backward_piece_weights(piece, slot);
-      t.weight += seconds_since(t0);
+      t.weight += clock.now() - t0;
     }
   }
   return t;
@@ -101,18 +114,18 @@ SlotTimes run_slot(StageRig& rig, size_t slot) {
 
 // Median times of `steps` runs of slot 0 (after two untimed ones), per
 // chunk, and of the norm and update, on `threads` threads of the caller.
-StageForecast time_stage(const JobConfig& config, StageRig& rig, int threads, int steps) {
+StageForecast time_stage(const JobConfig& config, StageRig& rig, int threads, int steps, ProbeClock clock = {}) {
   omp_set_num_threads(threads);
   std::vector<double> forward, backward, weight, update;
   const double chunks = double(rig.gpt->pieces());
   for (int i = 0; i < 2 + steps; ++i) {
     rig.model->store().zero_grads();
-    const SlotTimes t = run_slot(rig, 0);
-    const auto t0 = Clock::now();
+    const SlotTimes t = run_slot(rig, 0, clock);
+    const double t0 = clock.now();
     gradient_norm(rig.model->store(), config.optimizer.grad_clip);
     rig.optimizer->step(rig.model->store(), static_cast<float>(config.optimizer.lr * 1e-3));
     if (i < 2) continue;
-    update.push_back(seconds_since(t0));
+    update.push_back(clock.now() - t0);
     forward.push_back(t.forward / chunks);
     backward.push_back(t.backward / chunks);
     weight.push_back(t.weight / chunks);
@@ -169,7 +182,10 @@ PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways
   probe.alone_compute_s = alone.makespan;
   // Every worker at once (worker w is stage w / (data x tensor) ways, tensor
   // rank w % tensor); a stage's times are its slowest worker's.
+  double work_bound = 0;
   if (workers > 1) {
+    const int cores = omp_get_num_procs();
+    const ProbeClock clock{workers * threads > cores};
     std::vector<StageForecast> times(static_cast<size_t>(workers));
     std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
     std::vector<std::thread> running;
@@ -177,7 +193,7 @@ PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways
       running.emplace_back([&, w] {
         try {
           StageRig rig = make_rig(config, w / (data_ways * T), w % T, data_ways);
-          times[size_t(w)] = time_stage(config, rig, threads, steps);
+          times[size_t(w)] = time_stage(config, rig, threads, steps, clock);
         } catch (...) {
           errors[size_t(w)] = std::current_exception();
         }
@@ -185,30 +201,32 @@ PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways
     for (std::thread& t : running) t.join();
     for (const auto& e : errors)
       if (e) std::rethrow_exception(e);
-    // More workers than cores: the probe keeps every worker busy, but in the
-    // job a stage in its bubble leaves its core to the others, so only the
-    // busy share (1 - bubble) of the slowdown the probe saw is counted.
-    const double busy = workers > omp_get_num_procs() ? 1.0 - alone.bubble : 1.0;
-    std::vector<StageForecast> contended(probe.stages.size());
+    for (StageForecast& s : probe.stages) s.forward_s = s.backward_s = s.weight_s = s.update_s = 0;
     for (int w = 0; w < workers; ++w) {
-      StageForecast& s = contended[size_t(w / (data_ways * T))];
+      StageForecast& s = probe.stages[size_t(w / (data_ways * T))];
       const StageForecast& t = times[size_t(w)];
       s.forward_s = std::max(s.forward_s, t.forward_s);
       s.backward_s = std::max(s.backward_s, t.backward_s);
       s.weight_s = std::max(s.weight_s, t.weight_s);
       s.update_s = std::max(s.update_s, t.update_s);
     }
-    const auto blend = [busy](double alone_s, double together_s) { return alone_s + busy * (together_s - alone_s); };
-    for (size_t i = 0; i < contended.size(); ++i) {
-      StageForecast& s = probe.stages[i];
-      s.forward_s = blend(s.forward_s, contended[i].forward_s);
-      s.backward_s = blend(s.backward_s, contended[i].backward_s);
-      s.weight_s = blend(s.weight_s, contended[i].weight_s);
-      s.update_s = blend(s.update_s, contended[i].update_s);
+    if (clock.cpu) {
+      // More workers' threads than cores: a core runs one at a time, so the
+      // step takes at least every worker's compute (its pieces' CPU time
+      // per micro-batch and chunk, V chunks of M micro-batches; its threads'
+      // share alike) over the cores: a stage in its bubble leaves its core
+      // to the others, which the schedule's critical path, run as if each
+      // rank had a core of its own, cannot show. The updates run together
+      // at the step's end, sharing the cores alike.
+      const double per_rank = double(p.micro_batches * p.virtual_stages);
+      for (const StageForecast& t : times)
+        work_bound += double(threads) * per_rank * (t.forward_s + t.backward_s + t.weight_s);
+      work_bound /= double(cores);
+      for (StageForecast& s : probe.stages) s.update_s *= double(workers * threads) / double(cores);
     }
   }
   const pp::ScheduleReport together = simulate(schedule, probe.stages, 0.0);
-  probe.compute_s = together.makespan;
+  probe.compute_s = std::max(together.makespan, work_bound);
   probe.bubble = together.bubble;
   probe.exposed_sends_s = transfer_s > 0 ? simulate(schedule, probe.stages, transfer_s).makespan - together.makespan : 0;
   omp_set_num_threads(saved_threads);

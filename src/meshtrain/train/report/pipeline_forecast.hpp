@@ -10,13 +10,14 @@
 //             takes on that rank (executor.hpp's slots_needed)
 //   compute   each stage's forward, backward (input) and weight times per
 //             micro-batch and chunk, measured with every worker of the job
-//             running at once (one thread each: they share this host's
-//             caches and memory bandwidth; with more workers than cores,
-//             only the busy share, 1 - bubble, of that slowdown counts: a
-//             stage in its bubble leaves its core to the others), then the
-//             schedule simulated
-//             with each rank's own times (validator.hpp): the step's
-//             compute, its bubble included; then again with each message
+//             running at once (they share this host's caches and memory
+//             bandwidth; the stage's slowest worker counts), then the
+//             schedule simulated with each rank's own times
+//             (validator.hpp): the step's compute, its bubble included.
+//             With more workers' threads than cores the pieces are timed
+//             in CPU time, and the step's compute is at least all workers'
+//             CPU time over the cores (a stage in its bubble leaves its
+//             core to the others). Then the schedule again with each message
 //             between stages on the link for its transfer time (one after
 //             another on a link, overlapping the ranks' compute): what the
 //             sends add to the step; the slowest stage's update
@@ -43,7 +44,7 @@ struct StageForecast {
 struct PipelineProbe {
   std::vector<StageForecast> stages;
   std::vector<std::unique_ptr<Model>> models;  // [stage]: for the data-parallel terms
-  double compute_s = 0;        // the simulated schedule with the measured times
+  double compute_s = 0;        // the simulated schedule with the measured times, or the work bound
   double alone_compute_s = 0;  // the same with each stage measured alone
   double bubble = 0;           // of the simulated schedule
   double exposed_sends_s = 0;  // what the messages between stages add to the simulated schedule

@@ -22,9 +22,7 @@ float* Mlp::forward(const float* inp, int64_t N, const float* residual) {
   const int64_t H = c_fc_.out_features();  // 4C, or this rank's 4C/T
   h_ = c_fc_.forward(inp, N);             // (N, H)
   if (store_.bf16_products()) {
-    // The GELU writes c_proj's rounded input: no fp32 copy of its output.
-    h16_.ensure(N * H);
-    kernels::gelu_forward_rounded(c_proj_.rounded_input(N), h16_.data(), h_, N * H);
+    gelu_into_rounded_input(N);
     return c_proj_.forward_rounded(N, residual);
   }
   gelu_.ensure(N * H);
@@ -37,12 +35,17 @@ float* Mlp::forward_into(const float* inp, int64_t N, float* h, float* gelu, flo
   const int64_t H = c_fc_.out_features();
   h_ = c_fc_.forward_into(inp, N, h);
   if (store_.bf16_products()) {
-    h16_.ensure(N * H);
-    kernels::gelu_forward_rounded(c_proj_.rounded_input(N), h16_.data(), h_, N * H);
+    gelu_into_rounded_input(N);
     return c_proj_.forward_rounded_into(N, out);
   }
   kernels::gelu_forward(gelu, h_, N * H);
   return c_proj_.forward_into(gelu, N, out);
+}
+
+void Mlp::gelu_into_rounded_input(int64_t N) {
+  const int64_t H = c_fc_.out_features();
+  h16_.ensure(N * H);
+  kernels::gelu_forward_rounded(c_proj_.rounded_input(N), h16_.data(), h_, N * H);
 }
 
 void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {

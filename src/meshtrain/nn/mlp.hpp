@@ -74,6 +74,10 @@ class Mlp final : public FeedForward {
   }
 
  private:
+  // bf16 products: the GELU of h_ (N rows) written as c_proj's rounded
+  // input, the rounded pre-activation kept in h16_: no fp32 GELU output.
+  void gelu_into_rounded_input(int64_t N);
+
   ParamStore& store_;
   int64_t C_;
   Linear c_fc_, c_proj_;

@@ -84,7 +84,11 @@ int main(int argc, char** argv) {
   for (auto* group : {&crc32, &crc32c}) {
     for (Version& v : *group) {
       std::string line;
-      for (double g : v.gbps) line += " " + std::to_string(g).substr(0, 4);
+      for (double g : v.gbps) {
+        char field[16];
+        std::snprintf(field, sizeof field, " %.3g", g);
+        line += field;
+      }
       std::vector<double> sorted = v.gbps;
       std::sort(sorted.begin(), sorted.end());
       std::printf("%-28s GB/s:%s | median %.2f | crc %08x\n", v.name, line.c_str(), sorted[sorted.size() / 2],

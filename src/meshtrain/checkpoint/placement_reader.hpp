@@ -22,7 +22,7 @@ namespace meshtrain::checkpoint {
 // buffers in that layout.
 struct SavedTensorRank {
   std::unique_ptr<ParamStore> layout;  // the reader may keep a reference to it
-  std::unique_ptr<FlatRangeReader> reader;
+  std::unique_ptr<FlatRangeReader> reader{};
 };
 
 // A reader in `target`'s layout over the saved ranks (each stage's tensor

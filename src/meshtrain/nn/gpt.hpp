@@ -69,7 +69,7 @@ struct GptConfig {
   int64_t n_head = 4;
   int64_t block_size = 128;  // longest sequence (rows of wpe)
   int64_t vocab_size = 256;  // bytes
-  nn::MoeConfig moe;         // n_expert = 1: dense MLPs
+  nn::MoeConfig moe{};       // n_expert = 1: dense MLPs
   nn::Recompute recompute = nn::Recompute::None;  // nn/recompute.hpp
   // The products' precision, set on the store; bf16 also keeps the blocks'
   // activations in bf16 (nn/recompute.hpp).

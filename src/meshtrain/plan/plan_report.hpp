@@ -16,9 +16,9 @@ namespace meshtrain::plan {
 struct Plan {
   PlanInput input;
   TrainingAmount amount;
-  std::vector<StrategyEstimate> strategies;
-  Recommendation recommendation;
-  LearningRateAdvice learning_rate;
+  std::vector<StrategyEstimate> strategies{};
+  Recommendation recommendation{};
+  LearningRateAdvice learning_rate{};
 };
 
 // Validates the input (ConfigError) and computes everything.

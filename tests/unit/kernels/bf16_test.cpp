@@ -212,7 +212,9 @@ TEST(GemmBf16, RoundedResultIsTheFp32ResultRounded) {
               << c.M << "x" << c.N << "x" << c.K << " bias " << with_bias << " at " << i << "," << j;
         }
       for (size_t at = 0; at < rounded.size(); ++at)
-        if (int(at % o.ldc) >= c.N) ASSERT_EQ(rounded[at].bits, 0x7fc0) << "wrote past a row at " << at;
+        if (int(at % o.ldc) >= c.N) {
+          ASSERT_EQ(rounded[at].bits, 0x7fc0) << "wrote past a row at " << at;
+        }
     }
   }
 }

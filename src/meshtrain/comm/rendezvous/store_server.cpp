@@ -18,24 +18,20 @@ namespace meshtrain::comm::rendezvous {
 
 using tcp::Fd;
 
-namespace {
-
-// One client connection. `in` holds bytes not yet decoded (never more than one
-// frame plus one read, since decode_frame rejects oversized headers); `out`
-// holds replies not yet written.
-struct Conn {
-  Fd fd;
-  std::string peer;  // "host:port", for log lines
-  std::string in;
-  std::string out;
-  bool authenticated = false;
-  bool dead = false;
-  int rank = -1;
-};
-
-}  // namespace
-
 struct TcpStore::State {
+  // One client connection. `in` holds bytes not yet decoded (never more than one
+  // frame plus one read, since decode_frame rejects oversized headers); `out`
+  // holds replies not yet written.
+  struct Conn {
+    Fd fd;
+    std::string peer;  // "host:port", for log lines
+    std::string in;
+    std::string out;
+    bool authenticated = false;
+    bool dead = false;
+    int rank = -1;
+  };
+
   StoreOptions options;
   Fd listener;
   uint16_t port = 0;

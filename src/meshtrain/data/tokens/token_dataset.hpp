@@ -13,8 +13,8 @@
 namespace meshtrain {
 
 struct TokenDatasetOptions {
-  std::string train_path;
-  std::string val_path;  // empty: the last val_fraction of train_path's tokens
+  std::string train_path{};
+  std::string val_path{};  // empty: the last val_fraction of train_path's tokens
   int64_t seq_len = 0;   // T
   int64_t vocab_size = 0;  // every token must lie below it; 0: unchecked
   double val_fraction = 0.1;

@@ -20,7 +20,7 @@ struct ModelLayout {
   nn::TensorParallelComm* tp = nullptr;
   nn::ExpertParallelComm* ep = nullptr;  // the rank's expert group; null: every expert
   int pipeline = 1, virtual_stages = 1, stage = 0;
-  std::vector<int64_t> stage_layers;  // empty: balanced
+  std::vector<int64_t> stage_layers{};  // empty: balanced
   nn::Recompute recompute = nn::Recompute::None;  // training.recompute
   Precision precision = Precision::Fp32;           // training.precision
 };

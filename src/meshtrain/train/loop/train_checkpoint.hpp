@@ -51,7 +51,7 @@ struct TrainState {
 // offset or, in_shard, by the segments' local offsets.
 struct SavedShare {
   FlatSegments segments;                         // what this worker saves (the whole store for one worker)
-  std::vector<checkpoint::ShardBuffer> buffers;  // "params", then the optimizer's state buffers by name
+  std::vector<checkpoint::ShardBuffer> buffers{};  // "params", then the optimizer's state buffers by name
   std::string optimizer_name;
   int64_t optimizer_steps = 0;
 };

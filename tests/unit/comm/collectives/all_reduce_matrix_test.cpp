@@ -30,7 +30,9 @@ void check_all_reduce(World& world, AllReduceAlgorithm algorithm, ReduceKind op,
   world.run([&](int r) { return world.groups[size_t(r)].all_reduce_async(y[size_t(r)], op, algorithm); });
   const int first = world.first_local();
   for (int r = first + 1; r < n; ++r)
-    if (world.local(r)) ASSERT_TRUE(bitwise_equal(y[size_t(r)], y[size_t(first)])) << "rank " << r << " differs";
+    if (world.local(r)) {
+      ASSERT_TRUE(bitwise_equal(y[size_t(r)], y[size_t(first)])) << "rank " << r << " differs";
+    }
 
   AllReduceAlgorithm concrete = algorithm;
   if (concrete == AllReduceAlgorithm::Auto) concrete = choose_all_reduce(test_options().costs, count * sizeof(T), n);
@@ -88,7 +90,9 @@ TEST_P(AllReduceMatrix, RecursiveDoublingAgreesOnSignedZeros) {
   });
   const int first = world.first_local();
   for (int r = first + 1; r < n; ++r)
-    if (world.local(r)) EXPECT_TRUE(bitwise_equal(y[size_t(r)], y[size_t(first)])) << "rank " << r << " differs";
+    if (world.local(r)) {
+      EXPECT_TRUE(bitwise_equal(y[size_t(r)], y[size_t(first)])) << "rank " << r << " differs";
+    }
   for (float v : y[size_t(first)]) EXPECT_EQ(v, 0.0f);
 }
 

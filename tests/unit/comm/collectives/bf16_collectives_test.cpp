@@ -55,7 +55,9 @@ TEST_P(Bf16Collectives, AllReduceSumsWithinBf16Rounding) {
       const int first = world.first_local();
       const std::string what = std::string(algorithm_name(algorithm)) + " " + std::string(reduce_kind_name(op));
       for (int r = first + 1; r < n; ++r)
-        if (world.local(r)) ASSERT_TRUE(same_bits(y[size_t(r)], y[size_t(first)])) << what << ": rank " << r;
+        if (world.local(r)) {
+          ASSERT_TRUE(same_bits(y[size_t(r)], y[size_t(first)])) << what << ": rank " << r;
+        }
       for (size_t i = 0; i < count; ++i)
         expect_sum(x, i, y[size_t(first)][i], op == ReduceKind::Avg ? 1.0 / n : 1.0, what);
     }
@@ -79,9 +81,10 @@ TEST_P(Bf16Collectives, ReduceScatterAndAllGather) {
   for (int r = 0; r < n; ++r) {
     if (!world.local(r)) continue;
     for (int s = 0; s < n; ++s)
-      if (world.local(s))
+      if (world.local(s)) {
         ASSERT_EQ(std::memcmp(all[size_t(r)].data() + size_t(s) * per_rank, mine[size_t(s)].data(), per_rank * sizeof(Bf16)), 0)
             << "rank " << r << " segment " << s;
+      }
   }
 }
 

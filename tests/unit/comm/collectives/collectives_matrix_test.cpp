@@ -66,7 +66,9 @@ void check_all_gather(World& world, size_t count, bool in_place) {
     return world.groups[size_t(r)].all_gather_async(input, out[size_t(r)]);
   });
   for (int r = 0; r < n; ++r)
-    if (world.local(r)) ASSERT_TRUE(bitwise_equal(out[size_t(r)], want)) << "rank " << r;
+    if (world.local(r)) {
+      ASSERT_TRUE(bitwise_equal(out[size_t(r)], want)) << "rank " << r;
+    }
 }
 
 template <class T>
@@ -77,7 +79,9 @@ void check_broadcast(World& world, size_t count, int root) {
   const auto want = x[size_t(root)];
   world.run([&](int r) { return world.groups[size_t(r)].broadcast_async(x[size_t(r)], root); });
   for (int r = 0; r < n; ++r)
-    if (world.local(r)) ASSERT_TRUE(bitwise_equal(x[size_t(r)], want)) << "rank " << r;
+    if (world.local(r)) {
+      ASSERT_TRUE(bitwise_equal(x[size_t(r)], want)) << "rank " << r;
+    }
 }
 
 template <class T>
@@ -209,7 +213,9 @@ TEST_P(CollectivesMatrix, SendRecvAroundTheRing) {
   }
   for (auto& w : works) w->wait();
   for (int r = 0; r < n(); ++r)
-    if (world_->local((r + 1) % n())) EXPECT_EQ(y[size_t((r + 1) % n())], x[size_t(r)]);
+    if (world_->local((r + 1) % n())) {
+      EXPECT_EQ(y[size_t((r + 1) % n())], x[size_t(r)]);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, CollectivesMatrix,

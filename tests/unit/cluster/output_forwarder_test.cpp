@@ -75,7 +75,9 @@ TEST(OutputForwarder, KeepsEachReplicasLastLines) {
             (std::vector<std::string>{"line 3", "line 4", "line 5", "line 6", "line 7"}));
   EXPECT_EQ(fwd.recent_lines("worker 1"), (std::vector<std::string>{"only"}));
   EXPECT_TRUE(fwd.recent_lines("run").empty());
-  fwd.feed("worker 1", b, std::string(1000, 'x') + "\n");  // a long line is cut
+  std::string long_line(1000, 'x');
+  long_line += '\n';
+  fwd.feed("worker 1", b, long_line);  // a long line is cut
   EXPECT_EQ(fwd.recent_lines("worker 1").back().size(), OutputForwarder::kRecentLineChars);
   fwd.forget_recent_lines("worker 1");
   EXPECT_TRUE(fwd.recent_lines("worker 1").empty());

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <mutex>
-#include <regex>
 #include <set>
+#include <string_view>
 #include <system_error>
 
 #include "meshtrain/checkpoint/durable_io.hpp"
@@ -47,13 +47,41 @@ fs::path transient_path(const fs::path& dir, int64_t step, std::string_view kind
   return dir / ("." + step_dir_name(step) + "." + std::string(kind) + "-" + std::to_string(pid));
 }
 
+// Takes `prefix` off the front of `s`; false (s unchanged) when it is not there.
+bool take_prefix(std::string_view& s, std::string_view prefix) {
+  if (!s.starts_with(prefix)) return false;
+  s.remove_prefix(prefix.size());
+  return true;
+}
+
+// Takes a run of min_digits to max_digits decimal digits off the front of
+// `s` and returns its value, or -1 (s unchanged) when there is no such run.
+int64_t take_number(std::string_view& s, size_t min_digits, size_t max_digits) {
+  size_t n = 0;
+  while (n < s.size() && s[n] >= '0' && s[n] <= '9') ++n;
+  if (n < min_digits || n > max_digits) return -1;
+  int64_t value = 0;
+  for (size_t i = 0; i < n; ++i) value = value * 10 + (s[i] - '0');
+  s.remove_prefix(n);
+  return value;
+}
+
 // The step of a canonical final name ("step_00000100"), or -1.
 int64_t parse_step_name(const std::string& name) {
-  static const std::regex pattern(R"(step_(\d{8,18}))");
-  std::smatch m;
-  if (!std::regex_match(name, m, pattern)) return -1;
-  const int64_t step = std::stoll(m[1].str());
+  std::string_view rest = name;
+  if (!take_prefix(rest, "step_")) return -1;
+  const int64_t step = take_number(rest, 8, 18);
+  if (step < 0 || !rest.empty()) return -1;
   return step_dir_name(step) == name ? step : -1;  // "step_000000100" is not ours
+}
+
+// The owner's pid of a transient name (".step_00000100.tmp-1234", kinds tmp,
+// old and del: transient_path), or -1.
+int64_t parse_transient_owner(std::string_view name) {
+  if (!take_prefix(name, ".step_") || take_number(name, 8, 18) < 0 || !take_prefix(name, ".")) return -1;
+  if (!take_prefix(name, "tmp-") && !take_prefix(name, "old-") && !take_prefix(name, "del-")) return -1;
+  const int64_t pid = take_number(name, 1, 9);
+  return name.empty() ? pid : -1;
 }
 
 bool writer_alive(pid_t pid, const fs::path& path) {
@@ -232,15 +260,12 @@ std::vector<fs::path> prune(const fs::path& dir, size_t keep) {
     removed.push_back(complete[i].path);
   }
 
-  static const std::regex transient(R"(\.step_\d{8,18}\.(tmp|old|del)-(\d{1,9}))");
   std::error_code ec;
   std::vector<fs::path> stale;
   fs::directory_iterator it(dir, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    std::smatch m;
-    if (!std::regex_match(name, m, transient)) continue;
-    if (!writer_alive(static_cast<pid_t>(std::stol(m[2].str())), it->path())) stale.push_back(it->path());
+    const int64_t owner = parse_transient_owner(it->path().filename().string());
+    if (owner >= 0 && !writer_alive(static_cast<pid_t>(owner), it->path())) stale.push_back(it->path());
   }
   if (ec) throw IoError("list checkpoint directory " + dir.string() + ": " + ec.message());
   for (const auto& p : stale) {

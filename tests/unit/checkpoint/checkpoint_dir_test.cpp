@@ -142,6 +142,38 @@ TEST(CheckpointDir, LeftoverTmpDirsAreIgnoredThenPruned) {
   EXPECT_TRUE(fs::exists(good.path));
 }
 
+TEST(CheckpointDir, OnlyOurNamesAreListedOrPruned) {
+  TempDir tmp;
+  CheckpointInfo good = save_step(tmp.path(), 10);
+  // A dead writer's leftovers of every transient kind go; names that only
+  // look like ours stay, whatever they hold.
+  const std::string dead = std::to_string(dead_pid());
+  std::vector<fs::path> leftovers, foreign;
+  for (const char* kind : {".tmp-", ".old-", ".del-"})
+    leftovers.push_back(tmp / (".step_00000020" + std::string(kind) + dead));
+  const std::vector<std::string> transient_lookalikes = {
+      ".step_00000020.bak-" + dead, ".step_0000020.tmp-" + dead, ".step_00000020.tmp-",
+      ".step_00000020.tmp-" + dead + "x", "step_00000020.tmp-" + dead, ".step_00000020.tmp-1234567890"};
+  for (const std::string& name : transient_lookalikes) foreign.push_back(tmp / name);
+  const std::vector<std::string> step_lookalikes = {"step_0000030", "step_00000030x", "step_000000030",
+                                                    "step_1000000000000000000", "Step_00000030"};
+  for (const std::string& name : step_lookalikes) {
+    fs::copy(good.path, tmp / name);  // a valid manifest, under a name that is not a step's
+    foreign.push_back(tmp / name);
+  }
+  for (const fs::path& p : leftovers) fs::create_directory(p);
+  for (const fs::path& p : foreign) fs::create_directories(p);
+
+  std::vector<std::string> skipped;  // final names judged incomplete: none of these is one
+  EXPECT_EQ(steps(list_complete(tmp.path(), &skipped)), (std::vector<int64_t>{10}));
+  EXPECT_TRUE(skipped.empty()) << skipped[0];
+  auto removed = prune(tmp.path(), 3);
+  std::sort(removed.begin(), removed.end());
+  std::sort(leftovers.begin(), leftovers.end());
+  EXPECT_EQ(removed, leftovers);
+  for (const fs::path& p : foreign) EXPECT_TRUE(fs::exists(p)) << p;
+}
+
 TEST(CheckpointDir, PruneKeepsTheNewestK) {
   TempDir tmp;
   for (int64_t s : {1, 2, 3, 4, 5}) save_step(tmp.path(), s * 100);

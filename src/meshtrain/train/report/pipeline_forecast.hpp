@@ -17,7 +17,8 @@
 //             With more workers' threads than cores the pieces are timed
 //             in CPU time, and the step's compute is at least all workers'
 //             CPU time over the cores (a stage in its bubble leaves its
-//             core to the others). Then the schedule again with each message
+//             core to the others), and each update takes the cores' share
+//             of all of them. Then the schedule again with each message
 //             between stages on the link for its transfer time (one after
 //             another on a link, overlapping the ranks' compute): what the
 //             sends add to the step; the slowest stage's update

@@ -2,26 +2,24 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "meshtrain/core/cpu_dispatch.hpp"
-#include "meshtrain/kernels/fast_math.hpp"
+#include "meshtrain/kernels/gelu_math.hpp"
+#include "meshtrain/kernels/gelu_table.hpp"
 #include "meshtrain/kernels/parallel.hpp"
 
 namespace meshtrain::kernels {
 
 namespace {
-constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kGeluCube = 0.044715f;
+using detail::gelu_slope;
+using detail::gelu_value;
 // Element-wise loops below this size run on one thread: waking the team costs more.
 constexpr int64_t kSerialBelow = 1 << 14;
-
-// gelu'(x) (see gelu_forward).
-inline float gelu_slope(float x) {
-  const float t = fast_tanh(kGeluScale * (x + kGeluCube * x * x * x));
-  const float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-}
+// The bf16 GELU passes round a chunk with vector code, then look its GELU up
+// element by element: a chunk's rounded values stay in L1 between the two.
+constexpr int64_t kTableChunk = 1024;
 }  // namespace
 
 MESHTRAIN_HOT_LOOP
@@ -90,11 +88,7 @@ void residual_forward(float* out, const float* a, const float* b, int64_t n) {
 MESHTRAIN_HOT_LOOP
 void gelu_forward(float* out, const float* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = inp[i];
-    const float t = fast_tanh(kGeluScale * (x + kGeluCube * x * x * x));
-    out[i] = 0.5f * x * (1.0f + t);
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_value(inp[i]);
 }
 
 MESHTRAIN_HOT_LOOP
@@ -105,33 +99,46 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
 
 MESHTRAIN_HOT_LOOP
 void gelu_forward_rounded(Bf16* out16, Bf16* inp16, const float* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kSerialBelow)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = inp[i];
-    const float t = fast_tanh(kGeluScale * (x + kGeluCube * x * x * x));
-    inp16[i] = to_bf16(x);
-    out16[i] = to_bf16(0.5f * x * (1.0f + t));
+  const uint16_t* value = detail::gelu_table().value;
+#pragma omp parallel for schedule(static) if (n >= kSerialBelow)
+  for (int64_t c0 = 0; c0 < n; c0 += kTableChunk) {
+    const int64_t c1 = std::min(n, c0 + kTableChunk);
+#pragma omp simd
+    for (int64_t i = c0; i < c1; ++i) inp16[i] = to_bf16(inp[i]);
+    // A gather instruction is slower than scalar loads here (measured on Zen 4/5).
+#pragma GCC novector
+    for (int64_t i = c0; i < c1; ++i) out16[i].bits = value[inp16[i].bits];
   }
 }
 
 MESHTRAIN_HOT_LOOP
 void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const float* dout, int64_t M, int64_t N) {
+  const float* slope_of = detail::gelu_table().slope;
   // Split by columns (parallel.hpp) so each thread owns its bias sums.
 #pragma omp parallel if (M * N >= kSerialBelow)
   {
     const auto [c0, c1] = column_range(N, omp_get_thread_num(), omp_get_num_threads());
+    alignas(64) float slope[kTableChunk];  // gelu'(x) of one row's columns [j0, j1)
     for (int64_t m = 0; m < M; ++m) {
-      const Bf16* x = inp + m * N;
-      const float* dy = dout + m * N;
-      Bf16* dx = dinp16 + m * N;
-      if (dbias) {
-        for (int64_t j = c0; j < c1; ++j) {
-          const float d = dy[j] * gelu_slope(to_float(x[j]));
-          dx[j] = to_bf16(d);
-          dbias[j] += d;
+      for (int64_t j0 = c0; j0 < c1; j0 += kTableChunk) {
+        const int64_t n = std::min(c1 - j0, kTableChunk);
+        const Bf16* x = inp + m * N + j0;
+        const float* dy = dout + m * N + j0;
+        Bf16* dx = dinp16 + m * N + j0;
+#pragma GCC novector
+        for (int64_t j = 0; j < n; ++j) slope[j] = slope_of[x[j].bits];
+        if (dbias) {
+          float* db = dbias + j0;
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) {
+            const float d = dy[j] * slope[j];
+            dx[j] = to_bf16(d);
+            db[j] += d;
+          }
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) dx[j] = to_bf16(dy[j] * slope[j]);
         }
-      } else {
-        for (int64_t j = c0; j < c1; ++j) dx[j] = to_bf16(dy[j] * gelu_slope(to_float(x[j])));
       }
     }
   }

@@ -32,13 +32,16 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 
 // bf16 products: the GELU writes the operands its neighbours' products read,
 // rounded, so no fp32 copy of them is made and read back.
-// Forward: inp16 = bf16(inp) (what backward reads) and out16 = bf16(gelu(inp)),
-// n elements: the same bits as rounding gelu_forward's output.
+// Forward: inp16 = bf16(inp) (what backward reads) and out16 = the GELU of
+// the rounded input, rounded, n elements: the bits of gelu_forward on inp16
+// widened, then rounded. The GELU reads bf16 as it does under PyTorch's
+// autocast, where c_fc's output is bf16, and as its backward does.
 void gelu_forward_rounded(Bf16* out16, Bf16* inp16, const float* inp, int64_t n);
 // Backward over (M, N), from the pre-activation stored in bf16 (widened
 // exactly, computed in fp32): dinp16 = bf16(gelu'(inp) * dout) and, when dbias is
 // given, dbias (N) += the column sums of the unrounded products (as
 // bias_backward on gelu_backward's output, the same bits).
+// Both look the GELU and its slope up by the input's 16 bits (gelu_table.hpp).
 void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const float* dout, int64_t M, int64_t N);
 
 }  // namespace meshtrain::kernels

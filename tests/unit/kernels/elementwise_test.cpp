@@ -39,25 +39,25 @@ TEST(GeluKernel, ForwardAndBackwardMatchReference) {
   }
 }
 
-// The rounded GELU passes give the bits of the fp32 passes rounded after
-// (backward from the bf16 pre-activation: the fp32 pass on it widened, which
-// is exact), and the fused bias gradients those of bias_backward on the fp32
-// gradient.
+// The rounded GELU passes (table lookups) give the bits of the fp32 passes on
+// the bf16 pre-activation widened (exact), rounded after, and the fused bias
+// gradients those of bias_backward on the fp32 gradient.
 TEST(GeluKernel, RoundedPassesAreTheFp32PassesRounded) {
-  for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {130, 200}}) {  // 26000 crosses the threshold
+  for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {130, 200}, {40, 2500}}) {
+    // 26000 crosses the threshold; 2500 columns span several lookup chunks
     const int64_t n = M * N;
     Rng rng(n + 9);
     auto x = random_vector(n, rng, 3.0f), dy = random_vector(n, rng), bias0 = random_vector(N, rng);
     std::vector<Bf16> out16(n), x16(n), dx16(n);
     gelu_forward_rounded(out16.data(), x16.data(), x.data(), n);
-    std::vector<float> y(n), dx(n);
-    gelu_forward(y.data(), x.data(), n);
+    std::vector<float> widened(n), y(n), dx(n);
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(out16[i].bits, to_bf16(y[i]).bits) << i;
       ASSERT_EQ(x16[i].bits, to_bf16(x[i]).bits) << i;
+      widened[i] = to_float(x16[i]);
     }
-    std::vector<float> want_bias = bias0, got_bias = bias0, widened(n);
-    for (int64_t i = 0; i < n; ++i) widened[i] = to_float(x16[i]);
+    gelu_forward(y.data(), widened.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out16[i].bits, to_bf16(y[i]).bits) << i;
+    std::vector<float> want_bias = bias0, got_bias = bias0;
     gelu_backward(dx.data(), widened.data(), dy.data(), n);
     bias_backward(want_bias.data(), dx.data(), M, N);
     gelu_backward_rounded(dx16.data(), got_bias.data(), x16.data(), dy.data(), M, N);
@@ -73,6 +73,39 @@ TEST(GeluKernel, RoundedPassesAreTheFp32PassesRounded) {
     gelu_backward_rounded(no_bias.data(), nullptr, x16.data(), dy.data(), M, N);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(no_bias[i].bits, dx16[i].bits) << i;
   }
+}
+
+// Every bf16 value, infinities, denormals and NaNs included: the lookups
+// agree with the fp32 passes (NaN in, NaN out).
+TEST(GeluKernel, RoundedPassesCoverEveryBf16Value) {
+  const int64_t n = 1 << 16;
+  std::vector<float> x(n), y(n), dx(n), dy(n, 0.75f), bias(1 << 16, 0.0f);
+  for (int64_t i = 0; i < n; ++i) x[i] = to_float(Bf16{static_cast<uint16_t>(i)});
+  std::vector<Bf16> out16(n), x16(n), dx16(n);
+  gelu_forward_rounded(out16.data(), x16.data(), x.data(), n);
+  gelu_forward(y.data(), x.data(), n);
+  gelu_backward(dx.data(), x.data(), dy.data(), n);
+  gelu_backward_rounded(dx16.data(), bias.data(), x16.data(), dy.data(), 1, n);
+  int64_t nans = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isnan(x[i])) {  // NaNs come back quiet
+      ASSERT_EQ(x16[i].bits, i);
+    }
+    if (std::isnan(y[i])) {
+      ++nans;
+      ASSERT_TRUE(std::isnan(to_float(out16[i]))) << i;
+      ASSERT_TRUE(std::isnan(to_float(dx16[i]))) << i;
+      continue;
+    }
+    ASSERT_EQ(out16[i].bits, to_bf16(y[i]).bits) << i;
+    if (std::isnan(dx[i])) {  // the slope's 0 * inf past |x| ~ 1e12, in both passes
+      ASSERT_TRUE(std::isnan(to_float(dx16[i])) && std::isnan(bias[i])) << i;
+      continue;
+    }
+    ASSERT_EQ(dx16[i].bits, to_bf16(dx[i]).bits) << i;
+    ASSERT_EQ(bias[i], dx[i]) << i;
+  }
+  EXPECT_EQ(nans, 2 * 127 + 1);  // the NaNs (either sign), and gelu(-inf) = -inf * 0
 }
 
 TEST(RowKernels, FillRowsAndBiasBackward) {

@@ -32,13 +32,13 @@
 // the saved tensors in bf16 but the residual stream (a block's input and
 // x1, the embedding's and the final norm's outputs) and the activation
 // gradients in fp32: residual_bytes = gradient_bytes = 4. On top
-// (mixed_copies), once per model: the fp32 tensors that only feed a
-// rounding, s b h 4 (4/t) (the MLP's pre-activation; the layernorms'
-// outputs, q k v, the heads' output and the GELU's output are written only
-// in bf16, by the kernels that make them; under sequence parallelism the
-// layernorms' outputs are fp32 too, 8 s b h / t more, not counted); the bf16
-// output gradients a backward rounds, s b h 2 (4 + 1)/t; and the output
-// layer's bf16 operands, s b h 2 + 2 s b V / t.
+// (mixed_copies), once per model: the bf16 output gradients a backward
+// rounds, s b h 2 (4 + 1)/t; and the output layer's bf16 operands,
+// s b h 2 + 2 s b V / t. No fp32 tensor is made only to be rounded: the
+// layernorms' outputs, q k v, the MLP's pre-activation, the heads' output
+// and the GELU's output are written only in bf16, by the kernels that make
+// them (under sequence parallelism the layernorms' outputs are fp32 too,
+// 8 s b h / t more, not counted).
 #include <cstdint>
 
 namespace meshtrain {
@@ -74,7 +74,7 @@ inline double activation_bytes(const ActivationShape& m, ActivationRecompute mod
   }
   const double backward = sbh * (2 + 16.0 / t + 2.0 * m.heads * m.seq / (m.hidden * t)) * gradient;
   const double ends = 4 * sbh * residual;
-  const double copies = m.mixed_copies ? sbh * (4 * (4.0 / t) + 10.0 / t + 2) + 2 * m.head_floats : 0;
+  const double copies = m.mixed_copies ? sbh * (10.0 / t + 2) + 2 * m.head_floats : 0;
   return layers + backward + ends + 4 * m.head_floats + copies;
 }
 

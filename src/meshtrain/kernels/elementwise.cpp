@@ -17,8 +17,8 @@ using detail::gelu_slope;
 using detail::gelu_value;
 // Element-wise loops below this size run on one thread: waking the team costs more.
 constexpr int64_t kSerialBelow = 1 << 14;
-// The bf16 GELU passes round a chunk with vector code, then look its GELU up
-// element by element: a chunk's rounded values stay in L1 between the two.
+// The bf16 GELU's backward looks a row's slopes up element by element, then
+// applies them with vector code, a chunk of columns at a time.
 constexpr int64_t kTableChunk = 1024;
 }  // namespace
 
@@ -97,24 +97,19 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
   for (int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_slope(inp[i]);
 }
 
-MESHTRAIN_HOT_LOOP
-void gelu_forward_rounded(Bf16* out16, Bf16* inp16, const float* inp, int64_t n) {
+void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n) {
   const uint16_t* value = detail::gelu_table().value;
+  // Scalar loads (GCC does not vectorize these with gathers, which measured
+  // slower on Zen 4/5).
 #pragma omp parallel for schedule(static) if (n >= kSerialBelow)
-  for (int64_t c0 = 0; c0 < n; c0 += kTableChunk) {
-    const int64_t c1 = std::min(n, c0 + kTableChunk);
-#pragma omp simd
-    for (int64_t i = c0; i < c1; ++i) inp16[i] = to_bf16(inp[i]);
-    // A gather instruction is slower than scalar loads here (measured on Zen 4/5).
-#pragma GCC novector
-    for (int64_t i = c0; i < c1; ++i) out16[i].bits = value[inp16[i].bits];
-  }
+  for (int64_t i = 0; i < n; ++i) out16[i].bits = value[inp16[i].bits];
 }
 
 MESHTRAIN_HOT_LOOP
 void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const float* dout, int64_t M, int64_t N) {
   const float* slope_of = detail::gelu_table().slope;
-  // Split by columns (parallel.hpp) so each thread owns its bias sums.
+  // Split by columns (parallel.hpp) so each thread owns its bias sums. The
+  // slopes are looked up with scalar loads, as in gelu_forward_bf16.
 #pragma omp parallel if (M * N >= kSerialBelow)
   {
     const auto [c0, c1] = column_range(N, omp_get_thread_num(), omp_get_num_threads());
@@ -125,7 +120,6 @@ void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const fl
         const Bf16* x = inp + m * N + j0;
         const float* dy = dout + m * N + j0;
         Bf16* dx = dinp16 + m * N + j0;
-#pragma GCC novector
         for (int64_t j = 0; j < n; ++j) slope[j] = slope_of[x[j].bits];
         if (dbias) {
           float* db = dbias + j0;

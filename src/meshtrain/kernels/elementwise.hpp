@@ -32,11 +32,10 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 
 // bf16 products: the GELU writes the operands its neighbours' products read,
 // rounded, so no fp32 copy of them is made and read back.
-// Forward: inp16 = bf16(inp) (what backward reads) and out16 = the GELU of
-// the rounded input, rounded, n elements: the bits of gelu_forward on inp16
-// widened, then rounded. The GELU reads bf16 as it does under PyTorch's
-// autocast, where c_fc's output is bf16, and as its backward does.
-void gelu_forward_rounded(Bf16* out16, Bf16* inp16, const float* inp, int64_t n);
+// Forward: out16 = bf16(gelu(inp16)), n elements, from the pre-activation
+// c_fc's product wrote rounded (as under PyTorch's autocast, where c_fc's
+// output is bf16): the bits of gelu_forward on inp16 widened, then rounded.
+void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n);
 // Backward over (M, N), from the pre-activation stored in bf16 (widened
 // exactly, computed in fp32): dinp16 = bf16(gelu'(inp) * dout) and, when dbias is
 // given, dbias (N) += the column sums of the unrounded products (as

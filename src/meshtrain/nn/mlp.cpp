@@ -20,11 +20,11 @@ void Mlp::init(Rng& rng, float stddev, float proj_stddev) {
 float* Mlp::forward(const float* inp, int64_t N, const float* residual) {
   N_ = N;
   const int64_t H = c_fc_.out_features();  // 4C, or this rank's 4C/T
-  h_ = c_fc_.forward(inp, N);             // (N, H)
   if (store_.bf16_products()) {
-    gelu_into_rounded_input(N);
+    gelu_rounded(inp, N);
     return c_proj_.forward_rounded(N, residual);
   }
+  h_ = c_fc_.forward(inp, N);  // (N, H)
   gelu_.ensure(N * H);
   kernels::gelu_forward(gelu_.data(), h_, N * H);
   return c_proj_.forward(gelu_.data(), N, residual);
@@ -33,23 +33,25 @@ float* Mlp::forward(const float* inp, int64_t N, const float* residual) {
 float* Mlp::forward_into(const float* inp, int64_t N, float* h, float* gelu, float* out) {
   N_ = N;
   const int64_t H = c_fc_.out_features();
-  h_ = c_fc_.forward_into(inp, N, h);
   if (store_.bf16_products()) {
-    gelu_into_rounded_input(N);
+    gelu_rounded(inp, N);
     return c_proj_.forward_rounded_into(N, out);
   }
+  h_ = c_fc_.forward_into(inp, N, h);
   kernels::gelu_forward(gelu, h_, N * H);
   return c_proj_.forward_into(gelu, N, out);
 }
 
-void Mlp::gelu_into_rounded_input(int64_t N) {
+void Mlp::gelu_rounded(const float* inp, int64_t N) {
   const int64_t H = c_fc_.out_features();
+  h_ = nullptr;
   h16_.ensure(N * H);
-  kernels::gelu_forward_rounded(c_proj_.rounded_input(N), h16_.data(), h_, N * H);
+  c_fc_.forward_rounded_output(inp, N, h16_.data());
+  kernels::gelu_forward_bf16(c_proj_.rounded_input(N), h16_.data(), N * H);
 }
 
 void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
-  if (!h_) throw Error("Mlp::backward called before forward");
+  if (N_ == 0) throw Error("Mlp::backward called before forward");
   const int64_t H = c_fc_.out_features();
   float* dh = Workspace::get(ws.dh, N_ * H);  // (N, H): d gelu output, then d pre-activation in place
   c_proj_.backward(dh, dout);

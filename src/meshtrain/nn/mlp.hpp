@@ -30,8 +30,9 @@ class Mlp final : public FeedForward {
     return forward(inp, B * T, residual);
   }
   // The same (no residual) into the caller's memory: h and gelu (N, H) with
-  // H = hidden_features(), kept alive until backward, and out (N, C). For
-  // experts sharing their layer's buffers (moe_mlp.hpp). Returns out.
+  // H = hidden_features(), kept alive until backward (fp32 only: bf16
+  // products keep their rounded copies, and neither is read), and out (N, C).
+  // For experts sharing their layer's buffers (moe_mlp.hpp). Returns out.
   float* forward_into(const float* inp, int64_t N, float* h, float* gelu, float* out);
   int64_t hidden_features() const { return c_fc_.out_features(); }  // 4C, or this rank's 4C/T
   Bf16* rounded_input(int64_t rows) override {
@@ -65,27 +66,29 @@ class Mlp final : public FeedForward {
     h16_.share(&pool.get_bf16(key + ".h16"));
     c_proj_.share_activations(pool, key + ".c_proj", /*output=*/false);
   }
-  // bf16 activations: backward reads the rounded pre-activation and the
-  // linears' rounded inputs, so the fp32 pre-activation lives in `pool` (the
-  // GELU writes its output only rounded).
+  // bf16 activations: c_fc writes the pre-activation and the GELU its output
+  // only rounded, which is what backward reads; the linears' fp32 work areas
+  // live in `pool`.
   void share_fp32_temporaries(SharedActivations& pool, const std::string& key) override {
     c_fc_.share_fp32_temporaries(pool, key + ".c_fc", /*output=*/true);
     c_proj_.share_fp32_temporaries(pool, key + ".c_proj", /*output=*/false);
   }
 
  private:
-  // bf16 products: the GELU of h_ (N rows) written as c_proj's rounded
-  // input, the rounded pre-activation kept in h16_: no fp32 GELU output.
-  void gelu_into_rounded_input(int64_t N);
+  // bf16 products: c_fc's output (N rows) written only rounded, into h16_
+  // (oneDNN rounds as it stores), and its GELU as c_proj's rounded input:
+  // neither the pre-activation nor the GELU's output is made in fp32.
+  void gelu_rounded(const float* inp, int64_t N);
 
   ParamStore& store_;
   int64_t C_;
   Linear c_fc_, c_proj_;
   int64_t N_ = 0;
-  const float* h_ = nullptr;                            // (N, 4C) pre-activation, owned by c_fc_
+  const float* h_ = nullptr;                            // (N, 4C) pre-activation, owned by c_fc_ (fp32 only)
   AlignedBuffer<float> gelu_{MemoryKind::Activations};  // (N, 4C)
-  // bf16 products only: the pre-activation rounded, what the GELU's backward
-  // reads (as PyTorch's autocast keeps a bf16 linear's output).
+  // bf16 products only: the pre-activation, rounded by c_fc's product, what
+  // the GELU's two passes read (as PyTorch's autocast keeps a bf16 linear's
+  // output).
   AlignedBuffer<Bf16> h16_{MemoryKind::Activations};  // (N, 4C)
 };
 

@@ -49,12 +49,12 @@ TEST(GeluKernel, RoundedPassesAreTheFp32PassesRounded) {
     Rng rng(n + 9);
     auto x = random_vector(n, rng, 3.0f), dy = random_vector(n, rng), bias0 = random_vector(N, rng);
     std::vector<Bf16> out16(n), x16(n), dx16(n);
-    gelu_forward_rounded(out16.data(), x16.data(), x.data(), n);
     std::vector<float> widened(n), y(n), dx(n);
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(x16[i].bits, to_bf16(x[i]).bits) << i;
+      x16[i] = to_bf16(x[i]);
       widened[i] = to_float(x16[i]);
     }
+    gelu_forward_bf16(out16.data(), x16.data(), n);
     gelu_forward(y.data(), widened.data(), n);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out16[i].bits, to_bf16(y[i]).bits) << i;
     std::vector<float> want_bias = bias0, got_bias = bias0;
@@ -82,15 +82,13 @@ TEST(GeluKernel, RoundedPassesCoverEveryBf16Value) {
   std::vector<float> x(n), y(n), dx(n), dy(n, 0.75f), bias(1 << 16, 0.0f);
   for (int64_t i = 0; i < n; ++i) x[i] = to_float(Bf16{static_cast<uint16_t>(i)});
   std::vector<Bf16> out16(n), x16(n), dx16(n);
-  gelu_forward_rounded(out16.data(), x16.data(), x.data(), n);
+  for (int64_t i = 0; i < n; ++i) x16[i].bits = static_cast<uint16_t>(i);
+  gelu_forward_bf16(out16.data(), x16.data(), n);
   gelu_forward(y.data(), x.data(), n);
   gelu_backward(dx.data(), x.data(), dy.data(), n);
   gelu_backward_rounded(dx16.data(), bias.data(), x16.data(), dy.data(), 1, n);
   int64_t nans = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (!std::isnan(x[i])) {  // NaNs come back quiet
-      ASSERT_EQ(x16[i].bits, i);
-    }
     if (std::isnan(y[i])) {
       ++nans;
       ASSERT_TRUE(std::isnan(to_float(out16[i]))) << i;

@@ -15,9 +15,11 @@ namespace {
 
 // Row-wise softmax of rows [r0, r1) of the scores (T, T), s pointing at row
 // r0, in place; with causal, row t keeps columns [0, t] and the rest become
-// exact zeros (they were never computed).
+// exact zeros (they were never computed). With p16, the probabilities are
+// written only there, rounded (rows of T, p16 pointing at row r0), and s
+// keeps the unnormalized exponentials: one pass fewer than rounding after.
 MESHTRAIN_HOT_LOOP
-void softmax_rows(float* s, int64_t r0, int64_t r1, int64_t T, bool causal) {
+void softmax_rows(float* s, int64_t r0, int64_t r1, int64_t T, bool causal, Bf16* p16 = nullptr) {
   for (int64_t t = r0; t < r1; ++t) {
     float* row = s + (t - r0) * T;
     const int64_t n = causal ? t + 1 : T;
@@ -31,6 +33,13 @@ void softmax_rows(float* s, int64_t r0, int64_t r1, int64_t T, bool causal) {
       sum += row[j];
     }
     const float inv = 1.0f / sum;
+    if (p16) {
+      Bf16* out = p16 + (t - r0) * T;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) out[j] = to_bf16(row[j] * inv);
+      for (int64_t j = n; j < T; ++j) out[j] = Bf16{};
+      continue;
+    }
     for (int64_t j = 0; j < n; ++j) row[j] *= inv;
     for (int64_t j = n; j < T; ++j) row[j] = 0;
   }
@@ -91,12 +100,9 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
       // scores a[r0:r1, 0:keys] = scale * q[r0:r1] k[0:keys]^T; softmax zeroes the rest of each row.
       float* a = bf16 ? scores.data() : att + bh * T * T + r0 * T;
       product(Trans::No, Trans::Yes, rows, keys, hi, scale, {at(q, r0 * 3 * C), at(q16, r0 * 3 * C), ld3}, k, a, ti);
-      softmax_rows(a, r0, r1, T, causal);
-      Operand p{a, nullptr, ti};
-      if (bf16) {  // stored rounded; the product reads the stored rows
-        to_bf16(a, a16 + r0 * T, static_cast<size_t>(rows * T));
-        p = {nullptr, a16 + r0 * T, ti};
-      }
+      // bf16: the probabilities stored only rounded; the product reads the stored rows.
+      softmax_rows(a, r0, r1, T, causal, bf16 ? a16 + r0 * T : nullptr);
+      const Operand p = bf16 ? Operand{nullptr, a16 + r0 * T, ti} : Operand{a, nullptr, ti};
       if (y16)  // rounded as oneDNN stores it: c_proj's input
         gemm_bf16_rounded(Trans::No, Trans::No, rows, hi, keys, p.b16, p.ld, v.b16, v.ld, y16 + r0 * C, ldc);
       else if (y)

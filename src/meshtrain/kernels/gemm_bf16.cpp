@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace meshtrain::kernels {
@@ -48,10 +49,11 @@ struct Primitive {
   dnnl::matmul matmul;
   memory::desc a, b, c, bias;
   std::string impl;
-  // Made once and pointed at each call's arrays (set_data_handle): making
-  // oneDNN memory objects per call allocated on the heap thousands of times
-  // a step (attention's per-head products).
+  // Made once and pointed at each call's arrays (set_data_handle), with the
+  // execute arguments that name them: making either per call allocated on
+  // the heap thousands of times a step (attention's per-head products).
   memory a_mem, b_mem, c_mem, bias_mem;
+  std::unordered_map<int, memory> args;
 };
 
 Primitive build(const PrimitiveKey& k) {
@@ -77,7 +79,11 @@ Primitive build(const PrimitiveKey& k) {
   p.a_mem = memory(p.a, cpu_engine(), DNNL_MEMORY_NONE);
   p.b_mem = memory(p.b, cpu_engine(), DNNL_MEMORY_NONE);
   p.c_mem = memory(p.c, cpu_engine(), DNNL_MEMORY_NONE);
-  if (k.bias) p.bias_mem = memory(p.bias, cpu_engine(), DNNL_MEMORY_NONE);
+  p.args = {{DNNL_ARG_SRC, p.a_mem}, {DNNL_ARG_WEIGHTS, p.b_mem}, {DNNL_ARG_DST, p.c_mem}};
+  if (k.bias) {
+    p.bias_mem = memory(p.bias, cpu_engine(), DNNL_MEMORY_NONE);
+    p.args.emplace(DNNL_ARG_BIAS, p.bias_mem);
+  }
   return p;
 }
 
@@ -111,13 +117,8 @@ void run(PrimitiveKey key, const Bf16* A, const Bf16* B, void* C, const float* b
   p.a_mem.set_data_handle(const_cast<Bf16*>(A));
   p.b_mem.set_data_handle(const_cast<Bf16*>(B));
   p.c_mem.set_data_handle(C);
-  if (bias) {
-    p.bias_mem.set_data_handle(const_cast<float*>(bias));
-    p.matmul.execute(stream, {{DNNL_ARG_SRC, p.a_mem}, {DNNL_ARG_WEIGHTS, p.b_mem}, {DNNL_ARG_BIAS, p.bias_mem},
-                              {DNNL_ARG_DST, p.c_mem}});
-  } else {
-    p.matmul.execute(stream, {{DNNL_ARG_SRC, p.a_mem}, {DNNL_ARG_WEIGHTS, p.b_mem}, {DNNL_ARG_DST, p.c_mem}});
-  }
+  if (bias) p.bias_mem.set_data_handle(const_cast<float*>(bias));
+  p.matmul.execute(stream, p.args);
   stream.wait();
 }
 

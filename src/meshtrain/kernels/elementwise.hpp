@@ -42,5 +42,8 @@ void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n);
 // bias_backward on gelu_backward's output, the same bits).
 // Both look the GELU and its slope up by the input's 16 bits (gelu_table.hpp).
 void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const float* dout, int64_t M, int64_t N);
+// The same from a bf16 dout (widened exactly): the bits of the fp32 one on
+// dout widened.
+void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const Bf16* dout, int64_t M, int64_t N);
 
 }  // namespace meshtrain::kernels

@@ -147,7 +147,16 @@ float* Linear::forward_products(const float* inp, int64_t M, float* out, const f
   return out;
 }
 
-void Linear::backward(float* dinp, const float* dout) {
+void Linear::backward(float* dinp, const float* dout) { backward_fp32_dout(dinp, dout, nullptr); }
+
+void Linear::backward_rounded_input_grad(kernels::Bf16* dinp16, const float* dout) {
+  if (!store_.bf16_products()) throw Error("Linear::backward_rounded_input_grad: only under bf16 products");
+  if (shard_.kind == LinearShard::Kind::Column)
+    throw Error("Linear::backward_rounded_input_grad: a column shard's input gradient sums over the group in fp32");
+  backward_fp32_dout(nullptr, dout, dinp16);
+}
+
+void Linear::backward_fp32_dout(float* dinp, const float* dout, kernels::Bf16* dinp16) {
   if (!forwarded_) throw Error("Linear::backward called before forward");
   if (dout16_scratch_ && !store_.bf16_products())  // share_fp32_temporaries() ran
     throw Error("Linear: an fp32 backward after bf16 activations were set up (its fp32 input is not kept)");
@@ -165,7 +174,7 @@ void Linear::backward(float* dinp, const float* dout) {
   } else {
     kernels::to_bf16(dout, dout16, static_cast<size_t>(M_ * out_));
   }
-  backward_products(dinp, dout, dout16, /*bias_from_dout=*/false);
+  backward_products(dinp, dout, dout16, /*bias_from_dout=*/false, dinp16);
 }
 
 kernels::Bf16* Linear::rounded_output_grad(int64_t M) {
@@ -180,7 +189,8 @@ void Linear::backward_rounded(float* dinp) {
   backward_products(dinp, nullptr, rounded_output_grad(M_), /*bias_from_dout=*/false);
 }
 
-void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf16* dout16, bool bias_from_dout) {
+void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf16* dout16, bool bias_from_dout,
+                               kernels::Bf16* dinp16) {
   const bool seq = sequence_parallel();
   const bool column = shard_.kind == LinearShard::Kind::Column;
   const int64_t rows = local_rows(M_);
@@ -193,7 +203,8 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
   // A shared weight copy holds another layer's weight by now: round this
   // one's again (the same bits as in forward; ZeRO-3 has gathered it).
-  const bool reround = store_.bf16_products() && dinp && &weight_copy() != &w16_;
+  const bool input = dinp || dinp16;
+  const bool reround = store_.bf16_products() && input && &weight_copy() != &w16_;
   if (reround) kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
   auto weight_grad = [&] {
     gemm_weight_grad(dout, dout16);
@@ -205,7 +216,10 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
   };
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
-    if (store_.bf16_products())
+    if (dinp16)
+      kernels::gemm_bf16_rounded(Trans::No, Trans::Yes, M, in, out, dout16, out, weight_copy().data(), out, dinp16,
+                                 in);
+    else if (store_.bf16_products())
       kernels::gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, weight_copy().data(), out, 0.0f,
                          dinp_all, in);
     else
@@ -224,8 +238,8 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
       if (bias_from_dout) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
       store_.grad_ready(bias_);
     }
-    if (dinp) input_grad();
-  } else if (dinp && dinp_all == dinp && !omp_in_parallel() && omp_get_max_threads() == 2) {
+    if (input) input_grad();
+  } else if (input && dinp_all == dinp && !omp_in_parallel() && omp_get_max_threads() == 2) {
     // The two GEMMs are independent and equally large (2 M in out FLOPs). On
     // 2 threads, one each runs faster than splitting each across both
     // (measured: small GEMMs such as 1024x256x256 scale poorly when split);
@@ -241,7 +255,7 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
   } else {
     weight_grad();
     announce();
-    if (dinp) input_grad();
+    if (input) input_grad();
   }
   // Column: each rank's input gradient covers its output columns only.
   if (!dinp || !column) return;

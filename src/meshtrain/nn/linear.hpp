@@ -92,6 +92,12 @@ class Linear {
   // skipped when dinp is null (a first layer whose input needs no gradient).
   // Under sequence parallelism a Column's dinp and a Row's dout hold M/T rows.
   void backward(float* dinp, const float* dout);
+  // bf16 products: backward() with the input gradient written only rounded,
+  // into dinp16 (M, in), as oneDNN stores it: for a consumer that reads it
+  // in bf16 (attention's heads; the GELU's backward, as under PyTorch's
+  // autocast, where a bf16 activation's gradient is bf16). Not for a column
+  // shard, whose input gradient sums over the group in fp32: Error.
+  void backward_rounded_input_grad(kernels::Bf16* dinp16, const float* dout);
   // bf16 products: a producer may write dout already rounded into
   // rounded_output_grad(M) and add its bias gradient (the column sums of the
   // unrounded dout) itself, then call backward_rounded(): the fp32 dout is
@@ -168,7 +174,10 @@ class Linear {
   float* forward_products(const float* inp, int64_t M, float* out, const float* residual);
   // backward's products once dout16 is rounded (bf16) and, when
   // bias_from_dout, the bias gradient from the fp32 dout.
-  void backward_products(float* dinp, const float* dout, const kernels::Bf16* dout16, bool bias_from_dout);
+  // dinp or dinp16 (rounded) receives the input gradient; both null: none.
+  void backward_products(float* dinp, const float* dout, const kernels::Bf16* dout16, bool bias_from_dout,
+                         kernels::Bf16* dinp16 = nullptr);
+  void backward_fp32_dout(float* dinp, const float* dout, kernels::Bf16* dinp16);
   // Where backward's rounded dout (M, out) goes: the layer's own buffer for a
   // deferred weight gradient, else the one the linear layers share, if any.
   kernels::Bf16* rounded_output_grad_buffer(int64_t M) {

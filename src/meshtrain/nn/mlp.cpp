@@ -53,15 +53,19 @@ void Mlp::gelu_rounded(const float* inp, int64_t N) {
 void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
   if (N_ == 0) throw Error("Mlp::backward called before forward");
   const int64_t H = c_fc_.out_features();
-  float* dh = Workspace::get(ws.dh, N_ * H);  // (N, H): d gelu output, then d pre-activation in place
-  c_proj_.backward(dh, dout);
   if (store_.bf16_products()) {
-    // The GELU's backward writes c_fc's rounded dout and adds its bias
-    // gradient: no fp32 copy of the pre-activation's gradient is read back.
-    kernels::gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.data(), dh, N_, H);
+    // The GELU's output gradient made only in bf16 (as the gradient of a
+    // bf16 activation under PyTorch's autocast); the GELU's backward writes
+    // c_fc's rounded dout and adds its bias gradient: no fp32 copy of
+    // either gradient is written and read back.
+    Bf16* dh16 = Workspace::get(ws.dh16, N_ * H);
+    c_proj_.backward_rounded_input_grad(dh16, dout);
+    kernels::gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.data(), dh16, N_, H);
     c_fc_.backward_rounded(dinp);
     return;
   }
+  float* dh = Workspace::get(ws.dh, N_ * H);  // (N, H): d gelu output, then d pre-activation in place
+  c_proj_.backward(dh, dout);
   kernels::gelu_backward(dh, h_, dh, N_ * H);
   c_fc_.backward(dinp, dh);
 }

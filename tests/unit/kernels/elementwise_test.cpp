@@ -72,6 +72,17 @@ TEST(GeluKernel, RoundedPassesAreTheFp32PassesRounded) {
     std::vector<Bf16> no_bias(n);
     gelu_backward_rounded(no_bias.data(), nullptr, x16.data(), dy.data(), M, N);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(no_bias[i].bits, dx16[i].bits) << i;
+    // From a bf16 dout: the fp32 pass on it widened.
+    std::vector<Bf16> dout16(n), from16(n), want16(n);
+    std::vector<float> dy_widened(n), bias16 = bias0, want_bias16 = bias0;
+    for (int64_t i = 0; i < n; ++i) {
+      dout16[i] = to_bf16(dy[i]);
+      dy_widened[i] = to_float(dout16[i]);
+    }
+    gelu_backward_rounded(from16.data(), bias16.data(), x16.data(), dout16.data(), M, N);
+    gelu_backward_rounded(want16.data(), want_bias16.data(), x16.data(), dy_widened.data(), M, N);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(from16[i].bits, want16[i].bits) << i;
+    expect_close(bias16, want_bias16, 0, 0, "bias gradient from a bf16 dout");
   }
 }
 

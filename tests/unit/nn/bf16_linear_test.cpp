@@ -138,5 +138,38 @@ TEST(LinearBf16, RoundedInputAndOutputGradientGiveTheSameBits) {
   EXPECT_THROW(lin.rounded_output_grad(M), Error);
 }
 
+// The input gradient written only rounded is backward()'s rounded, and the
+// parameter gradients are backward()'s; an fp32 layer refuses it.
+TEST(LinearBf16, RoundedInputGradientIsTheFp32OneRounded) {
+  const int64_t M = 19, in = 36, out = 28;
+  for (bool defer : {false, true}) {
+    Layer plain(in, out), rounded(in, out);
+    plain.lin.defer_weight_gradient(defer);
+    rounded.lin.defer_weight_gradient(defer);
+    Rng rng(17);
+    const auto x = random_vector(M * in, rng), dy = random_vector(M * out, rng);
+    plain.lin.forward(x.data(), M);
+    rounded.lin.forward(x.data(), M);
+    std::vector<float> dx(M * in);
+    std::vector<Bf16> dx16(M * in);
+    plain.lin.backward(dx.data(), dy.data());
+    rounded.lin.backward_rounded_input_grad(dx16.data(), dy.data());
+    if (defer) {
+      plain.lin.backward_weight();
+      rounded.lin.backward_weight();
+    }
+    for (int64_t i = 0; i < M * in; ++i) ASSERT_EQ(dx16[i].bits, to_bf16(dx[i]).bits) << i << " " << defer;
+    const auto g_plain = plain.store.grads(), g_rounded = rounded.store.grads();
+    EXPECT_EQ(std::memcmp(g_plain.data(), g_rounded.data(), g_plain.size() * sizeof(float)), 0) << defer;
+  }
+  std::vector<float> dy(M * out, 0.5f), x(M * in, 0.25f);
+  std::vector<Bf16> dx16(M * in);
+  ParamStore fp32;
+  Linear lin(fp32, "fc", in, out);
+  fp32.allocate();
+  lin.forward(x.data(), M);
+  EXPECT_THROW(lin.backward_rounded_input_grad(dx16.data(), dy.data()), Error);
+}
+
 }  // namespace
 }  // namespace meshtrain::nn

@@ -17,10 +17,14 @@ inline float gelu_value(float x) {
   return 0.5f * x * (1.0f + t);
 }
 
-// gelu'(x).
+// gelu'(x). Past |x| = 10 the tanh is exactly +-1 in float and the second
+// term exactly 0: x is clamped there inside the tanh and its derivative, so
+// that x^3 cannot overflow into 0 * inf = NaN (|x| > ~7e12); every finite
+// result keeps its bits.
 inline float gelu_slope(float x) {
-  const float t = fast_tanh(kGeluScale * (x + kGeluCube * x * x * x));
-  const float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
+  const float c = x < -10.0f ? -10.0f : (x > 10.0f ? 10.0f : x);
+  const float t = fast_tanh(kGeluScale * (c + kGeluCube * c * c * c));
+  const float du = kGeluScale * (1.0f + 3.0f * kGeluCube * c * c);
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 

@@ -105,64 +105,36 @@ void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out16[i].bits = value[inp16[i].bits];
 }
 
-namespace {
-
-inline float widen(float x) { return x; }
-inline float widen(Bf16 x) { return to_float(x); }
-
-// gelu_backward_rounded's work on columns [c0, c1) of every row. Inlined
-// into each public function, so it is vectorized in their instruction-set
-// clones (an OpenMP region in a template would be outlined once, at the
-// baseline).
-template <class Dout>
-[[gnu::always_inline]] inline void gelu_backward_columns(Bf16* dinp16, float* dbias, const Bf16* inp, const Dout* dout,
-                                                         int64_t M, int64_t N, int64_t c0, int64_t c1) {
-  const float* slope_of = detail::gelu_table().slope;
-  alignas(64) float slope[kTableChunk];  // gelu'(x) of one row's columns [j0, j0 + n)
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t j0 = c0; j0 < c1; j0 += kTableChunk) {
-      const int64_t n = std::min(c1 - j0, kTableChunk);
-      const Bf16* x = inp + m * N + j0;
-      const Dout* dy = dout + m * N + j0;
-      Bf16* dx = dinp16 + m * N + j0;
-      // Scalar loads, as in gelu_forward_bf16.
-      for (int64_t j = 0; j < n; ++j) slope[j] = slope_of[x[j].bits];
-      if (dbias) {
-        float* db = dbias + j0;
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) {
-          const float d = widen(dy[j]) * slope[j];
-          dx[j] = to_bf16(d);
-          db[j] += d;
-        }
-      } else {
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) dx[j] = to_bf16(widen(dy[j]) * slope[j]);
-      }
-    }
-  }
-}
-
-}  // namespace
-
-// Both split by columns (parallel.hpp) so each thread owns its bias sums.
-MESHTRAIN_HOT_LOOP
-void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const float* dout, int64_t M, int64_t N) {
-  detail::gelu_table();  // built outside the region
-#pragma omp parallel if (M * N >= kSerialBelow)
-  {
-    const auto [c0, c1] = column_range(N, omp_get_thread_num(), omp_get_num_threads());
-    gelu_backward_columns(dinp16, dbias, inp, dout, M, N, c0, c1);
-  }
-}
-
+// Split by columns (parallel.hpp) so each thread owns its bias sums.
 MESHTRAIN_HOT_LOOP
 void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const Bf16* dout, int64_t M, int64_t N) {
-  detail::gelu_table();
+  const float* slope_of = detail::gelu_table().slope;
 #pragma omp parallel if (M * N >= kSerialBelow)
   {
     const auto [c0, c1] = column_range(N, omp_get_thread_num(), omp_get_num_threads());
-    gelu_backward_columns(dinp16, dbias, inp, dout, M, N, c0, c1);
+    alignas(64) float slope[kTableChunk];  // gelu'(x) of one row's columns [j0, j0 + n)
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t j0 = c0; j0 < c1; j0 += kTableChunk) {
+        const int64_t n = std::min(c1 - j0, kTableChunk);
+        const Bf16* x = inp + m * N + j0;
+        const Bf16* dy = dout + m * N + j0;
+        Bf16* dx = dinp16 + m * N + j0;
+        // Scalar loads, as in gelu_forward_bf16.
+        for (int64_t j = 0; j < n; ++j) slope[j] = slope_of[x[j].bits];
+        if (dbias) {
+          float* db = dbias + j0;
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) {
+            const float d = to_float(dy[j]) * slope[j];
+            dx[j] = to_bf16(d);
+            db[j] += d;
+          }
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) dx[j] = to_bf16(to_float(dy[j]) * slope[j]);
+        }
+      }
+    }
   }
 }
 

@@ -36,14 +36,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 // c_fc's product wrote rounded (as under PyTorch's autocast, where c_fc's
 // output is bf16): the bits of gelu_forward on inp16 widened, then rounded.
 void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n);
-// Backward over (M, N), from the pre-activation stored in bf16 (widened
-// exactly, computed in fp32): dinp16 = bf16(gelu'(inp) * dout) and, when dbias is
-// given, dbias (N) += the column sums of the unrounded products (as
-// bias_backward on gelu_backward's output, the same bits).
-// Both look the GELU and its slope up by the input's 16 bits (gelu_table.hpp).
-void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const float* dout, int64_t M, int64_t N);
-// The same from a bf16 dout (widened exactly): the bits of the fp32 one on
-// dout widened.
+// Backward over (M, N), from the pre-activation and the output gradient in
+// bf16 (both widened exactly, computed in fp32): dinp16 =
+// bf16(gelu'(inp) * dout) and, when dbias is given, dbias (N) += the column
+// sums of the unrounded products (the bits of gelu_backward on the widened
+// arrays, rounded, and of bias_backward on its output). The slope is looked
+// up by the input's 16 bits (gelu_table.hpp).
 void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const Bf16* dout, int64_t M, int64_t N);
 
 }  // namespace meshtrain::kernels

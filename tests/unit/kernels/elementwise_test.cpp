@@ -40,49 +40,40 @@ TEST(GeluKernel, ForwardAndBackwardMatchReference) {
 }
 
 // The rounded GELU passes (table lookups) give the bits of the fp32 passes on
-// the bf16 pre-activation widened (exact), rounded after, and the fused bias
-// gradients those of bias_backward on the fp32 gradient.
+// the bf16 pre-activation and output gradient widened (exact), rounded after,
+// and the fused bias gradients those of bias_backward on the fp32 gradient.
 TEST(GeluKernel, RoundedPassesAreTheFp32PassesRounded) {
   for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {130, 200}, {40, 2500}}) {
     // 26000 crosses the threshold; 2500 columns span several lookup chunks
     const int64_t n = M * N;
     Rng rng(n + 9);
     auto x = random_vector(n, rng, 3.0f), dy = random_vector(n, rng), bias0 = random_vector(N, rng);
-    std::vector<Bf16> out16(n), x16(n), dx16(n);
-    std::vector<float> widened(n), y(n), dx(n);
+    std::vector<Bf16> out16(n), x16(n), dy16(n), dx16(n);
+    std::vector<float> x_widened(n), dy_widened(n), y(n), dx(n);
     for (int64_t i = 0; i < n; ++i) {
       x16[i] = to_bf16(x[i]);
-      widened[i] = to_float(x16[i]);
+      x_widened[i] = to_float(x16[i]);
+      dy16[i] = to_bf16(dy[i]);
+      dy_widened[i] = to_float(dy16[i]);
     }
     gelu_forward_bf16(out16.data(), x16.data(), n);
-    gelu_forward(y.data(), widened.data(), n);
+    gelu_forward(y.data(), x_widened.data(), n);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out16[i].bits, to_bf16(y[i]).bits) << i;
     std::vector<float> want_bias = bias0, got_bias = bias0;
-    gelu_backward(dx.data(), widened.data(), dy.data(), n);
+    gelu_backward(dx.data(), x_widened.data(), dy_widened.data(), n);
     bias_backward(want_bias.data(), dx.data(), M, N);
-    gelu_backward_rounded(dx16.data(), got_bias.data(), x16.data(), dy.data(), M, N);
+    gelu_backward_rounded(dx16.data(), got_bias.data(), x16.data(), dy16.data(), M, N);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dx16[i].bits, to_bf16(dx[i]).bits) << i;
     expect_close(got_bias, want_bias, 0, 0, "fused bias gradient");
-    std::vector<float> sums = bias0, fused = bias0;
-    std::vector<Bf16> dy16(n);
-    bias_backward(sums.data(), dy.data(), M, N);
-    bias_backward_rounded(fused.data(), dy16.data(), dy.data(), M, N);
-    expect_close(fused, sums, 0, 0, "bias gradient with the rounding");
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dy16[i].bits, to_bf16(dy[i]).bits) << i;
     std::vector<Bf16> no_bias(n);
-    gelu_backward_rounded(no_bias.data(), nullptr, x16.data(), dy.data(), M, N);
+    gelu_backward_rounded(no_bias.data(), nullptr, x16.data(), dy16.data(), M, N);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(no_bias[i].bits, dx16[i].bits) << i;
-    // From a bf16 dout: the fp32 pass on it widened.
-    std::vector<Bf16> dout16(n), from16(n), want16(n);
-    std::vector<float> dy_widened(n), bias16 = bias0, want_bias16 = bias0;
-    for (int64_t i = 0; i < n; ++i) {
-      dout16[i] = to_bf16(dy[i]);
-      dy_widened[i] = to_float(dout16[i]);
-    }
-    gelu_backward_rounded(from16.data(), bias16.data(), x16.data(), dout16.data(), M, N);
-    gelu_backward_rounded(want16.data(), want_bias16.data(), x16.data(), dy_widened.data(), M, N);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(from16[i].bits, want16[i].bits) << i;
-    expect_close(bias16, want_bias16, 0, 0, "bias gradient from a bf16 dout");
+    std::vector<float> sums = bias0, fused = bias0;
+    std::vector<Bf16> rounded(n);
+    bias_backward(sums.data(), dy.data(), M, N);
+    bias_backward_rounded(fused.data(), rounded.data(), dy.data(), M, N);
+    expect_close(fused, sums, 0, 0, "bias gradient with the rounding");
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(rounded[i].bits, dy16[i].bits) << i;
   }
 }
 
@@ -91,13 +82,14 @@ TEST(GeluKernel, RoundedPassesAreTheFp32PassesRounded) {
 TEST(GeluKernel, RoundedPassesCoverEveryBf16Value) {
   const int64_t n = 1 << 16;
   std::vector<float> x(n), y(n), dx(n), dy(n, 0.75f), bias(1 << 16, 0.0f);
+  const std::vector<Bf16> dy16(n, to_bf16(0.75f));
   for (int64_t i = 0; i < n; ++i) x[i] = to_float(Bf16{static_cast<uint16_t>(i)});
   std::vector<Bf16> out16(n), x16(n), dx16(n);
   for (int64_t i = 0; i < n; ++i) x16[i].bits = static_cast<uint16_t>(i);
   gelu_forward_bf16(out16.data(), x16.data(), n);
   gelu_forward(y.data(), x.data(), n);
   gelu_backward(dx.data(), x.data(), dy.data(), n);
-  gelu_backward_rounded(dx16.data(), bias.data(), x16.data(), dy.data(), 1, n);
+  gelu_backward_rounded(dx16.data(), bias.data(), x16.data(), dy16.data(), 1, n);
   int64_t nans = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (std::isnan(y[i])) {

@@ -21,7 +21,7 @@
 //   - one layer's backward gradients, s b h (2 + 16/t + 2 a s / (h t)): the
 //     gradients of a layernorm's output, of the heads' output, of q k v, of
 //     the MLP's hidden layer, and of the probabilities (meshtrain's bf16:
-//     10/t for 16/t, below);
+//     10/t for 16/t, and no a s term, below);
 //   - the embedding's output and the final norm's, 4 s b h;
 //   - the loss's inputs in fp32: the logits, 4 s b V / t (head_floats).
 // A mixture of experts' k - 1 further experts per token add their MLP's
@@ -76,9 +76,12 @@ inline double activation_bytes(const ActivationShape& m, ActivationRecompute mod
   // In units of 2 bytes per s b h: fp32's widths are the heads' output's 2,
   // q k v's 6 and the MLP hidden layer's 8 (16/t); meshtrain's bf16 makes
   // the heads' output gradient only rounded (in a copy the layer keeps
-  // anyway) and the hidden layer's in bf16: 6 + 4 (10/t).
+  // anyway) and the hidden layer's in bf16: 6 + 4 (10/t). Its attention
+  // kernel keeps the probabilities' gradient for one row block of one head
+  // at a time, per thread: no a s term.
   const double widths = m.mixed_copies ? 10.0 / t : 16.0 / t;
-  const double backward = sbh * (2 + widths + 2.0 * m.heads * m.seq / (m.hidden * t)) * gradient;
+  const double scores = m.mixed_copies ? 0.0 : 2.0 * m.heads * m.seq / (m.hidden * t);
+  const double backward = sbh * (2 + widths + scores) * gradient;
   const double ends = 4 * sbh * residual;
   const double copies = m.mixed_copies ? sbh * (10.0 / t + 2) + 2 * m.head_floats : 0;
   return layers + backward + ends + 4 * m.head_floats + copies;

@@ -126,9 +126,16 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     thread_local std::vector<Bf16> ds16;  // bf16: this head's score gradients (T, T), rounded as computed
+    // bf16: one row block's fp32 dp (R, T). Read only by the ds pass right
+    // after the product that writes it, so it need not outlive the block:
+    // it stays in cache instead of going out to a (B, NH, T, T) datt.
+    thread_local std::vector<float> dp_block;
     const int64_t b = bh / NH, h = bh % NH;
     const int64_t head = b * T * 3 * C + h * hs, head_out = b * T * C + h * hs;
-    if (b16) ds16.resize(static_cast<size_t>(T * T));
+    if (b16) {
+      ds16.resize(static_cast<size_t>(T * T));
+      dp_block.resize(static_cast<size_t>(R * T));
+    }
     const Bf16* qkv16 = b16 ? bf16->qkv + head : nullptr;
     const Bf16* dy16 = b16 ? bf16->dout + head_out : nullptr;
     // The operands at row t: q, k, v (row stride 3C) and dy (row stride C).
@@ -141,7 +148,7 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
     float* dv = dq + 2 * C;
     const float* p = b16 ? nullptr : att + bh * T * T;         // (T, T)
     const Bf16* p16 = b16 ? bf16->att + bh * T * T : nullptr;  // (T, T) under bf16
-    float* dp = datt + bh * T * T;                             // (T, T)
+    float* dp = b16 ? nullptr : datt + bh * T * T;             // (T, T), fp32 only
     // ds[t0:, j0:] as a product's operand: the rounded copy under bf16, else dp itself (ds in place).
     auto ds = [&](int64_t t0, int64_t j0) {
       return b16 ? Operand{nullptr, ds16.data() + t0 * T + j0, ti} : Operand{dp + t0 * T + j0, nullptr, ti};
@@ -149,10 +156,11 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t r1 = std::min(T, r0 + R);
       const int rows = static_cast<int>(r1 - r0), keys = static_cast<int>(causal ? r1 : T);
-      // dp[r0:r1, 0:keys] = dy[r0:r1] v[0:keys]^T, then ds in place.
-      product(Trans::No, Trans::Yes, rows, keys, hi, 1.0f, dy(r0), v(0), dp + r0 * T, ti);
+      // dp[r0:r1, 0:keys] = dy[r0:r1] v[0:keys]^T, then ds (fp32: in place).
+      float* dp_rows = b16 ? dp_block.data() : dp + r0 * T;  // row r0 of dp
+      product(Trans::No, Trans::Yes, rows, keys, hi, 1.0f, dy(r0), v(0), dp_rows, ti);
       for (int64_t t = r0; t < r1; ++t) {
-        float* dr = dp + t * T;
+        float* dr = dp_rows + (t - r0) * T;
         const int64_t n = causal ? t + 1 : T;
         float dot = 0;
         if (b16) {

@@ -39,7 +39,9 @@ struct AttentionBf16 {
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr);
 
-// dqkv (B, T, 3C) is written. datt (B, NH, T, T) is scratch, overwritten.
+// dqkv (B, T, 3C) is written. datt (B, NH, T, T) is scratch, overwritten;
+// under bf16 it is not used (may be null): the score gradients live in a
+// per-thread row block.
 void attention_backward(float* dqkv, float* datt, const float* dout, const float* att, const float* qkv,
                         int64_t B, int64_t T, int64_t C, int64_t NH, bool causal,
                         const AttentionBf16* bf16 = nullptr);

@@ -62,7 +62,6 @@ float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const floa
 void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
   if (B_ == 0) throw Error("SelfAttention::backward called before forward");
   float* dqkv = Workspace::get(ws.dqkv, B_ * T_ * 3 * C_);  // (B, T, 3C)
-  float* datt = Workspace::get(ws.datt, B_ * NH_ * T_ * T_);
   if (store_.bf16_products()) {
     // The heads read their output gradient rounded: c_proj writes it so
     // (the bits of rounding its fp32 product after).
@@ -73,8 +72,9 @@ void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
     // out bit for bit as in forward (the output product is skipped).
     if (recompute_scores_) kernels::attention_forward(nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
     bf16.dout = dy16_.data();
-    kernels::attention_backward(dqkv, datt, nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
+    kernels::attention_backward(dqkv, nullptr, nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
   } else {
+    float* datt = Workspace::get(ws.datt, B_ * NH_ * T_ * T_);
     float* dy = Workspace::get(ws.dy, B_ * T_ * C_);  // (B, T, C)
     c_proj_.backward(dy, dout);
     if (recompute_scores_) kernels::attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_);

@@ -21,3 +21,7 @@
 #else
 #define MESHTRAIN_HOT_LOOP
 #endif
+
+// For a function written in AVX512-BF16 intrinsics (vdpbf16ps,
+// vcvtneps2bf16), called only behind a run-time check that the CPU has them.
+#define MESHTRAIN_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))

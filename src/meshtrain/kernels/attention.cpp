@@ -1,49 +1,20 @@
 #include "meshtrain/kernels/attention.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "meshtrain/core/cpu_dispatch.hpp"
-#include "meshtrain/kernels/fast_math.hpp"
+#include "meshtrain/kernels/bf16_pair_products.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/kernels/gemm_bf16.hpp"
+#include "meshtrain/kernels/attention_softmax.hpp"
 
 namespace meshtrain::kernels {
 
 namespace {
-
-// Row-wise softmax of rows [r0, r1) of the scores (T, T), s pointing at row
-// r0, in place; with causal, row t keeps columns [0, t] and the rest become
-// exact zeros (they were never computed). With p16, the probabilities are
-// written only there, rounded (rows of T, p16 pointing at row r0), and s
-// keeps the unnormalized exponentials: one pass fewer than rounding after.
-MESHTRAIN_HOT_LOOP
-void softmax_rows(float* s, int64_t r0, int64_t r1, int64_t T, bool causal, Bf16* p16 = nullptr) {
-  for (int64_t t = r0; t < r1; ++t) {
-    float* row = s + (t - r0) * T;
-    const int64_t n = causal ? t + 1 : T;
-    float mx = row[0];
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 1; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-    float sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] = fast_exp(row[j] - mx);
-      sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    if (p16) {
-      Bf16* out = p16 + (t - r0) * T;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) out[j] = to_bf16(row[j] * inv);
-      for (int64_t j = n; j < T; ++j) out[j] = Bf16{};
-      continue;
-    }
-    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
-    for (int64_t j = n; j < T; ++j) row[j] = 0;
-  }
-}
 
 // One product of the attention kernels: on the bf16 operands when both are
 // given, else on the fp32 ones.
@@ -67,7 +38,35 @@ T* at(T* p, int64_t off) {
   return p ? p + off : nullptr;
 }
 
+namespace pp = pair_products;
+
+std::atomic<bool> packed_products_allowed{true};
+
+// Under bf16, on a CPU with vdpbf16ps and shapes whose row blocks, keys and
+// head columns come in whole vectors of 16, the products run on operands
+// packed once per head (bf16_pair_products.hpp) instead of through oneDNN.
+bool packed_products(const AttentionBf16* bf16, int64_t T, int64_t hs) {
+  return bf16 && T % 16 == 0 && hs % 16 == 0 && packed_products_allowed.load(std::memory_order_relaxed) &&
+         pp::available();
+}
+
+// A per-thread buffer of packed words, grown to n.
+uint32_t* words(std::vector<uint32_t>& buf, int64_t n) {
+  buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
 }  // namespace
+
+const char* attention_bf16_products_name() {
+  return pp::available() ? "vdpbf16ps on operands packed per head where head size and sequence length are "
+                           "multiples of 16, else oneDNN"
+                         : "oneDNN (gemm_bf16)";
+}
+
+namespace detail {
+void allow_packed_attention_products(bool allowed) { packed_products_allowed.store(allowed); }
+}  // namespace detail
 
 // Causal attention is computed in blocks of kRowBlock query rows: rows
 // [r0, r1) only meet keys [0, r1), so the gemms skip most of the masked upper
@@ -81,6 +80,7 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
   const int ti = static_cast<int>(T), hi = static_cast<int>(hs);
   const int ld3 = static_cast<int>(3 * C), ldc = static_cast<int>(C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const bool packed = packed_products(bf16, T, hs);
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     thread_local std::vector<float> scores;  // bf16: one row block's fp32 scores (R, T)
@@ -94,16 +94,34 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
     if (bf16) scores.resize(static_cast<size_t>(R * T));
     float* y = at(out, b * T * C + h * hs);  // (T, hs), row stride C
     Bf16* y16 = bf16 ? at(bf16->out, b * T * C + h * hs) : nullptr;
+    // Packed: k^T (hs/2 x T words) and v (T/2 x hs), once for every row block.
+    thread_local std::vector<uint32_t> kt_buf, v_buf;
+    uint32_t *kt = nullptr, *vp = nullptr;
+    if (packed) {
+      kt = words(kt_buf, hs / 2 * T);
+      pp::pack_transposed(k.b16, ti, hi, ld3, kt, ti);
+      if (y || y16) pp::pack_row_pairs(v.b16, ti, hi, ld3, vp = words(v_buf, T / 2 * hs), hi);
+    }
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t r1 = std::min(T, r0 + R);
       const int rows = static_cast<int>(r1 - r0), keys = static_cast<int>(causal ? r1 : T);
       // scores a[r0:r1, 0:keys] = scale * q[r0:r1] k[0:keys]^T; softmax zeroes the rest of each row.
-      float* a = bf16 ? scores.data() : att + bh * T * T + r0 * T;
-      product(Trans::No, Trans::Yes, rows, keys, hi, scale, {at(q, r0 * 3 * C), at(q16, r0 * 3 * C), ld3}, k, a, ti);
       // bf16: the probabilities stored only rounded; the product reads the stored rows.
-      softmax_rows(a, r0, r1, T, causal, bf16 ? a16 + r0 * T : nullptr);
+      float* a = bf16 ? scores.data() : att + bh * T * T + r0 * T;
+      if (packed) {
+        pp::product(rows, keys, hi / 2, scale, pp::row_major(q16 + r0 * 3 * C, ld3), kt, ti, a, ti);
+        softmax_rows_rounded_avx512(a, r0, r1, T, causal, a16 + r0 * T);
+      } else {
+        product(Trans::No, Trans::Yes, rows, keys, hi, scale, {at(q, r0 * 3 * C), at(q16, r0 * 3 * C), ld3}, k, a,
+                ti);
+        softmax_rows(a, r0, r1, T, causal, bf16 ? a16 + r0 * T : nullptr);
+      }
       const Operand p = bf16 ? Operand{nullptr, a16 + r0 * T, ti} : Operand{a, nullptr, ti};
-      if (y16)  // rounded as oneDNN stores it: c_proj's input
+      if (packed && y16)  // c_proj's input, rounded to nearest even as it is stored
+        pp::product_rounded(rows, hi, keys / 2, pp::row_major(p.b16, ti), vp, hi, y16 + r0 * C, ldc);
+      else if (packed && y)
+        pp::product(rows, hi, keys / 2, 1.0f, pp::row_major(p.b16, ti), vp, hi, y + r0 * C, ldc);
+      else if (y16)  // rounded as oneDNN stores it: c_proj's input
         gemm_bf16_rounded(Trans::No, Trans::No, rows, hi, keys, p.b16, p.ld, v.b16, v.ld, y16 + r0 * C, ldc);
       else if (y)
         product(Trans::No, Trans::No, rows, hi, keys, 1.0f, p, v, y + r0 * C, ldc);
@@ -122,7 +140,7 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
   const int ti = static_cast<int>(T), hi = static_cast<int>(hs);
   const int ld3 = static_cast<int>(3 * C), ldc = static_cast<int>(C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const bool b16 = bf16 != nullptr;
+  const bool b16 = bf16 != nullptr, packed = packed_products(bf16, T, hs);
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     thread_local std::vector<Bf16> ds16;  // bf16: this head's score gradients (T, T), rounded as computed
@@ -153,40 +171,58 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
     auto ds = [&](int64_t t0, int64_t j0) {
       return b16 ? Operand{nullptr, ds16.data() + t0 * T + j0, ti} : Operand{dp + t0 * T + j0, nullptr, ti};
     };
+    // Packed: v^T and k for the query side (hs/2 x T and T/2 x hs words);
+    // dy, q, p and ds in pairs of rows for the key side (T/2 rows each).
+    thread_local std::vector<uint32_t> vt_buf, k_buf, dy_buf, q_buf, p_buf, ds_buf;
+    uint32_t *vt = nullptr, *kp = nullptr, *dyp = nullptr, *qp = nullptr, *pp_ = nullptr, *dsp = nullptr;
+    if (packed) {
+      pp::pack_transposed(v(0).b16, ti, hi, ld3, vt = words(vt_buf, hs / 2 * T), ti);
+      pp::pack_row_pairs(k(0).b16, ti, hi, ld3, kp = words(k_buf, T / 2 * hs), hi);
+      pp::pack_row_pairs(dy16, ti, hi, ldc, dyp = words(dy_buf, T / 2 * hs), hi);
+      pp::pack_row_pairs(q(0).b16, ti, hi, ld3, qp = words(q_buf, T / 2 * hs), hi);
+      // p's rows in block [r0, r1) are zero past column r1 (causal), and no
+      // key block reads them there: pack up to r1 only.
+      pp_ = words(p_buf, T / 2 * T);
+      for (int64_t r0 = 0; r0 < T; r0 += R) {
+        const int64_t r1 = std::min(T, r0 + R);
+        pp::pack_row_pairs(p16 + r0 * T, static_cast<int>(r1 - r0), static_cast<int>(causal ? r1 : T), ti,
+                           pp_ + r0 / 2 * T, ti);
+      }
+      dsp = words(ds_buf, T / 2 * T);
+    }
     for (int64_t r0 = 0; r0 < T; r0 += R) {
       const int64_t r1 = std::min(T, r0 + R);
       const int rows = static_cast<int>(r1 - r0), keys = static_cast<int>(causal ? r1 : T);
       // dp[r0:r1, 0:keys] = dy[r0:r1] v[0:keys]^T, then ds (fp32: in place).
       float* dp_rows = b16 ? dp_block.data() : dp + r0 * T;  // row r0 of dp
-      product(Trans::No, Trans::Yes, rows, keys, hi, 1.0f, dy(r0), v(0), dp_rows, ti);
-      for (int64_t t = r0; t < r1; ++t) {
-        float* dr = dp_rows + (t - r0) * T;
-        const int64_t n = causal ? t + 1 : T;
-        float dot = 0;
-        if (b16) {
-          // Rounded as it is computed: the fp32 ds is read by nothing else.
-          // Columns [n, r1) are zeros the products below read (keys past t).
-          const Bf16* pr = p16 + t * T;
-          Bf16* out = ds16.data() + t * T;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j < n; ++j) dot += to_float(pr[j]) * dr[j];
-          for (int64_t j = 0; j < n; ++j) out[j] = to_bf16(to_float(pr[j]) * (dr[j] - dot) * scale);
-          for (int64_t j = n; j < r1; ++j) out[j] = Bf16{};
-        } else {
-          const float* pr = p + t * T;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j < n; ++j) dot += pr[j] * dr[j];
-          for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
-          for (int64_t j = n; j < T; ++j) dr[j] = 0;
-        }
+      if (packed) {
+        pp::product(rows, keys, hi / 2, 1.0f, pp::row_major(dy16 + r0 * C, ldc), vt, ti, dp_rows, ti);
+        softmax_backward_rows_rounded_avx512(dp_rows, p16 + r0 * T, r0, r1, T, causal, scale, ds16.data() + r0 * T);
+      } else {
+        product(Trans::No, Trans::Yes, rows, keys, hi, 1.0f, dy(r0), v(0), dp_rows, ti);
+        softmax_backward_rows(dp_rows, b16 ? nullptr : p + r0 * T, b16 ? p16 + r0 * T : nullptr, r0, r1, T, causal,
+                              scale, b16 ? ds16.data() + r0 * T : nullptr);
       }
       // dq[r0:r1] = ds[r0:r1, 0:keys] k[0:keys]
-      product(Trans::No, Trans::No, rows, hi, keys, 1.0f, ds(r0, 0), k(0), dq + r0 * 3 * C, ld3);
+      if (packed) {
+        pp::product(rows, hi, keys / 2, 1.0f, pp::row_major(ds16.data() + r0 * T, ti), kp, hi, dq + r0 * 3 * C, ld3);
+        // The key side reads ds in pairs of rows, up to column r1 (key block
+        // j0 reads rows >= j0 only).
+        pp::pack_row_pairs(ds16.data() + r0 * T, rows, keys, ti, dsp + r0 / 2 * T, ti);
+      } else {
+        product(Trans::No, Trans::No, rows, hi, keys, 1.0f, ds(r0, 0), k(0), dq + r0 * 3 * C, ld3);
+      }
     }
     for (int64_t j0 = 0; j0 < T; j0 += R) {
       const int64_t j1 = std::min(T, j0 + R), q0 = causal ? j0 : 0;
       const int keys = static_cast<int>(j1 - j0), queries = static_cast<int>(T - q0);
       // dv[j0:j1] = p[q0:T, j0:j1]^T dy[q0:T];  dk[j0:j1] = ds[q0:T, j0:j1]^T q[q0:T]
+      if (packed) {  // A = p^T, ds^T: their pairs of rows read down a column
+        const pp::PackedA pt{pp_ + q0 / 2 * T + j0, 1, T}, dst{dsp + q0 / 2 * T + j0, 1, T};
+        pp::product(keys, hi, queries / 2, 1.0f, pt, dyp + q0 / 2 * hs, hi, dv + j0 * 3 * C, ld3);
+        pp::product(keys, hi, queries / 2, 1.0f, dst, qp + q0 / 2 * hs, hi, dk + j0 * 3 * C, ld3);
+        continue;
+      }
       const Operand pt = b16 ? Operand{nullptr, p16 + q0 * T + j0, ti} : Operand{p + q0 * T + j0, nullptr, ti};
       product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, pt, dy(q0), dv + j0 * 3 * C, ld3);
       product(Trans::Yes, Trans::No, keys, hi, queries, 1.0f, ds(q0, j0), q(q0), dk + j0 * 3 * C, ld3);

@@ -46,4 +46,17 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
                         int64_t B, int64_t T, int64_t C, int64_t NH, bool causal,
                         const AttentionBf16* bf16 = nullptr);
 
+// Which products bf16 attention runs here, for the log: "vdpbf16ps on
+// operands packed per head" where the CPU has AVX512-BF16 (for head sizes
+// and sequence lengths that are multiples of 16; oneDNN's otherwise), else
+// "oneDNN (gemm_bf16)".
+const char* attention_bf16_products_name();
+
+namespace detail {
+// Whether bf16 attention may use its packed products (the default, where
+// the CPU and shapes allow: attention.cpp); false forces the oneDNN path
+// (for tests that compare the two).
+void allow_packed_attention_products(bool allowed);
+}  // namespace detail
+
 }  // namespace meshtrain::kernels

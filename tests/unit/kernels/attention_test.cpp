@@ -1,6 +1,7 @@
 #include "meshtrain/kernels/attention.hpp"
 
 #include "kernel_test_util.hpp"
+#include "meshtrain/kernels/bf16_pair_products.hpp"
 
 namespace meshtrain::kernels {
 namespace {
@@ -146,11 +147,70 @@ TEST_P(AttentionKernel, Bf16OutputAndNoFp32OperandsGiveTheSameBits) {
   expect_close(dqkv_b, dqkv_a, 0, 0, "dqkv without the fp32 operands");
 }
 
+// Where the CPU and shapes allow (T and the head size multiples of 16),
+// bf16 attention runs its products on operands packed once per head
+// (bf16_pair_products.hpp) instead of through oneDNN, and its softmax row
+// passes in AVX-512 (attention_softmax.hpp): the same arithmetic up to
+// float rounding. The probabilities and the rounded output may then differ
+// in a last bf16 bit, and the gradients by as much.
+TEST_P(AttentionKernel, PackedProductsMatchTheOneDnnPath) {
+  const auto [B, T, C, NH, causal] = GetParam();
+  if (T % 16 != 0 || (C / NH) % 16 != 0) GTEST_SKIP() << "shape runs the oneDNN path only";
+  if (!pair_products::available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  Rng rng(B * 31 + T * 7 + C + causal);
+  auto qkv = random_vector(B * T * 3 * C, rng), dy = random_vector(B * T * C, rng);
+  std::vector<Bf16> qkv16(qkv.size()), dy16(dy.size());
+  to_bf16(qkv.data(), qkv16.data(), qkv.size());
+  to_bf16(dy.data(), dy16.data(), dy.size());
+  struct Pass {
+    std::vector<Bf16> att16, out16;
+    std::vector<float> dqkv;
+  };
+  auto run = [&](bool packed) {
+    detail::allow_packed_attention_products(packed);
+    Pass p{std::vector<Bf16>(B * NH * T * T), std::vector<Bf16>(dy.size()), std::vector<float>(qkv.size())};
+    const AttentionBf16 operands{.qkv = qkv16.data(), .att = p.att16.data(), .out = p.out16.data(),
+                                 .dout = dy16.data()};
+    attention_forward(nullptr, nullptr, nullptr, B, T, C, NH, causal, &operands);
+    attention_backward(p.dqkv.data(), nullptr, nullptr, nullptr, nullptr, B, T, C, NH, causal, &operands);
+    detail::allow_packed_attention_products(true);
+    return p;
+  };
+  const Pass packed = run(true), onednn = run(false);
+  // One bf16 ulp (2^-8 to 2^-7 relative) at most, and only where the fp32
+  // results round differently: most probabilities agree to the bit.
+  size_t same = 0;
+  for (size_t i = 0; i < packed.att16.size(); ++i) {
+    const float a = to_float(packed.att16[i]), b = to_float(onednn.att16[i]);
+    ASSERT_NEAR(a, b, 0x1p-7 * std::fabs(b) + 1e-30) << "probability " << i;
+    same += packed.att16[i].bits == onednn.att16[i].bits;
+  }
+  EXPECT_GT(same, packed.att16.size() * 9 / 10);
+  // The output and gradients, norm-relative: each element's bf16 operands
+  // are the same or a last bit apart.
+  auto relative = [](auto a, auto b) {
+    double d = 0, n = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      d += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+      n += double(b[i]) * double(b[i]);
+    }
+    return std::sqrt(d / n);
+  };
+  std::vector<float> out_packed(packed.out16.size()), out_onednn(packed.out16.size());
+  to_float(packed.out16.data(), out_packed.data(), out_packed.size());
+  to_float(onednn.out16.data(), out_onednn.data(), out_onednn.size());
+  EXPECT_LT(relative(out_packed, out_onednn), 2e-3) << "output";
+  EXPECT_LT(relative(packed.dqkv, onednn.dqkv), 2e-3) << "dqkv";
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernel,
                          ::testing::Values(Case{1, 1, 4, 1, true}, Case{2, 5, 8, 2, true}, Case{2, 7, 12, 3, true},
                                            Case{2, 5, 8, 2, false}, Case{3, 6, 6, 3, false},
                                            Case{1, 150, 8, 2, true}, Case{2, 64, 8, 1, true},
-                                           Case{1, 129, 8, 2, false}));
+                                           Case{1, 129, 8, 2, false},
+                                           // head sizes 16 and 32: packed bf16 products where the CPU has them
+                                           Case{1, 128, 32, 2, true}, Case{1, 80, 32, 1, true},
+                                           Case{1, 32, 32, 1, false}));
 
 }  // namespace
 }  // namespace meshtrain::kernels

@@ -13,6 +13,7 @@
 #include "meshtrain/core/stopwatch.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/kernels/gemm_bf16.hpp"
 #include "meshtrain/train/config/rank_agreement.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
@@ -249,9 +250,9 @@ void SyncTrainer::print_setup() const {
                omp_get_max_threads(), kernels::gemm_backend_name());
   if (config_.training.precision == Precision::Bf16)
     std::fprintf(out_,
-                 "precision: bf16 products with fp32 sums in the linear layers, attention and the output layer (bf16 GEMM: %s); fp32 master "
-                 "weights, gradients and optimizer state\n",
-                 kernels::gemm_bf16_backend_name());
+                 "precision: bf16 products with fp32 sums in the linear layers, attention and the output layer (bf16 GEMM: %s; "
+                 "attention: %s); fp32 master weights, gradients and optimizer state\n",
+                 kernels::gemm_bf16_backend_name(), kernels::attention_bf16_products_name());
   if (config_.training.recompute != nn::Recompute::None)
     std::fprintf(out_, "activation recomputation: %s (%s)\n", enum_string(config_.training.recompute).c_str(),
                  config_.training.recompute == nn::Recompute::Full

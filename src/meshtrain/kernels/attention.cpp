@@ -205,7 +205,8 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
       }
       // dq[r0:r1] = ds[r0:r1, 0:keys] k[0:keys]
       if (packed) {
-        pp::product(rows, hi, keys / 2, 1.0f, pp::row_major(ds16.data() + r0 * T, ti), kp, hi, dq + r0 * 3 * C, ld3);
+        pp::product_streamed(rows, hi, keys / 2, pp::row_major(ds16.data() + r0 * T, ti), kp, hi, dq + r0 * 3 * C,
+                             ld3);
         // The key side reads ds in pairs of rows, up to column r1 (key block
         // j0 reads rows >= j0 only).
         pp::pack_row_pairs(ds16.data() + r0 * T, rows, keys, ti, dsp + r0 / 2 * T, ti);
@@ -219,8 +220,8 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
       // dv[j0:j1] = p[q0:T, j0:j1]^T dy[q0:T];  dk[j0:j1] = ds[q0:T, j0:j1]^T q[q0:T]
       if (packed) {  // A = p^T, ds^T: their pairs of rows read down a column
         const pp::PackedA pt{pp_ + q0 / 2 * T + j0, 1, T}, dst{dsp + q0 / 2 * T + j0, 1, T};
-        pp::product(keys, hi, queries / 2, 1.0f, pt, dyp + q0 / 2 * hs, hi, dv + j0 * 3 * C, ld3);
-        pp::product(keys, hi, queries / 2, 1.0f, dst, qp + q0 / 2 * hs, hi, dk + j0 * 3 * C, ld3);
+        pp::product_streamed(keys, hi, queries / 2, pt, dyp + q0 / 2 * hs, hi, dv + j0 * 3 * C, ld3);
+        pp::product_streamed(keys, hi, queries / 2, dst, qp + q0 / 2 * hs, hi, dk + j0 * 3 * C, ld3);
         continue;
       }
       const Operand pt = b16 ? Operand{nullptr, p16 + q0 * T + j0, ti} : Operand{p + q0 * T + j0, nullptr, ti};

@@ -31,7 +31,7 @@ inline uint32_t word_at(const uint32_t* p) {
 
 template <int MR, int NV, bool kRounded>
 MESHTRAIN_TARGET_AVX512_BF16 void tile(int KP, float alpha, PackedA a, const uint32_t* b, int ldb, void* c, int ldc,
-                                __mmask16 last) {
+                                       __mmask16 last, bool stream) {
   // Every loop over the tile unrolled, so the accumulators live in
   // registers (GCC otherwise keeps the array on the stack).
   const bool full = last == __mmask16(0xFFFF);
@@ -74,15 +74,19 @@ MESHTRAIN_TARGET_AVX512_BF16 void tile(int KP, float alpha, PackedA a, const uin
         const __m512 r = alpha == 1.0f ? acc[i][v] : _mm512_mul_ps(acc[i][v], _mm512_set1_ps(alpha));
         if (masked)
           _mm512_mask_storeu_ps(row, last, r);
+        else if (stream && (reinterpret_cast<uintptr_t>(row) & 63) == 0)
+          _mm512_stream_ps(row, r);
         else
           _mm512_storeu_ps(row, r);
       }
     }
 }
 
+MESHTRAIN_TARGET_AVX512_BF16 void store_fence() { _mm_sfence(); }
+
 // The tile function for MR rows (1..kRows) and NV vectors (1..kVectors).
 template <bool kRounded>
-using TileFn = void (*)(int, float, PackedA, const uint32_t*, int, void*, int, __mmask16);
+using TileFn = void (*)(int, float, PackedA, const uint32_t*, int, void*, int, __mmask16, bool);
 
 template <bool kRounded, int MR>
 TileFn<kRounded> tile_for_vectors(int nv) {
@@ -107,7 +111,8 @@ TileFn<kRounded> tile_for(int mr, int nv) {
 }
 
 template <bool kRounded>
-void run(int M, int N, int KP, float alpha, PackedA a, const uint32_t* b, int ldb, void* c, int ldc) {
+void run(int M, int N, int KP, float alpha, PackedA a, const uint32_t* b, int ldb, void* c, int ldc,
+         bool stream = false) {
   constexpr size_t elem = kRounded ? sizeof(Bf16) : sizeof(float);
   for (int n0 = 0; n0 < N; n0 += 16 * kVectors) {
     const int cols = N - n0 < 16 * kVectors ? N - n0 : 16 * kVectors;
@@ -117,9 +122,10 @@ void run(int M, int N, int KP, float alpha, PackedA a, const uint32_t* b, int ld
       const int mr = M - i0 < kRows ? M - i0 : kRows;
       const PackedA rows{a.a + int64_t(i0) * a.row, a.row, a.pair};
       void* c_tile = static_cast<char*>(c) + (int64_t(i0) * ldc + n0) * int64_t(elem);
-      tile_for<kRounded>(mr, nv)(KP, alpha, rows, b + n0, ldb, c_tile, ldc, last);
+      tile_for<kRounded>(mr, nv)(KP, alpha, rows, b + n0, ldb, c_tile, ldc, last, stream);
     }
   }
+  if (stream) store_fence();  // streamed lines visible before anyone reads them
 }
 
 }  // namespace
@@ -170,6 +176,10 @@ MESHTRAIN_TARGET_AVX512_BF16 void pack_transposed(const Bf16* src, int N, int K,
 
 void product(int M, int N, int KP, float alpha, PackedA a, const uint32_t* b, int ldb, float* c, int ldc) {
   run<false>(M, N, KP, alpha, a, b, ldb, c, ldc);
+}
+
+void product_streamed(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, float* c, int ldc) {
+  run<false>(M, N, KP, 1.0f, a, b, ldb, c, ldc, /*stream=*/true);
 }
 
 void product_rounded(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, Bf16* c, int ldc) {

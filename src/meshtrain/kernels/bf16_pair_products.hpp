@@ -50,7 +50,14 @@ struct PackedA {
 // C (M x N, fp32, row stride ldc) = alpha A B over KP word pairs; B packed,
 // rows ldb words apart.
 void product(int M, int N, int KP, float alpha, PackedA a, const uint32_t* b, int ldb, float* c, int ldc);
-// The same with C written rounded to bf16 (to nearest even), alpha = 1.
+// The same, alpha = 1, with C written by non-temporal stores (rows whose
+// start is 64-byte aligned; plain stores elsewhere): for a large output
+// that nothing reads soon (attention's dq, dk, dv, read by c_attn's
+// backward after the whole layer): each line is written without being
+// read first, and the operands keep the cache. Measured on config B's
+// attention backward: 7.9 ms -> 6.6 ms (bench/RESULTS.md).
+void product_streamed(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, float* c, int ldc);
+// The same as product() with C written rounded to bf16 (to nearest even), alpha = 1.
 void product_rounded(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, Bf16* c, int ldc);
 
 // A row-major bf16 matrix (ld even) as a PackedA.

@@ -8,9 +8,11 @@
 // Each (b, h) is one task of a `parallel for`; inside it gemm runs on the
 // calling thread, straight on the strided qkv rows (no head transposes).
 //
-// bf16 (training.precision = "bf16", AttentionBf16 below): the five
-// products per head take bf16 operands with fp32 sums (gemm_bf16.hpp), and
-// the probabilities are stored rounded to bf16, half the bytes of the one
+// bf16 (training.precision = "bf16", AttentionBf16 below): the six
+// products per head take bf16 operands with fp32 sums, on operands packed
+// once per head (bf16_pair_products.hpp) where the CPU has AVX512-BF16 and
+// T and hs are multiples of 16, else through gemm_bf16.hpp. The
+// probabilities are stored rounded to bf16, half the bytes of the one
 // activation that grows with T^2; the products read them as they are. The
 // scores, the softmax and its backward are computed in fp32 (the backward
 // widens the stored probabilities); the score gradients are rounded as they

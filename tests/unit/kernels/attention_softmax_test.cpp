@@ -1,5 +1,7 @@
 #include "meshtrain/kernels/attention_softmax.hpp"
 
+#include <ostream>
+
 #include "kernel_test_util.hpp"
 #include "meshtrain/kernels/bf16_pair_products.hpp"
 
@@ -12,6 +14,11 @@ struct Rows {
   int64_t T, r0, r1;
   bool causal;
 };
+
+// Names the case in test names (gtest otherwise prints its bytes, padding included).
+void PrintTo(const Rows& r, std::ostream* os) {
+  *os << "T" << r.T << " rows " << r.r0 << "-" << r.r1 << (r.causal ? " causal" : " full");
+}
 
 class AttentionSoftmaxAvx512 : public ::testing::TestWithParam<Rows> {
  protected:

@@ -1,5 +1,7 @@
 #include "meshtrain/kernels/attention.hpp"
 
+#include <ostream>
+
 #include "kernel_test_util.hpp"
 #include "meshtrain/kernels/bf16_pair_products.hpp"
 
@@ -39,6 +41,13 @@ struct Case {
   int64_t B, T, C, NH;
   bool causal;
 };
+
+// Names the case in test names ("B2 T80 C32 NH1 causal"): gtest otherwise
+// prints its bytes, padding included, so the names would change from build
+// to build.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "B" << c.B << " T" << c.T << " C" << c.C << " NH" << c.NH << (c.causal ? " causal" : " full");
+}
 
 class AttentionKernel : public ::testing::TestWithParam<Case> {};
 

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "meshtrain/core/cpu_dispatch.hpp"
+#include "meshtrain/kernels/attention_softmax.hpp"
 #include "meshtrain/kernels/bf16_pair_products.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/kernels/gemm_bf16.hpp"
-#include "meshtrain/kernels/attention_softmax.hpp"
 
 namespace meshtrain::kernels {
 

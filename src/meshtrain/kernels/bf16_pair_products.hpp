@@ -55,7 +55,7 @@ void product(int M, int N, int KP, float alpha, PackedA a, const uint32_t* b, in
 // that nothing reads soon (attention's dq, dk, dv, read by c_attn's
 // backward after the whole layer): each line is written without being
 // read first, and the operands keep the cache. Measured on config B's
-// attention backward: 7.9 ms -> 6.6 ms (bench/RESULTS.md).
+// attention backward: 7.9 ms -> 6.4-6.5 ms (bench/RESULTS.md).
 void product_streamed(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, float* c, int ldc);
 // The same as product() with C written rounded to bf16 (to nearest even), alpha = 1.
 void product_rounded(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, Bf16* c, int ldc);

@@ -9,20 +9,33 @@
 
 namespace meshtrain::kernels {
 
+// The Cephes expf constants, shared with the AVX-512 softmax
+// (attention_softmax_avx512.cpp): log2(e); ln 2 split as kLn2Hi - kLn2Lo,
+// kLn2Hi exact in few bits so n kLn2Hi is exact; e^r ~ 1 + r + r^2 p(r)
+// with p's coefficients from the highest power down.
+namespace cephes_exp {
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2Hi = 0.693359375f;
+inline constexpr float kLn2Lo = 2.12194440e-4f;
+inline constexpr float kPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace cephes_exp
+
 inline float fast_exp(float x) {
+  using namespace cephes_exp;
   // Clamp so 2^n stays a normal float; exp(-87.3) ~ 1e-38 stands in for 0.
   x = x < -87.3f ? -87.3f : x;
   x = x > 88.3f ? 88.3f : x;
   // x = n ln2 + r with n = round(x / ln2) (magic-constant rounding), |r| <= ln2/2.
-  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float shifted = x * kLog2e + 12582912.0f;
   const float n = shifted - 12582912.0f;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 split hi/lo
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  const float r = (x - n * kLn2Hi) + n * kLn2Lo;
+  float p = kPoly[0];
+  p = p * r + kPoly[1];
+  p = p * r + kPoly[2];
+  p = p * r + kPoly[3];
+  p = p * r + kPoly[4];
+  p = p * r + kPoly[5];
   const float er = p * r * r + r + 1.0f;
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n
   return er * std::bit_cast<float>(bits);

@@ -1,6 +1,9 @@
 #include "meshtrain/kernels/bf16_pair_products.hpp"
 
+#include <algorithm>
+
 #include "kernel_test_util.hpp"
+#include "meshtrain/core/aligned_buffer.hpp"
 
 namespace meshtrain::kernels {
 namespace {
@@ -118,6 +121,30 @@ TEST_P(PairProducts, RoundedIsTheFp32ProductRounded) {
   pp::product(M, N, K / 2, 1.0f, pp::row_major(a.data(), K), packed.data(), N, c.data(), N);
   pp::product_rounded(M, N, K / 2, pp::row_major(a.data(), K), packed.data(), N, c16.data(), N);
   for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c16[i].bits, to_bf16(c[i]).bits) << i;
+}
+
+// The streamed product writes the same values as the plain one, whether
+// its rows start on a 64-byte line (non-temporal stores) or not (plain
+// stores), and leaves the columns past N alone.
+TEST_P(PairProducts, StreamedWritesWhatThePlainProductWrites) {
+  const auto [M, N, K] = GetParam();
+  Rng rng(M * 5 + N * 13 + K);
+  auto a = random_bf16(size_t(M) * K, rng), b = random_bf16(size_t(K) * N, rng);
+  std::vector<uint32_t> packed(size_t(K / 2) * N);
+  pp::pack_row_pairs(b.data(), K, N, N, packed.data(), N);
+  std::vector<float> plain(size_t(M) * N);
+  pp::product(M, N, K / 2, 1.0f, pp::row_major(a.data(), K), packed.data(), N, plain.data(), N);
+  const int lined = (N + 15) / 16 * 16;  // every row on a line
+  for (const int ldc : {lined, N + 1}) {
+    AlignedBuffer<float> c(size_t(M) * ldc + 1, MemoryKind::Other);
+    std::fill(c.data(), c.data() + c.size(), -7.0f);
+    pp::product_streamed(M, N, K / 2, pp::row_major(a.data(), K), packed.data(), N, c.data(), ldc);
+    for (int i = 0; i < M; ++i)
+      for (int n = 0; n < ldc; ++n) {
+        const float want = n < N ? plain[size_t(i) * N + n] : -7.0f;
+        ASSERT_EQ(c.data()[size_t(i) * ldc + n], want) << "ldc " << ldc << " at " << i << "," << n;
+      }
+  }
 }
 
 // Tiles of 6 rows and 64 columns with every remainder: M from 1 to past

@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   } catch (const meshtrain::ConfigError& e) {
     std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
     return meshtrain::kExitBadInput;
+  } catch (const meshtrain::DeviceError& e) {
+    std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
+    return meshtrain::kExitBadInput;
   } catch (const meshtrain::DataError& e) {
     std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
     return meshtrain::kExitBadInput;

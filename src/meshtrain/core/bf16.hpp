@@ -9,7 +9,8 @@
 // the array conversions) and by gradient communication in bf16
 // (parallel.reduce_dtype; comm's DataType::BF16).
 #include <cstdint>
-#include <cstring>
+
+#include "meshtrain/core/hd.hpp"
 
 namespace meshtrain {
 
@@ -19,9 +20,8 @@ struct Bf16 {
   uint16_t bits;
 };
 
-inline Bf16 to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
+MESHTRAIN_HD Bf16 to_bf16(float x) {
+  uint32_t u = bit_cast_hd<uint32_t>(x);
   if ((u & 0x7fffffffu) > 0x7f800000u) return Bf16{static_cast<uint16_t>((u >> 16) | 0x0040u)};  // quiet NaN
   // Round to nearest even: add half an ulp of bf16, less one when the kept
   // part is even, so an exact tie rounds to the even neighbour.
@@ -29,11 +29,6 @@ inline Bf16 to_bf16(float x) {
   return Bf16{static_cast<uint16_t>(u >> 16)};
 }
 
-inline float to_float(Bf16 h) {
-  const uint32_t u = uint32_t(h.bits) << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
+MESHTRAIN_HD float to_float(Bf16 h) { return bit_cast_hd<float>(uint32_t(h.bits) << 16); }
 
 }  // namespace meshtrain

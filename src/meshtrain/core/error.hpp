@@ -26,14 +26,20 @@ struct CheckpointError : Error {
 struct CommError : Error {
   using Error::Error;
 };
+// The job asked for a device this process cannot use: no GPU driver, no
+// such GPU, a CUDA build missing, or a CUDA error at start. Like bad input,
+// running the same job again on this machine cannot help.
+struct DeviceError : Error {
+  using Error::Error;
+};
 // Any I/O failure outside the cases above (a directory that cannot be written...).
 struct IoError : Error {
   using Error::Error;
 };
 
-// Exit status of a `meshtrain` process that failed on its configuration or
-// input data (ConfigError, DataError): running it again cannot help, so a
-// supervisor does not restart it. Other errors exit with status 1.
+// Exit status of a `meshtrain` process that failed on its configuration,
+// input data or device (ConfigError, DataError, DeviceError): running it
+// again cannot help, so a supervisor does not restart it. Other errors exit with status 1.
 inline constexpr int kExitBadInput = 3;
 
 }  // namespace meshtrain

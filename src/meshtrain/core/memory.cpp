@@ -21,6 +21,11 @@ MemoryTracker& MemoryTracker::global() {
   return tracker;
 }
 
+MemoryTracker& MemoryTracker::device() {
+  static MemoryTracker tracker;
+  return tracker;
+}
+
 static void raise_peak(std::atomic<size_t>& peak, size_t value) {
   size_t seen = peak.load(std::memory_order_relaxed);
   while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {

@@ -18,7 +18,11 @@ std::string_view memory_kind_name(MemoryKind kind);
 
 class MemoryTracker {
  public:
+  // Host memory (AlignedBuffer).
   static MemoryTracker& global();
+  // Device memory (DeviceBuffer, core/device_buffer.hpp): the memory report
+  // gives both.
+  static MemoryTracker& device();
 
   void add(MemoryKind kind, size_t bytes);
   void sub(MemoryKind kind, size_t bytes);

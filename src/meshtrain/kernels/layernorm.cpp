@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "meshtrain/core/cpu_dispatch.hpp"
+#include "meshtrain/kernels/layernorm_math.hpp"
 #include "meshtrain/kernels/parallel.hpp"
 
 namespace meshtrain::kernels {
@@ -29,7 +30,7 @@ template <class Out>
 #pragma omp simd reduction(+ : var)
   for (int64_t c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
   const float s = 1.0f / std::sqrt(var / C + kLayerNormEps);
-  for (int64_t c = 0; c < C; ++c) store(o + c, (x[c] - m) * s * weight[c] + bias[c]);
+  for (int64_t c = 0; c < C; ++c) store(o + c, layernorm_out(x[c], m, s, weight[c], bias[c]));
   mean = m;
   rstd = s;
 }
@@ -81,10 +82,10 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       if (dresid) {
         const float* dr = dresid + n * C;  // may alias dx: read before write, same index
         for (int64_t c = 0; c < C; ++c)
-          dx[c] = dr[c] + s * (dy[c] * weight[c] - mean_dnorm - (x[c] - m) * s * mean_dnorm_xhat);
+          dx[c] = dr[c] + layernorm_dinp(dy[c], x[c], m, s, weight[c], mean_dnorm, mean_dnorm_xhat);
       } else {
         for (int64_t c = 0; c < C; ++c)
-          dx[c] = s * (dy[c] * weight[c] - mean_dnorm - (x[c] - m) * s * mean_dnorm_xhat);
+          dx[c] = layernorm_dinp(dy[c], x[c], m, s, weight[c], mean_dnorm, mean_dnorm_xhat);
       }
       if (one_thread) {
         for (int64_t c = 0; c < C; ++c) {

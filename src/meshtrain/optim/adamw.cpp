@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "meshtrain/core/cpu_dispatch.hpp"
+#include "meshtrain/kernels/adamw_math.hpp"
 
 namespace meshtrain {
 
@@ -18,9 +19,7 @@ AdamW::AdamW(const ParamStore& store, std::span<const FlatSegment> segments, con
 
 namespace {
 
-struct AdamWStep {
-  float decay_factor, one_minus_b1, b2, one_minus_b2, step_size, bc2_sqrt, eps;
-};
+using kernels::AdamWStep;
 
 // One chunk's update. Four distinct buffers: __restrict lets the compiler
 // vectorize the loop (sqrt and division included; IEEE-exact, so results are
@@ -28,12 +27,7 @@ struct AdamWStep {
 MESHTRAIN_HOT_LOOP
 void adamw_chunk(float* __restrict w, const float* __restrict g, float* __restrict m, float* __restrict v, size_t n,
                  float decay, const AdamWStep& s) {
-  for (size_t i = 0; i < n; ++i) {
-    m[i] += s.one_minus_b1 * (g[i] - m[i]);
-    v[i] = s.b2 * v[i] + s.one_minus_b2 * g[i] * g[i];
-    const float denom = std::sqrt(v[i]) / s.bc2_sqrt + s.eps;
-    w[i] = w[i] * decay - s.step_size * (m[i] / denom);
-  }
+  for (size_t i = 0; i < n; ++i) kernels::adamw_element(w[i], g[i], m[i], v[i], decay, s);
 }
 
 }  // namespace

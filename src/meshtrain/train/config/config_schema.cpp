@@ -134,6 +134,9 @@ const std::vector<Field>& fields() {
       MT_ENUM(training, precision,
               "the matrix products of the linear layers, attention and the output layer: bf16 operands with fp32 sums (weights, gradients and optimizer "
               "state stay fp32), or fp32"),
+      MT_FIELD(training, device, String, {},
+               "where the model trains: \"cpu\", \"cuda\" (the GPU numbered LOCAL_RANK under a launcher, else 0) or "
+               "\"cuda:N\"; a GPU that cannot be used stops the job with the reason, exit status 3 (docs/gpu.md)"),
       MT_ENUM(optimizer, name, "optimizer"),
       MT_FIELD(optimizer, lr, Float, left_open(0, 10), "base learning rate"),
       MT_FIELD(optimizer, weight_decay, Float, closed(0, 10), "decoupled weight decay"),

@@ -4,6 +4,7 @@
 // the keys themselves are in config_schema.cpp.
 #include <string>
 
+#include "meshtrain/core/device.hpp"
 #include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/parallel/pipeline/stage_split.hpp"
@@ -181,6 +182,11 @@ void validate_job_config(const JobConfig& c) {
                                               " steps must be shorter than training.steps (" +
                                               std::to_string(c.training.steps) + ") to leave room for decay");
   if (c.training.out_dir.empty()) fail_config(origin, "training.out_dir", "must not be empty");
+  try {
+    parse_device(c.training.device);
+  } catch (const ConfigError& e) {
+    fail_config(origin, "training.device", e.what());
+  }
   if (c.parallel.reduce_dtype == Precision::Bf16 && c.parallel.data == DataParallelism::ParameterServer)
     fail_config(origin, "parallel.reduce_dtype", "parameter servers exchange fp32 gradients and parameters; bf16 is for "
                                                  "parallel.data = \"allreduce\"");

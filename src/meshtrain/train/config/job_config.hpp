@@ -89,6 +89,7 @@ struct TrainingSection {
   double max_memory_mb = 0;  // per-rank limit on tracked memory; 0: none
   nn::Recompute recompute = nn::Recompute::None;
   Precision precision = Precision::Fp32;  // the matrix products' operands (core/precision.hpp)
+  std::string device = "cpu";             // "cpu", "cuda" or "cuda:N" (core/device.hpp)
 };
 
 struct OptimizerSection {

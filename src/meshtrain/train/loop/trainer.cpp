@@ -27,6 +27,7 @@
 #include "meshtrain/train/loop/heartbeat.hpp"
 #include "meshtrain/train/loop/init_from.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
+#include "meshtrain/train/loop/training_device.hpp"
 #include "meshtrain/train/ps/ps_worker.hpp"
 #include "meshtrain/train/report/metrics_log.hpp"
 #include "meshtrain/train/report/pipeline_trace.hpp"
@@ -435,6 +436,7 @@ void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock:
 }  // namespace
 
 TrainSummary train(const JobConfig& config, const TrainOptions& options) {
+  open_training_device(config.training);
   if (config.parallel.data == DataParallelism::ParameterServer) return train_parameter_server_worker(config, options);
   return SyncTrainer(config, options).run();
 }

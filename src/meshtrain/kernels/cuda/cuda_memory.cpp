@@ -1,0 +1,35 @@
+#include "meshtrain/kernels/cuda/cuda_memory.hpp"
+
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/cuda/cuda_check.hpp"
+
+namespace meshtrain::kernels::cuda {
+
+CudaAllocator::CudaAllocator(cudaStream_t stream) : stream_(stream) { MESHTRAIN_CUDA_CHECK(cudaGetDevice(&device_)); }
+
+void* CudaAllocator::allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t status = cudaMallocAsync(&p, bytes, stream_);
+  if (status == cudaErrorMemoryAllocation)
+    throw DeviceError("out of GPU memory on " + name() + " allocating " + std::to_string(bytes >> 20) + " MiB");
+  MESHTRAIN_CUDA_CHECK(status);
+  return p;
+}
+
+void CudaAllocator::release(void* p) noexcept { cudaFreeAsync(p, stream_); }
+
+void CudaAllocator::zero(void* p, size_t bytes) { MESHTRAIN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_)); }
+
+void CudaAllocator::upload(void* device_dst, const void* host_src, size_t bytes) {
+  MESHTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  MESHTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaAllocator::download(void* host_dst, const void* device_src, size_t bytes) {
+  MESHTRAIN_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
+  MESHTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+std::string CudaAllocator::name() const { return "cuda:" + std::to_string(device_); }
+
+}  // namespace meshtrain::kernels::cuda

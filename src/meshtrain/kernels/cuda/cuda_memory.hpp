@@ -1,0 +1,28 @@
+#pragma once
+// A GPU's memory as a DeviceAllocator (core/device_buffer.hpp): allocations
+// from the stream-ordered pool, fills and copies issued on one stream, so
+// they order with the kernels on it; upload and download wait for their copy.
+#include <cuda_runtime_api.h>
+
+#include "meshtrain/core/device_buffer.hpp"
+
+namespace meshtrain::kernels::cuda {
+
+class CudaAllocator final : public DeviceAllocator {
+ public:
+  // The current device's memory, ordered on `stream` (0: the legacy default stream).
+  explicit CudaAllocator(cudaStream_t stream = nullptr);
+  void* allocate(size_t bytes) override;
+  void release(void* p) noexcept override;
+  void zero(void* p, size_t bytes) override;
+  void upload(void* device_dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* device_src, size_t bytes) override;
+  std::string name() const override;
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  cudaStream_t stream_;
+  int device_ = 0;
+};
+
+}  // namespace meshtrain::kernels::cuda

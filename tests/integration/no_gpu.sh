@@ -10,7 +10,8 @@ tiny_config job.toml "$WORK/text.txt"
 
 # Which reason depends on the build: with the CUDA path the runtime answers
 # (no driver, no device), without it the build says so.
-if "$MESHTRAIN" train --help | grep -q "training.device"; then :; else fail "train --help lacks training.device"; fi
+"$MESHTRAIN" train --help > help.txt
+grep -q "training.device" help.txt || fail "train --help lacks training.device"
 reason="no usable GPU: no NVIDIA driver on this machine\|no usable GPU: the NVIDIA driver sees no GPU\|this meshtrain was built without CUDA"
 
 expect_status() {  # expect_status STATUS PATTERN COMMAND...: the exit status and the one error line

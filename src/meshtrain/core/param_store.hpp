@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device.hpp"
 #include "meshtrain/core/precision.hpp"
 #include "meshtrain/core/shape.hpp"
 
@@ -126,6 +127,12 @@ class ParamStore {
   float* param(size_t index) { return param_ptr_[index]; }
   const float* param(size_t index) const { return param_ptr_[index]; }
 
+  // The device the parameters, gradients and the layers' kernels live on
+  // (training.device): layers and optimizers run their kernels through
+  // kernels::backend_for(device()). Set once, before the first forward.
+  void set_device(Device device) { device_ = device; }
+  const Device& device() const { return device_; }
+
   // The precision the layers' matrix products run in (core/precision.hpp):
   // the parameters themselves stay fp32. Set once, before the first forward.
   void set_compute_precision(Precision p) { compute_precision_ = p; }
@@ -215,6 +222,7 @@ class ParamStore {
   bool replica_ = false;          // between begin_replica() and end_replica()
   bool declaring_experts_ = false;
   Precision compute_precision_ = Precision::Fp32;
+  Device device_;
   bool params_released_ = false;
   std::vector<float*> param_ptr_, grad_ptr_;
   std::vector<uint8_t> grad_zeroed_;  // per view: claim_zeroed_grad()

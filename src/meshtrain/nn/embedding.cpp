@@ -2,6 +2,7 @@
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/embedding.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/init.hpp"
 
 namespace meshtrain::nn {
@@ -42,7 +43,7 @@ float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
   T_ = T;
   float* out = out_.data();
   if (!tp_) {
-    kernels::encoder_forward(out, tokens, store_.param(wte_), store_.param(wpe_), B, T, C_);
+    backend_of(store_).encoder_forward(out, tokens, store_.param(wte_), store_.param(wpe_), B, T, C_);
     return out;
   }
   if (!seq) {
@@ -61,7 +62,7 @@ float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
 void Embedding::backward(const float* dout) {
   if (!tokens_) throw Error("Embedding::backward called before forward");
   if (!tp_) {
-    kernels::encoder_backward(store_.grad(wte_), store_.grad(wpe_), dout, tokens_, B_, T_, C_);
+    backend_of(store_).encoder_backward(store_.grad(wte_), store_.grad(wpe_), dout, tokens_, B_, T_, C_);
   } else {
     if (sequence_parallel(tp_)) {
       const int64_t N = B_ * T_;

@@ -3,6 +3,7 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/bf16.hpp"
 #include "meshtrain/kernels/elementwise.hpp"
+#include "meshtrain/nn/backend.hpp"
 
 namespace meshtrain::nn {
 
@@ -26,7 +27,7 @@ float* Mlp::forward(const float* inp, int64_t N, const float* residual) {
   }
   h_ = c_fc_.forward(inp, N);  // (N, H)
   gelu_.ensure(N * H);
-  kernels::gelu_forward(gelu_.data(), h_, N * H);
+  backend_of(store_).gelu_forward(gelu_.data(), h_, N * H);
   return c_proj_.forward(gelu_.data(), N, residual);
 }
 
@@ -38,7 +39,7 @@ float* Mlp::forward_into(const float* inp, int64_t N, float* h, float* gelu, flo
     return c_proj_.forward_rounded_into(N, out);
   }
   h_ = c_fc_.forward_into(inp, N, h);
-  kernels::gelu_forward(gelu, h_, N * H);
+  backend_of(store_).gelu_forward(gelu, h_, N * H);
   return c_proj_.forward_into(gelu, N, out);
 }
 
@@ -66,7 +67,7 @@ void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
   }
   float* dh = Workspace::get(ws.dh, N_ * H);  // (N, H): d gelu output, then d pre-activation in place
   c_proj_.backward(dh, dout);
-  kernels::gelu_backward(dh, h_, dh, N_ * H);
+  backend_of(store_).gelu_backward(dh, h_, dh, N_ * H);
   c_fc_.backward(dinp, dh);
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/kernels/elementwise.hpp"
+#include "meshtrain/nn/backend.hpp"
 
 namespace meshtrain {
 
@@ -52,7 +52,7 @@ ForwardResult MlpClassifier::forward(const Batch& batch) {
   for (size_t i = 0; i < fc_.size(); ++i) {
     const float* h = fc_[i]->forward(x, B);  // (B, hidden[i]) pre-activation
     act_[i].ensure(B * config_.hidden[i]);
-    kernels::gelu_forward(act_[i].data(), h, B * config_.hidden[i]);
+    nn::backend_of(store_).gelu_forward(act_[i].data(), h, B * config_.hidden[i]);
     x = act_[i].data();
   }
   const float* logits = head_.forward(x, B);  // (B, classes)
@@ -77,7 +77,7 @@ void MlpClassifier::backward() {
   for (size_t k = fc_.size(); k-- > 0;) {
     float* dact = dbuf_[cur].data();  // (B, hidden[k])
     // GELU backward needs the pre-activation, which fc_[k] still holds.
-    kernels::gelu_backward(dact, fc_[k]->output(), dact, B_ * config_.hidden[k]);
+    nn::backend_of(store_).gelu_backward(dact, fc_[k]->output(), dact, B_ * config_.hidden[k]);
     fc_[k]->backward(k == 0 ? nullptr : dbuf_[1 - cur].data(), dact);
     cur = 1 - cur;
   }

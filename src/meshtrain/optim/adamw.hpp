@@ -7,6 +7,7 @@
 //   w -= lr / (1 - beta1^t) * m / denom
 // Scalars are formed in double and rounded to float once, elementwise math is
 // float, as PyTorch does for fp32 tensors.
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/optim/chunks.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/optim/optimizer.hpp"
@@ -24,7 +25,9 @@ class AdamW final : public Optimizer {
   std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
 
  private:
+  kernels::Backend& backend_;  // the store's device's (kernels/backend.hpp)
   double weight_decay_, beta1_, beta2_, eps_;
+  std::vector<kernels::AdamWChunk> batch_;  // update(): the chunks' pointers, rebuilt each step (buffers move under ZeRO)
   AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (local_size)
   AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (local_size)
 };

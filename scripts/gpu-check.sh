@@ -1,0 +1,334 @@
+#!/usr/bin/env bash
+# The device check, run on a lent GPU machine (one H100 or H200, a CUDA 13
+# driver, Python with PyTorch, 16 cores; no network, no CUDA toolkit, no
+# build tools) from the working tree, with the bundle scripts/gpu-bundle.sh
+# made on a build machine. Stages, each under its own time limit so the
+# whole stays under 8 minutes:
+#   info      nvidia-smi, the driver, glibc, Python and PyTorch versions
+#   cublaslt  libcublasLt.so.13 found on this machine (Python's nvidia
+#             packages, a CUDA install, the loader's cache) and put on
+#             LD_LIBRARY_PATH; without it: exit 3, saying so
+#   probe     `meshtrain train --training.device=cuda` must see the GPU and
+#             stop with exit 3: meshtrain cannot train on a GPU yet
+#   gemm_rate cuBLASLt's bf16 GEMM rate (bench/gpu/gemm_rate.cpp)
+#   unit_cuda the GPU tests with MESHTRAIN_REQUIRE_GPU_TESTS=1 (a skip fails)
+#   torch_*   bench/gpu/torch_gpt2.py, PyTorch's GPT-2 124M step rate, eager
+#             and torch.compile: the peer
+# Everything lands in $OUT (default build/gpu-check): gpu-check.log, each
+# stage's .out and .err, unit_cuda.json (gtest), summary.json.
+# Exit status: 0 every stage passed, 1 a stage failed, 3 no GPU or no cuBLASLt.
+#
+# Usage: scripts/gpu-check.sh [BUNDLE]   BUNDLE: the folder or .tar.gz of
+# scripts/gpu-bundle.sh (default build/gpu-bundle, else build/gpu-bundle.tar.gz)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${OUT:-$root/build/gpu-check}
+mkdir -p "$out"
+exec > >(tee "$out/gpu-check.log") 2>&1
+
+deadline=420  # seconds for all stages; kill grace, summary and slack fill the rest of 8 minutes
+python=$(command -v python3 || command -v python || true)
+: > "$out/stages.tsv"
+note() { echo "gpu-check: $*"; }
+
+# Writes summary.json from what the stages left in $out, then exits.
+finish() {
+  local status=$1
+  if [ -n "$python" ]; then
+    "$python" - "$out" "$status" "$SECONDS" <<'PY' || note "summary.json could not be written"
+import json, os, re, sys
+
+out, status, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+def read(name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+def last_json(name):  # the last line of a stage's stdout that parses as JSON
+    text = read(name) or ""
+    for line in reversed(text.splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+facts = {}
+for line in (read("facts.txt") or "").splitlines():
+    key, _, value = line.partition("=")
+    facts[key] = value
+stages = {}
+for line in (read("stages.tsv") or "").splitlines():
+    name, result, secs, limit = line.split("\t")
+    stages[name] = {"result": result, "seconds": int(secs), "limit_s": int(limit)}
+
+tests = None
+report = None
+try:
+    with open(os.path.join(out, "unit_cuda.json")) as f:
+        report = json.load(f)
+except (OSError, ValueError):
+    pass
+if report is not None:
+    tests = {"passed": 0, "failed": 0, "skipped": 0, "failed_tests": [], "source": "gtest json"}
+    for suite in report.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            name = suite["name"] + "." + t["name"]
+            if t.get("failures"):
+                tests["failed"] += 1
+                tests["failed_tests"].append(name)
+            elif t.get("result") == "SKIPPED":
+                tests["skipped"] += 1
+            elif t.get("status") == "RUN":
+                tests["passed"] += 1
+elif read("unit_cuda.out") is not None:  # killed before gtest wrote its report: count its lines
+    log = read("unit_cuda.out")
+    tests = {"passed": len(re.findall(r"^\[       OK \] .* \(\d+ ms\)$", log, re.M)),
+             "failed": len(re.findall(r"^\[  FAILED  \] .* \(\d+ ms\)$", log, re.M)),
+             "skipped": len(re.findall(r"^\[  SKIPPED \] .* \(\d+ ms\)$", log, re.M)),
+             "failed_tests": re.findall(r"^\[  FAILED  \] (\S+) \(\d+ ms\)$", log, re.M),
+             "source": "log lines (no gtest report: the run was cut short)"}
+
+gemm = last_json("gemm_rate.out")
+torch_runs = {mode: last_json(f"torch_{mode}.out") for mode in ("eager", "compile")}
+square = (gemm or {}).get("square_8192", {}).get("forward_tflops")
+for run in torch_runs.values():
+    if run and square:
+        run["mfu_vs_gemm_rate"] = round(run["tokens_per_s"] * run["flops_per_token"] / (square * 1e12), 4)
+
+summary = {
+    "gpu": facts.get("gpu"),
+    "driver": facts.get("driver"),
+    "cuda_driver_api": facts.get("cuda_driver_api"),
+    "gpu_memory": facts.get("gpu_memory"),
+    "versions": {
+        "python": facts.get("python"),
+        "torch": facts.get("torch"),
+        "torch_cuda": facts.get("torch_cuda"),
+        "glibc": facts.get("glibc"),
+        "cublaslt": (gemm or {}).get("cublaslt"),
+        "cuda_runtime_in_meshtrain": (gemm or {}).get("runtime"),
+        "bundle": facts.get("bundle"),
+    },
+    "cublaslt_dir": facts.get("cublaslt_dir"),
+    "bundle_runs": facts.get("bundle_runs"),
+    "meshtrain_gpu_training": "not built yet",
+    "meshtrain_gpu_probe": facts.get("probe"),
+    "gemm_rate": gemm,
+    "unit_cuda": tests,
+    "torch_gpt2": torch_runs,
+    "flop_count": "MFU counts 6*N_matmul + 12*L*C*T FLOPs per token, against 989 TFLOP/s (mfu_vs_989) "
+                  "and against this run's 8192^3 bf16 GEMM rate (mfu_vs_gemm_rate)",
+    "stages": stages,
+    "seconds": seconds,
+    "exit_status": status,
+    "reason": facts.get("reason"),
+}
+with open(os.path.join(out, "summary.json"), "w") as f:
+    json.dump(summary, f, indent=2)
+print(json.dumps({k: summary[k] for k in ("gpu", "meshtrain_gpu_training", "unit_cuda", "exit_status")}))
+PY
+  else
+    printf '{"meshtrain_gpu_training": "not built yet", "exit_status": %d, "reason": "no Python on this machine"}\n' \
+      "$status" > "$out/summary.json"
+  fi
+  note "summary: $out/summary.json; exit status $status (${SECONDS} s)"
+  if [ -n "${unpacked:-}" ]; then rm -rf "$unpacked"; fi
+  exit "$status"
+}
+fact() { printf '%s=%s\n' "$1" "$2" >> "$out/facts.txt"; }
+no_go() {  # no_go REASON: nothing here can run; exit 3
+  note "$1"
+  fact reason "$1"
+  finish 3
+}
+: > "$out/facts.txt"
+
+failed=0
+# stage NAME MAX_S LATER_S COMMAND...: runs COMMAND with stdout in NAME.out
+# and stderr in NAME.err (both shown after), under a limit of MAX_S seconds
+# or what the deadline leaves once LATER_S seconds are kept for the stages
+# after it. Sets stage_rc.
+stage() {
+  local name=$1 max=$2 later=$3
+  shift 3
+  local limit=$((deadline - SECONDS - later))
+  [ "$limit" -le "$max" ] || limit=$max
+  local start=$SECONDS result
+  stage_rc=0
+  if [ "$limit" -lt 5 ]; then
+    result="skipped: out of time"
+    stage_rc=124
+  else
+    note "== $name (limit ${limit} s)"
+    timeout --kill-after=5 "$limit" "$@" > "$out/$name.out" 2> "$out/$name.err" || stage_rc=$?
+    case $stage_rc in
+      0) result=passed ;;
+      124 | 137) result="timed out after ${limit} s" ;;
+      *) result="failed (exit status $stage_rc)" ;;
+    esac
+  fi
+  printf '%s\t%s\t%d\t%d\n' "$name" "$result" $((SECONDS - start)) "$limit" >> "$out/stages.tsv"
+  tail -n 40 "$out/$name.err" 2> /dev/null | sed "s/^/  [$name] /" || true
+  tail -n 20 "$out/$name.out" 2> /dev/null | cut -c1-400 | sed "s/^/  [$name] /" || true
+  note "$name: $result"
+}
+
+# ---- the bundle ---------------------------------------------------------------
+bundle=${1:-}
+if [ -z "$bundle" ]; then
+  bundle=$root/build/gpu-bundle
+  [ -d "$bundle" ] || bundle=$root/build/gpu-bundle.tar.gz
+fi
+if [ -f "$bundle" ]; then
+  unpacked=$(mktemp -d "${TMPDIR:-/tmp}/gpu-bundle.XXXXXX")
+  tar -xzf "$bundle" -C "$unpacked"
+  bundle=$(find "$unpacked" -mindepth 2 -maxdepth 2 -name MANIFEST -printf '%h\n' | head -n 1)
+fi
+if [ -z "$bundle" ] || [ ! -x "$bundle/bin/unit_cuda" ]; then
+  no_go "no bundle at ${1:-$root/build/gpu-bundle[.tar.gz]}: make it on a build machine with scripts/gpu-bundle.sh"
+fi
+note "bundle $bundle: $(head -n 2 "$bundle/MANIFEST" | tr '\n' ';')"
+fact bundle "$(sed -n 2p "$bundle/MANIFEST")"
+
+# ---- info ---------------------------------------------------------------------
+stage nvidia_smi 15 400 nvidia-smi || true
+if [ "$stage_rc" -ne 0 ]; then
+  no_go "nvidia-smi failed (exit status $stage_rc): no NVIDIA driver or no GPU on this machine"
+fi
+sed 's/^/  /' "$out/nvidia_smi.out"
+IFS=, read -r gpu driver memory < <(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader -i 0) || true
+fact gpu "$gpu"
+fact driver "${driver# }"
+fact gpu_memory "${memory# }"
+fact cuda_driver_api "$(grep -o 'CUDA Version: [0-9.]*' "$out/nvidia_smi.out" | awk '{print $3}' || true)"
+glibc=$(getconf GNU_LIBC_VERSION 2> /dev/null | awk '{print $2}' || true)
+fact glibc "$glibc"
+built=$(cat "$bundle/GLIBC_VERSION")
+if [ -n "$glibc" ] && [ "$(printf '%s\n%s\n' "$built" "$glibc" | sort -V | head -n 1)" = "$built" ]; then
+  fact bundle_runs "on this machine's glibc $glibc (built with $built)"
+else
+  fact bundle_runs "under the bundled glibc $built's loader (this machine has ${glibc:-an unknown one})"
+fi
+[ -n "$python" ] || no_go "no python3 on this machine: the cuBLASLt search and the PyTorch peer need it"
+stage versions 30 370 "$python" -c '
+import platform
+print("python=" + platform.python_version(), flush=True)
+import torch
+print("torch=" + torch.__version__)
+print("torch_cuda=" + str(torch.version.cuda))
+' || true
+cat "$out/versions.out" >> "$out/facts.txt" || true
+
+# ---- cuBLASLt -------------------------------------------------------------------
+# Not in the bundle (541 MB): CUDA 13 pip wheels keep it in
+# site-packages/nvidia/cu13/lib, older layouts in nvidia/cublas/lib.
+find_cublaslt() {
+  timeout 30 "$python" - << 'PY' 2> /dev/null || true
+import glob, importlib.util, os, site, sys
+roots = []
+spec = importlib.util.find_spec("nvidia")
+if spec and spec.submodule_search_locations:
+    roots += list(spec.submodule_search_locations)
+for sp in site.getsitepackages() + [site.getusersitepackages()]:
+    roots.append(os.path.join(sp, "nvidia"))
+spec = importlib.util.find_spec("torch")
+if spec and spec.submodule_search_locations:
+    roots += [os.path.join(p, "lib") for p in spec.submodule_search_locations]
+for root in roots:
+    for pattern in ("cu13/lib/libcublasLt.so.13", "cublas/lib/libcublasLt.so.13", "libcublasLt.so.13",
+                    "**/libcublasLt.so.13"):
+        hits = glob.glob(os.path.join(root, pattern), recursive=True)
+        if hits:
+            print(os.path.dirname(os.path.realpath(hits[0])))
+            sys.exit(0)
+PY
+  local d
+  for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
+    /usr/lib/x86_64-linux-gnu /usr/lib64; do
+    if [ -e "$d/libcublasLt.so.13" ]; then
+      echo "$d"
+      return
+    fi
+  done
+  d=$( (ldconfig -p 2> /dev/null || /sbin/ldconfig -p 2> /dev/null || true) | awk '/libcublasLt\.so\.13 / {print $NF; exit}')
+  if [ -n "$d" ]; then dirname "$d"; fi
+}
+note "== cublaslt"
+cublaslt_dir=$(find_cublaslt | head -n 1)
+if [ -z "$cublaslt_dir" ]; then
+  no_go "libcublasLt.so.13 (cuBLASLt of CUDA 13) is not on this machine: not in Python's nvidia packages (pip nvidia-cublas for CUDA 13: site-packages/nvidia/cu13/lib), /usr/local/cuda*/lib64 or the loader's cache. A PyTorch built for CUDA 12 brings libcublasLt.so.12, which meshtrain's CUDA 13 build cannot use."
+fi
+note "cuBLASLt: $cublaslt_dir"
+fact cublaslt_dir "$cublaslt_dir"
+export LD_LIBRARY_PATH="$cublaslt_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# For the bundled loader, where it is used: where the driver's libcuda.so.1 is.
+libcuda=$( (ldconfig -p 2> /dev/null || /sbin/ldconfig -p 2> /dev/null || true) | awk '/libcuda\.so\.1 / {print $NF; exit}')
+if [ -n "$libcuda" ]; then export MESHTRAIN_DRIVER_LIB_DIR; MESHTRAIN_DRIVER_LIB_DIR=$(dirname "$libcuda"); fi
+
+# ---- meshtrain's device probe -------------------------------------------------------
+probe=$out/probe
+mkdir -p "$probe"
+for _ in $(seq 300); do echo "and the lord said unto him behold i will make thee a great nation in the land"; done > "$probe/text.txt"
+cat > "$probe/job.toml" << TOML
+[model]
+kind = "gpt"
+n_layer = 2
+n_embd = 32
+n_head = 2
+block_size = 32
+[data]
+path = "$probe/text.txt"
+val_fraction = 0.1
+[training]
+batch_size = 4
+steps = 2
+threads = 1
+out_dir = "$probe/run"
+[optimizer]
+name = "adamw"
+lr = 1e-3
+TOML
+stage probe 20 330 "$bundle/bin/meshtrain" train "$probe/job.toml" --training.device=cuda || true
+no_gpu=""
+if [ "$stage_rc" -eq 3 ] && grep -q "cannot train on a GPU yet" "$out/probe.err"; then
+  sed -i '$ s/\tfailed (exit status 3)\t/\tpassed: sees the GPU, stops with exit 3 (cannot train on it yet)\t/' "$out/stages.tsv"
+  note "meshtrain sees the GPU and says it cannot train on it yet (exit 3), as built"
+elif [ "$stage_rc" -eq 3 ] && grep -q "no usable GPU" "$out/probe.err"; then
+  # nvidia-smi sees a GPU the CUDA runtime cannot use (a driver older than
+  # CUDA 13, ...): meshtrain's stages cannot run, the PyTorch peer still can.
+  no_gpu=$(grep -m 1 -o "no usable GPU.*" "$out/probe.err")
+  note "meshtrain's CUDA runtime cannot use this GPU: $no_gpu; skipping gemm_rate and unit_cuda"
+else
+  failed=1
+fi
+fact probe "$(grep -m 1 'error' "$out/probe.err" || echo "exit status $stage_rc, no error line")"
+echo "gpu-check: meshtrain_gpu_training: not built yet (the CUDA kernels and cuBLASLt products are built and tested; the model does not run on them)"
+
+# ---- cuBLASLt's GEMM rate ---------------------------------------------------------
+if [ -z "$no_gpu" ]; then
+  stage gemm_rate 75 300 "$bundle/bin/gemm_rate" || true
+  [ "$stage_rc" -eq 0 ] || failed=1
+fi
+
+# ---- the GPU tests ----------------------------------------------------------------
+if [ -z "$no_gpu" ]; then
+  stage unit_cuda 150 150 env MESHTRAIN_REQUIRE_GPU_TESTS=1 "$bundle/bin/unit_cuda" \
+    --gtest_output="json:$out/unit_cuda.json" || true
+  [ "$stage_rc" -eq 0 ] || failed=1
+fi
+
+# ---- the PyTorch peer -------------------------------------------------------------
+stage torch_eager 75 100 "$python" "$root/bench/gpu/torch_gpt2.py" --mode eager || true
+[ "$stage_rc" -eq 0 ] || failed=1
+stage torch_compile 200 0 "$python" "$root/bench/gpu/torch_gpt2.py" --mode compile || true
+[ "$stage_rc" -eq 0 ] || failed=1
+
+if [ -n "$no_gpu" ]; then
+  fact reason "$no_gpu"
+  finish 3
+fi
+finish "$failed"

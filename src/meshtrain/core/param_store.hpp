@@ -129,7 +129,8 @@ class ParamStore {
 
   // The device the parameters, gradients and the layers' kernels live on
   // (training.device): layers and optimizers run their kernels through
-  // kernels::backend_for(device()). Set once, before the first forward.
+  // kernels::backend_for(device()). Set once, before the model's layers are
+  // built (a loss and an optimizer keep the backend they were built with).
   void set_device(Device device) { device_ = device; }
   const Device& device() const { return device_; }
 

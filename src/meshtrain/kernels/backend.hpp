@@ -8,10 +8,10 @@
 // Pointers are in the backend's memory: host memory for the CPU, device
 // memory (DeviceBuffer's raw pointers) for a GPU. Every call is ordered
 // after the calls before it on the same backend; only those that return a
-// value to the host (sum_squares) wait for the device.
+// value to the host (squared_norm, the loss's) wait for the device.
 //
-// The families here are those whose CUDA twins exist; the linear layers'
-// products and attention follow (docs/gpu.md says what is left).
+// Every kernel the layers call is here. A GPU backend that has no twin for
+// one yet throws DeviceError naming it (docs/gpu.md lists them).
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -19,7 +19,10 @@
 #include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/device.hpp"
 #include "meshtrain/core/device_buffer.hpp"
+#include "meshtrain/core/function_ref.hpp"
 #include "meshtrain/kernels/adamw_math.hpp"
+#include "meshtrain/kernels/attention.hpp"
+#include "meshtrain/kernels/gemm.hpp"
 
 namespace meshtrain::kernels {
 
@@ -64,6 +67,74 @@ class Backend {
 
   // AdamW over every chunk (adamw_math.hpp's element step).
   virtual void adamw_update(std::span<const AdamWChunk> chunks, const AdamWStep& step) = 0;
+  // The sum of squares of base[begin, end) (norm.hpp's chunks on the CPU),
+  // returned to the host: one of a step's two waits for the device (the
+  // other is the loss). x[0, n) *= factor.
+  virtual double squared_norm(const float* base, size_t begin, size_t end) = 0;
+  virtual void scale(float* x, size_t n, float factor) = 0;
+  // x[0] + x[1] + ... + x[n-1] in double, in that order (a loss's rows),
+  // returned to the host.
+  virtual double sum_in_order(const float* x, size_t n) = 0;
+
+  // Matrix products, row-major (gemm.hpp, gemm_bf16.hpp): C = alpha op(A)
+  // op(B) [+ bias] + beta C, and the bf16 forms with fp32 sums.
+  virtual void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                    int ldb, float beta, float* C, int ldc) = 0;
+  virtual void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const Bf16* A, int lda,
+                         const Bf16* B, int ldb, float beta, float* C, int ldc, const float* bias = nullptr) = 0;
+  virtual void gemm_bf16_rounded(Trans ta, Trans tb, int M, int N, int K, const Bf16* A, int lda, const Bf16* B,
+                                 int ldb, Bf16* C, int ldc, const float* bias = nullptr) = 0;
+  // Two independent pieces of work of about the same size (a linear layer's
+  // weight and input gradients): the CPU runs them side by side where that
+  // measured faster, a GPU one after the other on its stream. `after_first`
+  // (announcing first's results) runs on the calling thread as soon as the
+  // schedule allows: between the two, or after both when side by side.
+  virtual void run_pair(FunctionRef<void()> first, FunctionRef<void()> after_first,
+                        FunctionRef<void()> second) = 0;
+
+  // Rows, biases, copies (elementwise.hpp, bf16.hpp).
+  virtual void fill_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) = 0;
+  virtual void add_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) = 0;
+  virtual void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) = 0;
+  virtual void bias_backward_rounded(float* dbias, Bf16* dout16, const float* dout, int64_t M, int64_t N) = 0;
+  virtual void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n) = 0;
+  virtual void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const Bf16* dout, int64_t M,
+                                     int64_t N) = 0;
+  virtual void to_bf16(const float* src, Bf16* dst, size_t n) = 0;
+  virtual void copy(float* dst, const float* src, size_t n) = 0;
+  virtual void fill(float* dst, size_t n, float value) = 0;
+
+  // Attention (attention.hpp). What forward saves for backward (att: the
+  // probabilities here) is the backend's business; a flash-style kernel
+  // keeps the output and the log-sum-exp instead.
+  virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+                                 int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr) = 0;
+  virtual void attention_backward(float* dqkv, float* datt, const float* dout, const float* att, const float* qkv,
+                                  int64_t B, int64_t T, int64_t C, int64_t NH, bool causal,
+                                  const AttentionBf16* bf16 = nullptr) = 0;
+
+  // Softmax cross-entropy (cross_entropy.hpp), whole rows or a vocabulary shard.
+  virtual int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets,
+                                       int64_t N, int64_t V) = 0;
+  virtual void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                                     int64_t N, int64_t V, float dloss, int64_t v0 = 0) = 0;
+  virtual void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V) = 0;
+  virtual void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* logits, const float* mx,
+                                       const int32_t* targets, int64_t N, int64_t V, int64_t v0) = 0;
+
+  // Embedding shards and positions, image patches and pooling (embedding.hpp).
+  virtual void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0,
+                                      int64_t V_rows, int64_t N, int64_t C) = 0;
+  virtual void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t* tokens, int64_t v0,
+                                       int64_t V_rows, int64_t N, int64_t C) = 0;
+  virtual void position_add_forward(float* x, const float* pos, int64_t B, int64_t T, int64_t C) = 0;
+  virtual void position_add_rows_forward(float* x, const float* pos, int64_t row0, int64_t rows, int64_t T,
+                                         int64_t C) = 0;
+  virtual void position_add_backward(float* dpos, const float* dout, int64_t B, int64_t T, int64_t C) = 0;
+  virtual void patchify(float* patches, const float* pixels, int64_t B, int64_t ch, int64_t H, int64_t W,
+                        int64_t P) = 0;
+  virtual void meanpool_forward(float* out, const float* inp, int64_t B, int64_t T, int64_t C) = 0;
+  virtual void meanpool_backward(float* dinp, const float* dout, int64_t B, int64_t T, int64_t C) = 0;
 };
 
 // The backend of `device`: the CPU's, or the GPU's in a CUDA build (made on

@@ -1,16 +1,25 @@
 // The CPU backend: every call is the CPU kernel of the same name, so a model
 // run through it computes exactly what it computed calling the kernels
 // directly. Its memory is the host's, 64-byte aligned.
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "meshtrain/core/huge_pages.hpp"
 #include "meshtrain/kernels/adamw.hpp"
+#include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/kernels/backend.hpp"
+#include "meshtrain/kernels/bf16.hpp"
+#include "meshtrain/kernels/cross_entropy.hpp"
 #include "meshtrain/kernels/elementwise.hpp"
 #include "meshtrain/kernels/embedding.hpp"
+#include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/kernels/gemm_bf16.hpp"
 #include "meshtrain/kernels/layernorm.hpp"
+#include "meshtrain/kernels/norm.hpp"
 
 namespace meshtrain::kernels {
 namespace {
@@ -65,10 +74,132 @@ class CpuBackend final : public Backend {
   void adamw_update(std::span<const AdamWChunk> chunks, const AdamWStep& step) override {
     kernels::adamw_update(chunks, step);
   }
+  double squared_norm(const float* base, size_t begin, size_t end) override {
+    return kernels::squared_norm(base, begin, end);
+  }
+  void scale(float* x, size_t n, float factor) override { kernels::scale(x, n, factor); }
+  double sum_in_order(const float* x, size_t n) override {
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) sum += x[i];
+    return sum;
+  }
+
+  void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+            float beta, float* C, int ldc) override {
+    kernels::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+  void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const Bf16* A, int lda, const Bf16* B,
+                 int ldb, float beta, float* C, int ldc, const float* bias) override {
+    kernels::gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+  }
+  void gemm_bf16_rounded(Trans ta, Trans tb, int M, int N, int K, const Bf16* A, int lda, const Bf16* B, int ldb,
+                         Bf16* C, int ldc, const float* bias) override {
+    kernels::gemm_bf16_rounded(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, bias);
+  }
+  void run_pair(FunctionRef<void()> first, FunctionRef<void()> after_first, FunctionRef<void()> second) override;
+
+  void fill_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) override {
+    kernels::fill_rows(out, bias, residual, M, N);
+  }
+  void add_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) override {
+    kernels::add_rows(out, bias, residual, M, N);
+  }
+  void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) override {
+    kernels::bias_backward(dbias, dout, M, N);
+  }
+  void bias_backward_rounded(float* dbias, Bf16* dout16, const float* dout, int64_t M, int64_t N) override {
+    kernels::bias_backward_rounded(dbias, dout16, dout, M, N);
+  }
+  void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n) override {
+    kernels::gelu_forward_bf16(out16, inp16, n);
+  }
+  void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const Bf16* dout, int64_t M,
+                             int64_t N) override {
+    kernels::gelu_backward_rounded(dinp16, dbias, inp, dout, M, N);
+  }
+  void to_bf16(const float* src, Bf16* dst, size_t n) override { kernels::to_bf16(src, dst, n); }
+  void copy(float* dst, const float* src, size_t n) override { std::copy(src, src + n, dst); }
+  void fill(float* dst, size_t n, float value) override { std::fill(dst, dst + n, value); }
+
+  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                         bool causal, const AttentionBf16* bf16) override {
+    kernels::attention_forward(out, att, qkv, B, T, C, NH, causal, bf16);
+  }
+  void attention_backward(float* dqkv, float* datt, const float* dout, const float* att, const float* qkv, int64_t B,
+                          int64_t T, int64_t C, int64_t NH, bool causal, const AttentionBf16* bf16) override {
+    kernels::attention_backward(dqkv, datt, dout, att, qkv, B, T, C, NH, causal, bf16);
+  }
+
+  int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
+                               int64_t V) override {
+    return kernels::softmax_xent_forward(lse, loss, logits, targets, N, V);
+  }
+  void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
+                             int64_t V, float dloss, int64_t v0) override {
+    kernels::softmax_xent_backward(dlogits, logits, lse, targets, N, V, dloss, v0);
+  }
+  void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V) override {
+    kernels::row_max_argmax(mx, arg, logits, N, V);
+  }
+  void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* logits, const float* mx,
+                               const int32_t* targets, int64_t N, int64_t V, int64_t v0) override {
+    kernels::softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets, N, V, v0);
+  }
+
+  void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0, int64_t V_rows,
+                              int64_t N, int64_t C) override {
+    kernels::embedding_rows_forward(out, tokens, wte_rows, v0, V_rows, N, C);
+  }
+  void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t* tokens, int64_t v0,
+                               int64_t V_rows, int64_t N, int64_t C) override {
+    kernels::embedding_rows_backward(dwte_rows, dout, tokens, v0, V_rows, N, C);
+  }
+  void position_add_forward(float* x, const float* pos, int64_t B, int64_t T, int64_t C) override {
+    kernels::position_add_forward(x, pos, B, T, C);
+  }
+  void position_add_rows_forward(float* x, const float* pos, int64_t row0, int64_t rows, int64_t T,
+                                 int64_t C) override {
+    kernels::position_add_rows_forward(x, pos, row0, rows, T, C);
+  }
+  void position_add_backward(float* dpos, const float* dout, int64_t B, int64_t T, int64_t C) override {
+    kernels::position_add_backward(dpos, dout, B, T, C);
+  }
+  void patchify(float* patches, const float* pixels, int64_t B, int64_t ch, int64_t H, int64_t W,
+                int64_t P) override {
+    kernels::patchify(patches, pixels, B, ch, H, W, P);
+  }
+  void meanpool_forward(float* out, const float* inp, int64_t B, int64_t T, int64_t C) override {
+    kernels::meanpool_forward(out, inp, B, T, C);
+  }
+  void meanpool_backward(float* dinp, const float* dout, int64_t B, int64_t T, int64_t C) override {
+    kernels::meanpool_backward(dinp, dout, B, T, C);
+  }
 
  private:
   HostMemory memory_;
 };
+
+// The thread rule of a linear layer's backward lives here, with the
+// kernels: on exactly 2 threads the two GEMMs run one per thread, which
+// measured faster than splitting each across both (small GEMMs such as
+// 1024x256x256 scale poorly when split); inside a parallel region gemm()
+// runs on its calling thread.
+void CpuBackend::run_pair(FunctionRef<void()> first, FunctionRef<void()> after_first, FunctionRef<void()> second) {
+  if (!omp_in_parallel() && omp_get_max_threads() == 2) {
+#pragma omp parallel num_threads(2)
+    {
+      if (omp_get_thread_num() == 0)
+        first();
+      else
+        second();
+    }
+    after_first();
+    return;
+  }
+  first();
+  after_first();
+  second();
+}
 
 }  // namespace
 

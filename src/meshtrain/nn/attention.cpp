@@ -1,5 +1,6 @@
 #include "meshtrain/nn/attention.hpp"
 
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/kernels/bf16.hpp"
@@ -49,13 +50,13 @@ float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const floa
     att16_.ensure(B * NH_ * T * T);
     kernels::AttentionBf16 bf16 = bf16_operands();
     bf16.out = c_proj_.rounded_input(B * T);
-    kernels::attention_forward(nullptr, nullptr, nullptr, B, T, C_, NH_, causal_, &bf16);
+    backend_of(store_).attention_forward(nullptr, nullptr, nullptr, B, T, C_, NH_, causal_, &bf16);
     return c_proj_.forward_rounded(B * T, residual);
   }
   qkv_ = c_attn_.forward(inp, B * T);  // (B, T, 3C)
   y_.ensure(B * T * C_);
   att_.ensure(B * NH_ * T * T);
-  kernels::attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_);
+  backend_of(store_).attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_);
   return c_proj_.forward(y_.data(), B * T, residual);
 }
 
@@ -70,15 +71,15 @@ void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
     kernels::AttentionBf16 bf16 = bf16_operands();
     // The same kernel on the same rounded q, k, v: the probabilities come
     // out bit for bit as in forward (the output product is skipped).
-    if (recompute_scores_) kernels::attention_forward(nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
+    if (recompute_scores_) backend_of(store_).attention_forward(nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
     bf16.dout = dy16_.data();
-    kernels::attention_backward(dqkv, nullptr, nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
+    backend_of(store_).attention_backward(dqkv, nullptr, nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
   } else {
     float* datt = Workspace::get(ws.datt, B_ * NH_ * T_ * T_);
     float* dy = Workspace::get(ws.dy, B_ * T_ * C_);  // (B, T, C)
     c_proj_.backward(dy, dout);
-    if (recompute_scores_) kernels::attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_);
-    kernels::attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_);
+    if (recompute_scores_) backend_of(store_).attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_);
+    backend_of(store_).attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_);
   }
   c_attn_.backward(dinp, dqkv);
 }

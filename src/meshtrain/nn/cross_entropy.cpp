@@ -3,7 +3,6 @@
 #include <string>
 
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/kernels/cross_entropy.hpp"
 
 namespace meshtrain::nn {
 
@@ -20,18 +19,16 @@ ForwardResult SoftmaxCrossEntropy::forward(const float* logits, const int32_t* t
   N_ = N;
   V_ = V;
   ForwardResult r;
-  r.correct = kernels::softmax_xent_forward(lse_.data(), loss_.data(), logits, targets, N, V);
+  r.correct = backend_.softmax_xent_forward(lse_.data(), loss_.data(), logits, targets, N, V);
   r.count = N;
   // Summed serially in double: the same loss whatever the thread count.
-  double sum = 0;
-  for (int64_t n = 0; n < N; ++n) sum += loss_[n];
-  r.loss = static_cast<float>(sum / N);
+  r.loss = static_cast<float>(backend_.sum_in_order(loss_.data(), static_cast<size_t>(N)) / N);
   return r;
 }
 
 void SoftmaxCrossEntropy::backward(float* dlogits) {
   if (!logits_) throw Error("SoftmaxCrossEntropy::backward called before forward");
-  kernels::softmax_xent_backward(dlogits, logits_, lse_.data(), targets_, N_, V_, 1.0f / N_);
+  backend_.softmax_xent_backward(dlogits, logits_, lse_.data(), targets_, N_, V_, 1.0f / N_);
 }
 
 }  // namespace meshtrain::nn

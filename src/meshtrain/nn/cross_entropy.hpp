@@ -3,12 +3,16 @@
 #include <cstdint>
 
 #include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/nn/model.hpp"
 
 namespace meshtrain::nn {
 
 class SoftmaxCrossEntropy {
  public:
+  // Runs on `backend` (its model's store's: nn/backend.hpp).
+  explicit SoftmaxCrossEntropy(kernels::Backend& backend) : backend_(backend) {}
+
   // Mean loss over N rows of V logits, and how many argmaxes hit the target.
   // Throws if a target is outside [0, V). Remembers logits and targets.
   ForwardResult forward(const float* logits, const int32_t* targets, int64_t N, int64_t V);
@@ -18,6 +22,7 @@ class SoftmaxCrossEntropy {
   void backward(float* dlogits);
 
  private:
+  kernels::Backend& backend_;
   const float* logits_ = nullptr;
   const int32_t* targets_ = nullptr;
   int64_t N_ = 0, V_ = 0;

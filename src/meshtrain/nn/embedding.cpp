@@ -47,15 +47,15 @@ float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
     return out;
   }
   if (!seq) {
-    kernels::embedding_rows_forward(out, tokens, store_.param(wte_), v0_, V_rows_, N, C_);
+    backend_of(store_).embedding_rows_forward(out, tokens, store_.param(wte_), v0_, V_rows_, N, C_);
     tp_->all_reduce_sum(out, static_cast<size_t>(N * C_));
-    kernels::position_add_forward(out, store_.param(wpe_), B, T, C_);  // after the sum: once
+    backend_of(store_).position_add_forward(out, store_.param(wpe_), B, T, C_);  // after the sum: once
     return out;
   }
   seq_.ensure(N * C_);
-  kernels::embedding_rows_forward(seq_.data(), tokens, store_.param(wte_), v0_, V_rows_, N, C_);
+  backend_of(store_).embedding_rows_forward(seq_.data(), tokens, store_.param(wte_), v0_, V_rows_, N, C_);
   tp_->reduce_scatter_sum(seq_.data(), out, static_cast<size_t>(rows * C_));  // (N, C) -> (N/TP, C)
-  kernels::position_add_rows_forward(out, store_.param(wpe_), tp_->rank() * rows, rows, T, C_);
+  backend_of(store_).position_add_rows_forward(out, store_.param(wpe_), tp_->rank() * rows, rows, T, C_);
   return out;
 }
 
@@ -69,8 +69,8 @@ void Embedding::backward(const float* dout) {
       tp_->all_gather(dout, seq_.data(), static_cast<size_t>(N / tp_->size() * C_));  // (N/TP, C) -> (N, C)
       dout = seq_.data();
     }
-    kernels::embedding_rows_backward(store_.grad(wte_), dout, tokens_, v0_, V_rows_, B_ * T_, C_);
-    kernels::position_add_backward(store_.grad(wpe_), dout, B_, T_, C_);
+    backend_of(store_).embedding_rows_backward(store_.grad(wte_), dout, tokens_, v0_, V_rows_, B_ * T_, C_);
+    backend_of(store_).position_add_backward(store_.grad(wpe_), dout, B_, T_, C_);
   }
   // Last: with tied weights the output layer wrote dwte earlier in backward.
   store_.grad_ready(wpe_);

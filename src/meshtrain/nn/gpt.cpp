@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/bf16.hpp"
 #include "meshtrain/kernels/gemm.hpp"
@@ -12,6 +13,8 @@
 
 namespace meshtrain {
 
+using nn::backend_of;
+using nn::round_into;
 using kernels::Trans;
 
 namespace {
@@ -131,7 +134,7 @@ std::unique_ptr<Gpt::Slot> Gpt::make_slot(const GptPiece& piece) {
   }
   if (piece.head) {
     s->ln_f = std::make_unique<nn::LayerNorm>(store_, "ln_f", c.n_embd, tp_);
-    s->xent = std::make_unique<nn::VocabParallelCrossEntropy>(tp_, c.vocab_size);
+    s->xent = std::make_unique<nn::VocabParallelCrossEntropy>(backend_of(store_), tp_, c.vocab_size);
   }
   return s;
 }
@@ -200,10 +203,10 @@ ForwardResult Gpt::head_forward(Slot& s, const int32_t* targets) {
   // logits (B*T, V) = ln_f (B*T, C) wte^T (C, V), V: this rank's vocabulary rows
   const int n = static_cast<int>(B * T), v = static_cast<int>(V), c = static_cast<int>(C);
   if (store_.bf16_products()) {  // both operands rounded once, kept for backward
-    kernels::gemm_bf16(Trans::No, Trans::Yes, n, v, c, 1.0f, kernels::to_bf16(s.lnf, size_t(B * T * C), s.lnf16), c,
-                       kernels::to_bf16(store_.param(head_wte_), size_t(V * C), s.wte16), c, 0.0f, s.logits.data(), v);
+    backend_of(store_).gemm_bf16(Trans::No, Trans::Yes, n, v, c, 1.0f, round_into(store_, s.lnf, size_t(B * T * C), s.lnf16), c,
+                       round_into(store_, store_.param(head_wte_), size_t(V * C), s.wte16), c, 0.0f, s.logits.data(), v);
   } else {
-    kernels::gemm(Trans::No, Trans::Yes, n, v, c, 1.0f, s.lnf, c, store_.param(head_wte_), c, 0.0f, s.logits.data(), v);
+    backend_of(store_).gemm(Trans::No, Trans::Yes, n, v, c, 1.0f, s.lnf, c, store_.param(head_wte_), c, 0.0f, s.logits.data(), v);
   }
   return s.xent->forward(s.logits.data(), targets, B * T);
 }
@@ -215,7 +218,7 @@ void Gpt::head_backward(Slot& s, bool split) {
   float* dlogits = s.logits.data();  // in place
   s.xent->backward(dlogits);
   // bf16: rounded once for both products (and a split backward's later weight half).
-  if (store_.bf16_products()) kernels::to_bf16(dlogits, static_cast<size_t>(N * V), s.dlogits16);
+  if (store_.bf16_products()) round_into(store_, dlogits, static_cast<size_t>(N * V), s.dlogits16);
   float* dlnf = nn::Workspace::get(ws_.dln, rows * C);  // (B, T, C), this rank's rows
   // Under sequence parallelism the whole-row dlnf goes over the gathered
   // ln_f output, which the dwte GEMM reads first.
@@ -223,10 +226,10 @@ void Gpt::head_backward(Slot& s, bool split) {
   if (!split) head_backward_weight(s);
   // Tied output layer: dlnf = dlogits wte.
   if (store_.bf16_products())
-    kernels::gemm_bf16(Trans::No, Trans::No, n, c, v, 1.0f, s.dlogits16.data(), v, s.wte16.data(), c, 0.0f, dlnf_all,
+    backend_of(store_).gemm_bf16(Trans::No, Trans::No, n, c, v, 1.0f, s.dlogits16.data(), v, s.wte16.data(), c, 0.0f, dlnf_all,
                        c);
   else
-    kernels::gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(head_wte_), c, 0.0f, dlnf_all, c);
+    backend_of(store_).gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(head_wte_), c, 0.0f, dlnf_all, c);
   // Each rank's dlnf covers its vocabulary columns only.
   if (seq)
     tp_->reduce_scatter_sum(dlnf_all, dlnf, static_cast<size_t>(rows * C));  // -> (B*T/TP, C)
@@ -239,10 +242,10 @@ void Gpt::head_backward_weight(Slot& s) {
   const int n = static_cast<int>(s.B * s.T), c = static_cast<int>(config_.n_embd), v = static_cast<int>(vocab_rows_);
   // dwte (V, C) += dlogits^T (V, N) lnf (N, C)
   if (store_.bf16_products())
-    kernels::gemm_bf16(Trans::Yes, Trans::No, v, c, n, 1.0f, s.dlogits16.data(), v, s.lnf16.data(), c, 1.0f,
+    backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, v, c, n, 1.0f, s.dlogits16.data(), v, s.lnf16.data(), c, 1.0f,
                        store_.grad(head_wte_), c);
   else
-    kernels::gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, s.logits.data(), v, s.lnf, c, 1.0f, store_.grad(head_wte_), c);
+    backend_of(store_).gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, s.logits.data(), v, s.lnf, c, 1.0f, store_.grad(head_wte_), c);
 }
 
 float* Gpt::input_buffer(size_t piece, size_t index, int64_t B, int64_t T) {
@@ -339,7 +342,7 @@ std::span<const float> Gpt::logits_from(std::span<const int32_t> tokens, int64_t
   const int64_t rows = T - first;
   s.logits.ensure(rows * V);
   // logits (rows, V) = lnf[first:T] (rows, C) wte^T.
-  kernels::gemm(Trans::No, Trans::Yes, static_cast<int>(rows), static_cast<int>(V), static_cast<int>(C), 1.0f,
+  backend_of(store_).gemm(Trans::No, Trans::Yes, static_cast<int>(rows), static_cast<int>(V), static_cast<int>(C), 1.0f,
                 lnf + first * C, static_cast<int>(C), store_.param(head_wte_), static_cast<int>(C), 0.0f,
                 s.logits.data(), static_cast<int>(V));
   return {s.logits.data(), static_cast<size_t>(rows * V)};

@@ -1,9 +1,8 @@
 #include "meshtrain/nn/linear.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/elementwise.hpp"
 #include "meshtrain/kernels/gemm.hpp"
@@ -78,7 +77,7 @@ const float* Linear::take_input(const float* inp, int64_t M) {
   inp_ = inp;
   M_ = M;
   forwarded_ = true;
-  if (store_.bf16_products()) kernels::to_bf16(inp, static_cast<size_t>(M * in_), in16_);
+  if (store_.bf16_products()) round_into(store_, inp, static_cast<size_t>(M * in_), in16_);
   return inp;
 }
 
@@ -87,9 +86,9 @@ void Linear::forward_rounded_output(const float* inp, int64_t M, kernels::Bf16* 
   if (shard_.kind == LinearShard::Kind::Row)
     throw Error("Linear::forward_rounded_output: a row shard's partial sums meet over the group in fp32");
   take_input(inp, M);
-  kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
+  round_into(store_, store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
   const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
-  kernels::gemm_bf16_rounded(Trans::No, Trans::No, m, n, k, in16_.data(), k, weight_copy().data(), n, out16, n,
+  backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::No, m, n, k, in16_.data(), k, weight_copy().data(), n, out16, n,
                              has_bias_ ? store_.param(bias_) : nullptr);
 }
 
@@ -118,7 +117,7 @@ float* Linear::forward_products(const float* inp, int64_t M, float* out, const f
   // The weight rounded once: backward reuses it (it does not change between
   // a forward and its backward).
   if (store_.bf16_products())
-    kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
+    round_into(store_, store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
   const bool seq = sequence_parallel();
   const int64_t rows = local_rows(M);
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
@@ -131,7 +130,7 @@ float* Linear::forward_products(const float* inp, int64_t M, float* out, const f
       shard_.tp->reduce_scatter_sum(partial, out, static_cast<size_t>(rows * out_));  // -> (M/T, out)
     else
       shard_.tp->all_reduce_sum(out, static_cast<size_t>(M * out_));
-    kernels::add_rows(out, bias, residual, rows, out_);
+    backend_of(store_).add_rows(out, bias, residual, rows, out_);
     return out;
   }
   // bf16 with a bias alone: oneDNN adds the bias as it stores the result.
@@ -142,7 +141,7 @@ float* Linear::forward_products(const float* inp, int64_t M, float* out, const f
     return out;
   }
   const bool prefill = bias || residual;
-  if (prefill) kernels::fill_rows(out, bias, residual, M, out_);
+  if (prefill) backend_of(store_).fill_rows(out, bias, residual, M, out_);
   gemm_forward(inp, M, prefill ? 1.0f : 0.0f, out);
   return out;
 }
@@ -170,9 +169,9 @@ void Linear::backward_fp32_dout(float* dinp, const float* dout, kernels::Bf16* d
   // the same pass as the bias gradient.
   kernels::Bf16* dout16 = rounded_output_grad_buffer(M_);
   if (has_bias_) {
-    kernels::bias_backward_rounded(store_.grad(bias_), dout16, dout, M_, out_);
+    backend_of(store_).bias_backward_rounded(store_.grad(bias_), dout16, dout, M_, out_);
   } else {
-    kernels::to_bf16(dout, dout16, static_cast<size_t>(M_ * out_));
+    backend_of(store_).to_bf16(dout, dout16, static_cast<size_t>(M_ * out_));
   }
   backward_products(dinp, dout, dout16, /*bias_from_dout=*/false, dinp16);
 }
@@ -205,10 +204,10 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
   // one's again (the same bits as in forward; ZeRO-3 has gathered it).
   const bool input = dinp || dinp16;
   const bool reround = store_.bf16_products() && input && &weight_copy() != &w16_;
-  if (reround) kernels::to_bf16(store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
+  if (reround) round_into(store_, store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
   auto weight_grad = [&] {
     gemm_weight_grad(dout, dout16);
-    if (has_bias_ && bias_from_dout) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
+    if (has_bias_ && bias_from_dout) backend_of(store_).bias_backward(store_.grad(bias_), dout, M_, out_);
   };
   auto announce = [&] {
     store_.grad_ready(weight_);
@@ -217,13 +216,13 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
     if (dinp16)
-      kernels::gemm_bf16_rounded(Trans::No, Trans::Yes, M, in, out, dout16, out, weight_copy().data(), out, dinp16,
+      backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::Yes, M, in, out, dout16, out, weight_copy().data(), out, dinp16,
                                  in);
     else if (store_.bf16_products())
-      kernels::gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, weight_copy().data(), out, 0.0f,
+      backend_of(store_).gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, weight_copy().data(), out, 0.0f,
                          dinp_all, in);
     else
-      kernels::gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp_all,
+      backend_of(store_).gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp_all,
                     in);
   };
   if (defer_weight_) {
@@ -231,27 +230,18 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
     // bf16 the rounded dout16_ is that copy already.
     if (!store_.bf16_products()) {
       dout_saved_.ensure(M_ * out_);
-      std::copy(dout, dout + M_ * out_, dout_saved_.data());
+      backend_of(store_).copy(dout_saved_.data(), dout, static_cast<size_t>(M_ * out_));
     }
     weight_pending_ = true;
     if (has_bias_) {
-      if (bias_from_dout) kernels::bias_backward(store_.grad(bias_), dout, M_, out_);
+      if (bias_from_dout) backend_of(store_).bias_backward(store_.grad(bias_), dout, M_, out_);
       store_.grad_ready(bias_);
     }
     if (input) input_grad();
-  } else if (input && dinp_all == dinp && !omp_in_parallel() && omp_get_max_threads() == 2) {
-    // The two GEMMs are independent and equally large (2 M in out FLOPs). On
-    // 2 threads, one each runs faster than splitting each across both
-    // (measured: small GEMMs such as 1024x256x256 scale poorly when split);
-    // inside a parallel region gemm() runs on its calling thread.
-#pragma omp parallel num_threads(2)
-    {
-      if (omp_get_thread_num() == 0)
-        weight_grad();
-      else
-        input_grad();
-    }
-    announce();
+  } else if (input && dinp_all == dinp) {
+    // Independent and equally large (2 M in out FLOPs each): the backend
+    // decides whether they run side by side (kernels/backend.hpp).
+    backend_of(store_).run_pair(weight_grad, announce, input_grad);
   } else {
     weight_grad();
     announce();
@@ -269,10 +259,10 @@ void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out, c
   // out (M, out) = inp (M, in) W (in, out) [+ bias] + beta out
   const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
   if (store_.bf16_products())
-    kernels::gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, weight_copy().data(), n, beta, out, n,
+    backend_of(store_).gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, weight_copy().data(), n, beta, out, n,
                        bias);
   else
-    kernels::gemm(Trans::No, Trans::No, m, n, k, 1.0f, inp, k, store_.param(weight_), n, beta, out, n);
+    backend_of(store_).gemm(Trans::No, Trans::No, m, n, k, 1.0f, inp, k, store_.param(weight_), n, beta, out, n);
 }
 
 void Linear::gemm_weight_grad(const float* dout, const kernels::Bf16* dout16) {
@@ -280,10 +270,10 @@ void Linear::gemm_weight_grad(const float* dout, const kernels::Bf16* dout16) {
   // dW (in, out) += inp^T (in, M) dout (M, out); written, not added, onto zeros.
   const float beta = store_.claim_zeroed_grad(weight_) ? 0.0f : 1.0f;
   if (store_.bf16_products())
-    kernels::gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16, out, beta,
+    backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16, out, beta,
                        store_.grad(weight_), out);
   else
-    kernels::gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, beta, store_.grad(weight_), out);
+    backend_of(store_).gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, beta, store_.grad(weight_), out);
 }
 
 void Linear::backward_weight() {

@@ -48,7 +48,7 @@ void Mlp::gelu_rounded(const float* inp, int64_t N) {
   h_ = nullptr;
   h16_.ensure(N * H);
   c_fc_.forward_rounded_output(inp, N, h16_.data());
-  kernels::gelu_forward_bf16(c_proj_.rounded_input(N), h16_.data(), N * H);
+  backend_of(store_).gelu_forward_bf16(c_proj_.rounded_input(N), h16_.data(), N * H);
 }
 
 void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
@@ -61,7 +61,7 @@ void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
     // either gradient is written and read back.
     Bf16* dh16 = Workspace::get(ws.dh16, N_ * H);
     c_proj_.backward_rounded_input_grad(dh16, dout);
-    kernels::gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.data(), dh16, N_, H);
+    backend_of(store_).gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.data(), dh16, N_, H);
     c_fc_.backward_rounded(dinp);
     return;
   }

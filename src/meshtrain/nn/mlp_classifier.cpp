@@ -31,7 +31,8 @@ std::vector<std::unique_ptr<nn::Linear>> make_hidden(ParamStore& store, const Ml
 MlpClassifier::MlpClassifier(const MlpConfig& config)
     : config_(checked(config)),
       fc_(make_hidden(store_, config_)),
-      head_(store_, "head", config.hidden.empty() ? config.input_dim : config.hidden.back(), config.classes) {
+      head_(store_, "head", config.hidden.empty() ? config.input_dim : config.hidden.back(), config.classes),
+      xent_(nn::backend_of(store_)) {
   for (size_t i = 0; i < fc_.size(); ++i) act_.emplace_back(MemoryKind::Activations);
   store_.allocate();
 }

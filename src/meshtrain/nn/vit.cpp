@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/embedding.hpp"
 #include "meshtrain/nn/init.hpp"
@@ -47,7 +48,8 @@ Vit::Vit(const VitConfig& config, nn::TensorParallelComm* tp)
       pos_(store_.declare("pos_embed", {np_, config.n_embd}, false)),
       blocks_(make_blocks(store_, config_, tp, recomputed_)),
       ln_f_(store_, "ln_f", config.n_embd),
-      head_(store_, "head", config.n_embd, config.classes) {
+      head_(store_, "head", config.n_embd, config.classes),
+      xent_(nn::backend_of(store_)) {
   store_.allocate();
 }
 
@@ -71,14 +73,14 @@ ForwardResult Vit::forward(const Batch& batch) {
     throw Error("vit: batch needs " + std::to_string(need) + " pixels and " + std::to_string(B) + " targets");
   B_ = B;
   patches_.ensure(B * np_ * patch_dim_);
-  kernels::patchify(patches_.data(), batch.pixels.data(), B, config_.channels, S, S, config_.patch_size);
+  nn::backend_of(store_).patchify(patches_.data(), batch.pixels.data(), B, config_.channels, S, S, config_.patch_size);
   float* x = patch_embed_.forward(patches_.data(), B * np_);  // (B, NP, C)
-  kernels::position_add_forward(x, store_.param(pos_), B, np_, C);
+  nn::backend_of(store_).position_add_forward(x, store_.param(pos_), B, np_, C);
   const float* h = x;
   for (auto& block : blocks_) h = block->forward(h, B, np_);
   const float* lnf = ln_f_.forward(h, B * np_);  // (B, NP, C)
   pooled_.ensure(B * C);
-  kernels::meanpool_forward(pooled_.data(), lnf, B, np_, C);
+  nn::backend_of(store_).meanpool_forward(pooled_.data(), lnf, B, np_, C);
   const float* logits = head_.forward(pooled_.data(), B);  // (B, classes)
   ready_ = true;
   return xent_.forward(logits, batch.targets.data(), B, config_.classes);
@@ -93,12 +95,12 @@ void Vit::backward() {
   dpooled_.ensure(B * C);
   head_.backward(dpooled_.data(), dlogits);
   float* dlnf = nn::Workspace::get(ws_.dln, B * np_ * C);  // (B, NP, C)
-  kernels::meanpool_backward(dlnf, dpooled_.data(), B, np_, C);
+  nn::backend_of(store_).meanpool_backward(dlnf, dpooled_.data(), B, np_, C);
   dres_.ensure(B * np_ * C);
   float* dres = dres_.data();
   ln_f_.backward(dres, dlnf);
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(dres, ws_);
-  kernels::position_add_backward(store_.grad(pos_), dres, B, np_, C);
+  nn::backend_of(store_).position_add_backward(store_.grad(pos_), dres, B, np_, C);
   store_.grad_ready(pos_);
   patch_embed_.backward(nullptr, dres);
 }

@@ -10,7 +10,8 @@
 
 namespace meshtrain::nn {
 
-VocabParallelCrossEntropy::VocabParallelCrossEntropy(TensorParallelComm* tp, int64_t V) : tp_(tp), V_(V) {
+VocabParallelCrossEntropy::VocabParallelCrossEntropy(kernels::Backend& backend, TensorParallelComm* tp, int64_t V)
+    : backend_(backend), tp_(tp), V_(V), serial_(backend) {
   const int ways = tp ? tp->size() : 1;
   // Column indices travel as int32 (the argmax's all-reduce min), V itself
   // standing for "no column here".
@@ -40,7 +41,7 @@ ForwardResult VocabParallelCrossEntropy::forward(const float* logits, const int3
   float* local = local_max_.data();
   float* mx = row_max_.data();
   int32_t* arg = argmax_.data();
-  kernels::row_max_argmax(local, arg, logits, N, V_cols_);
+  backend_.row_max_argmax(local, arg, logits, N, V_cols_);
   std::copy(local, local + N, mx);
   tp_->all_reduce_max(mx, rows);
   // A shard whose max is the row's offers its first column holding it, the
@@ -49,7 +50,7 @@ ForwardResult VocabParallelCrossEntropy::forward(const float* logits, const int3
   tp_->all_reduce_min(arg, rows);
   float* sumexp = sums_.data();
   float* target_logit = sums_.data() + N;
-  kernels::softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets, N, V_cols_, v0_);
+  backend_.softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets, N, V_cols_, v0_);
   tp_->all_reduce_sum_fp32(sums_.data(), 2 * rows);
   ForwardResult r;
   r.count = N;
@@ -68,7 +69,7 @@ ForwardResult VocabParallelCrossEntropy::forward(const float* logits, const int3
 void VocabParallelCrossEntropy::backward(float* dlogits) {
   if (!tp_) return serial_.backward(dlogits);
   if (!logits_) throw Error("VocabParallelCrossEntropy::backward called before forward");
-  kernels::softmax_xent_backward(dlogits, logits_, lse_.data(), targets_, N_, V_cols_, 1.0f / N_, v0_);
+  backend_.softmax_xent_backward(dlogits, logits_, lse_.data(), targets_, N_, V_cols_, 1.0f / N_, v0_);
 }
 
 }  // namespace meshtrain::nn

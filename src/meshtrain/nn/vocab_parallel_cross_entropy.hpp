@@ -29,7 +29,7 @@ namespace meshtrain::nn {
 class VocabParallelCrossEntropy {
  public:
   // V: the whole vocabulary. Throws Error when V does not divide by tp's size.
-  VocabParallelCrossEntropy(TensorParallelComm* tp, int64_t V);
+  VocabParallelCrossEntropy(kernels::Backend& backend, TensorParallelComm* tp, int64_t V);
 
   // Mean loss over N rows (the same on every rank) and how many argmaxes hit
   // the target. logits (N, V/TP): this rank's columns; targets (N) index the
@@ -44,6 +44,7 @@ class VocabParallelCrossEntropy {
   int64_t vocab_columns() const { return V_cols_; }
 
  private:
+  kernels::Backend& backend_;
   TensorParallelComm* tp_;
   int64_t V_, v0_, V_cols_;
   SoftmaxCrossEntropy serial_;  // without a group

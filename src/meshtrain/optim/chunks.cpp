@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <string>
 
-#include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain {
@@ -51,21 +50,6 @@ void UpdateChunks::check_layout(const ParamStore& store, const char* who) const 
     throw Error(std::string(who) + ": ParamStore layout changed since the optimizer was built (" +
                 std::to_string(store.flat_size()) + " elements, expected " +
                 std::to_string(flat_size) + ")");
-}
-
-MESHTRAIN_HOT_LOOP
-double sum_squares(const float* x, size_t n) {
-  // Eight independent accumulators let the compiler vectorize without
-  // -ffast-math while keeping the association fixed.
-  constexpr size_t kLanes = 8;
-  double lane[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t j = 0; j < kLanes; ++j) lane[j] += double(x[i + j]) * double(x[i + j]);
-  for (size_t j = 0; i < n; ++i, ++j) lane[j] += double(x[i]) * double(x[i]);
-  double s = 0;
-  for (size_t j = 0; j < kLanes; ++j) s += lane[j];
-  return s;
 }
 
 }  // namespace meshtrain

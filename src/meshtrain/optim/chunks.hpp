@@ -45,8 +45,4 @@ struct UpdateChunks {
   size_t local_size = 0;  // elements of each shard buffer (state, shard parameters)
 };
 
-// Sum of x[i]^2 in double with a fixed association (8 interleaved lanes,
-// combined in lane order), so the same n values always give the same bits.
-double sum_squares(const float* x, size_t n);
-
 }  // namespace meshtrain

@@ -3,19 +3,18 @@
 //   norm = ||g||_2 over the whole flat gradient buffer
 //   if norm > max_norm: g *= max_norm / (norm + 1e-6)
 //
-// The norm is reproducible bit for bit: the range is cut into chunks at
-// absolute multiples of kNormChunkElems, each chunk's sum of squares is taken
-// in double with a fixed association, and the chunk sums are added in chunk
-// order, whatever the thread count. ZeRO ranks call squared_norm_range on
-// their shard, all-reduce the sums, then clip_coefficient and scale_range.
+// The norm is reproducible bit for bit (kernels/norm.hpp says how). ZeRO
+// ranks call squared_norm_range on their shard, all-reduce the sums, then
+// clip_coefficient and scale_range.
 #include <cstddef>
 #include <span>
 
 #include "meshtrain/core/param_store.hpp"
+#include "meshtrain/kernels/norm.hpp"
 
 namespace meshtrain {
 
-inline constexpr size_t kNormChunkElems = 4096;
+using kernels::kNormChunkElems;
 
 // Sum of x[i]^2 for i in [begin, end), in double. Throws Error if the range
 // is outside x. Allocates only when a larger range than ever before is seen

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "meshtrain/kernels/norm.hpp"
+
 namespace meshtrain {
 
 Lars::Lars(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config)
@@ -26,8 +28,8 @@ void Lars::update(const UpdateBuffers& buffers, float lr) {
   for (long c = 0; c < n_chunks; ++c) {
     const UpdateChunk& ch = chunks_.chunks[size_t(c)];
     if (!ch.weight_decay) continue;
-    w_sq_[size_t(c)] = sum_squares(buffers.params_of(ch), ch.size);
-    g_sq_[size_t(c)] = sum_squares(buffers.grads_of(ch), ch.size);
+    w_sq_[size_t(c)] = kernels::sum_squares(buffers.params_of(ch), ch.size);
+    g_sq_[size_t(c)] = kernels::sum_squares(buffers.grads_of(ch), ch.size);
   }
   // Per view, in chunk order (deterministic); cheap, so serial. Then summed
   // over the ranks when the view is sharded.

@@ -195,7 +195,7 @@ TEST(SoftmaxCrossEntropy, MeanLossGradientAndTargetCheck) {
   Rng rng(8);
   auto z = random_vector(N * V, rng, 2.0f);
   std::vector<int32_t> tgt = {0, 6, 3, 3, 1};
-  SoftmaxCrossEntropy xent;
+  SoftmaxCrossEntropy xent(kernels::cpu_backend());
   auto loss = [&] { return static_cast<double>(xent.forward(z.data(), tgt.data(), N, V).loss); };
   const ForwardResult r = xent.forward(z.data(), tgt.data(), N, V);
   EXPECT_EQ(r.count, N);

@@ -2,22 +2,36 @@
 
 #include <cuda_runtime_api.h>
 
+#include <bit>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/cuda/adamw.hpp"
+#include "meshtrain/kernels/cuda/bf16_convert.hpp"
+#include "meshtrain/kernels/cuda/chunk_norm.hpp"
 #include "meshtrain/kernels/cuda/cuda_check.hpp"
 #include "meshtrain/kernels/cuda/cuda_memory.hpp"
+#include "meshtrain/kernels/cuda/embedding_shard.hpp"
 #include "meshtrain/kernels/cuda/encoder.hpp"
 #include "meshtrain/kernels/cuda/gelu.hpp"
 #include "meshtrain/kernels/cuda/layernorm.hpp"
+#include "meshtrain/kernels/cuda/matmul.hpp"
+#include "meshtrain/kernels/cuda/positions.hpp"
 #include "meshtrain/kernels/cuda/residual.hpp"
+#include "meshtrain/kernels/cuda/rows.hpp"
+#include "meshtrain/kernels/cuda/vision.hpp"
 #include "meshtrain/kernels/device_probe.hpp"
 
 namespace meshtrain::kernels::cuda {
 namespace {
+
+// A kernel the layers call that has no CUDA twin yet (docs/gpu.md).
+[[noreturn]] void no_twin(const char* kernel) {
+  throw DeviceError(std::string("the GPU backend has no ") + kernel + " yet (docs/gpu.md lists what runs on the GPU)");
+}
 
 cudaStream_t make_stream(int index) {
   open_cuda_device(Device{DeviceKind::Cuda, index});
@@ -65,6 +79,147 @@ class CudaBackend final : public Backend {
     cuda::gelu_backward(dinp, inp, dout, n, stream_);
   }
   void adamw_update(std::span<const kernels::AdamWChunk> chunks, const AdamWStep& step) override;
+  // The chunks' sums on the device, added in chunk order on the host (the
+  // CPU's bits, norm.hpp): a wait for the device.
+  double squared_norm(const float* base, size_t begin, size_t end) override {
+    const int64_t chunks = squared_norm_chunks(begin, end);
+    if (chunks == 0) return 0;
+    const size_t bytes = size_t(chunks) * sizeof(double);
+    auto* partials = static_cast<double*>(scratch(norm_scratch_, bytes));
+    chunk_sum_squares(partials, base, begin, end, stream_);
+    std::vector<double> host(static_cast<size_t>(chunks));
+    memory_.download(host.data(), partials, bytes);
+    double sum = 0;
+    for (const double p : host) sum += p;
+    return sum;
+  }
+  void scale(float* x, size_t n, float factor) override { cuda::scale(x, int64_t(n), factor, stream_); }
+  // A loss's rows (a few thousand): downloaded, added in order on the host.
+  double sum_in_order(const float* x, size_t n) override {
+    std::vector<float> host(n);
+    if (n) memory_.download(host.data(), x, n * sizeof(float));
+    double sum = 0;
+    for (const float v : host) sum += v;
+    return sum;
+  }
+
+  // Products: the general form of the context's (matmul.hpp), sums in
+  // fp32 (no TF32), one algorithm per product kept; an empty product (K = 0)
+  // is C = beta C [+ bias], as on the CPU.
+  void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+            float beta, float* C, int ldc) override {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) return cuda::scale_add_bias_rows(C, ldc, beta, nullptr, M, N, stream_);
+    matmul().gemm(ta, tb, M, N, K, alpha, DevicePtr<const float>(A), lda, DevicePtr<const float>(B), ldb, beta,
+                  DevicePtr<float>(C), ldc);
+  }
+  void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const Bf16* A, int lda, const Bf16* B,
+                 int ldb, float beta, float* C, int ldc, const float* bias) override {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) return cuda::scale_add_bias_rows(C, ldc, beta, bias, M, N, stream_);
+    matmul().gemm(ta, tb, M, N, K, alpha, DevicePtr<const Bf16>(A), lda, DevicePtr<const Bf16>(B), ldb, beta,
+                  DevicePtr<float>(C), ldc, bias ? MatmulInput(DevicePtr<const float>(bias)) : MatmulInput());
+  }
+  void gemm_bf16_rounded(Trans ta, Trans tb, int M, int N, int K, const Bf16* A, int lda, const Bf16* B, int ldb,
+                         Bf16* C, int ldc, const float* bias) override {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) return cuda::bias_rows_bf16(C, ldc, bias, M, N, stream_);
+    matmul().gemm(ta, tb, M, N, K, 1.0f, DevicePtr<const Bf16>(A), lda, DevicePtr<const Bf16>(B), ldb, 0.0f,
+                  DevicePtr<Bf16>(C), ldc, bias ? MatmulInput(DevicePtr<const float>(bias)) : MatmulInput());
+  }
+  // One stream: the two run one after the other.
+  void run_pair(FunctionRef<void()> first, FunctionRef<void()> after_first, FunctionRef<void()> second) override {
+    first();
+    after_first();
+    second();
+  }
+
+  void fill_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) override {
+    cuda::fill_rows(out, bias, residual, M, N, stream_);
+  }
+  void add_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) override {
+    cuda::add_rows(out, bias, residual, M, N, stream_);
+  }
+  void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) override {
+    cuda::bias_backward(dbias, dout, M, N, column_scratch(M, N), stream_);
+  }
+  void bias_backward_rounded(float* dbias, Bf16* dout16, const float* dout, int64_t M, int64_t N) override {
+    cuda::bias_backward_rounded(dbias, dout16, dout, M, N, column_scratch(M, N), stream_);
+  }
+  void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n) override {
+    cuda::gelu_forward_bf16(out16, inp16, n, stream_);
+  }
+  void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const Bf16* dout, int64_t M,
+                             int64_t N) override {
+    cuda::gelu_backward_rounded(dinp16, dbias, inp, dout, M, N, dbias ? column_scratch(M, N) : nullptr, stream_);
+  }
+  void to_bf16(const float* src, Bf16* dst, size_t n) override { cuda::to_bf16(src, dst, int64_t(n), stream_); }
+  void copy(float* dst, const float* src, size_t n) override {
+    MESHTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill(float* dst, size_t n, float value) override {
+    if (std::bit_cast<uint32_t>(value) == 0u)  // +0 only: -0 has a sign bit to keep
+      MESHTRAIN_CUDA_CHECK(cudaMemsetAsync(dst, 0, n * sizeof(float), stream_));
+    else
+      cuda::fill(dst, int64_t(n), value, stream_);
+  }
+
+  // The GPU's attention (attention.hpp here) saves the log-sum-exp, not the
+  // probabilities, and its backward reads the output: it waits for the
+  // layer's saved state to become the backend's.
+  void attention_forward(float*, float*, const float*, int64_t, int64_t, int64_t, int64_t, bool,
+                         const AttentionBf16*) override {
+    no_twin("attention_forward (the probabilities' form)");
+  }
+  void attention_backward(float*, float*, const float*, const float*, const float*, int64_t, int64_t, int64_t,
+                          int64_t, bool, const AttentionBf16*) override {
+    no_twin("attention_backward (the probabilities' form)");
+  }
+  // The GPU's loss is one fused pass (classifier.hpp): it waits for the
+  // loss layer to ask for that form.
+  int64_t softmax_xent_forward(float*, float*, const float*, const int32_t*, int64_t, int64_t) override {
+    no_twin("softmax_xent_forward (unfused)");
+  }
+  void softmax_xent_backward(float*, const float*, const float*, const int32_t*, int64_t, int64_t, float,
+                             int64_t) override {
+    no_twin("softmax_xent_backward (unfused)");
+  }
+  void row_max_argmax(float*, int32_t*, const float*, int64_t, int64_t) override { no_twin("row_max_argmax"); }
+  void softmax_xent_shard_sums(float*, float*, const float*, const float*, const int32_t*, int64_t, int64_t,
+                               int64_t) override {
+    no_twin("softmax_xent_shard_sums");
+  }
+  // Tensor parallelism's and the ViT's.
+  void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0, int64_t V_rows,
+                              int64_t N, int64_t C) override {
+    cuda::embedding_rows_forward(out, tokens, wte_rows, v0, V_rows, N, C, stream_);
+  }
+  void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t* tokens, int64_t v0,
+                               int64_t V_rows, int64_t N, int64_t C) override {
+    const size_t bytes = embedding_rows_backward_workspace_bytes(N, V_rows);
+    cuda::embedding_rows_backward(dwte_rows, dout, tokens, v0, V_rows, N, C, scratch(embedding_scratch_, bytes),
+                                  bytes, stream_);
+  }
+  void position_add_forward(float* x, const float* pos, int64_t B, int64_t T, int64_t C) override {
+    cuda::position_add_forward(x, pos, B, T, C, stream_);
+  }
+  void position_add_rows_forward(float* x, const float* pos, int64_t row0, int64_t rows, int64_t T,
+                                 int64_t C) override {
+    cuda::position_add_rows_forward(x, pos, row0, rows, T, C, stream_);
+  }
+  void position_add_backward(float* dpos, const float* dout, int64_t B, int64_t T, int64_t C) override {
+    cuda::position_add_backward(dpos, dout, B, T, C, stream_);
+  }
+  void patchify(float* patches, const float* pixels, int64_t B, int64_t ch, int64_t H, int64_t W,
+                int64_t P) override {
+    cuda::patchify(patches, pixels, B, ch, H, W, P, stream_);
+  }
+  void meanpool_forward(float* out, const float* inp, int64_t B, int64_t T, int64_t C) override {
+    cuda::meanpool_forward(out, inp, B, T, C, stream_);
+  }
+  void meanpool_backward(float* dinp, const float* dout, int64_t B, int64_t T, int64_t C) override {
+    cuda::meanpool_backward(dinp, dout, B, T, C, stream_);
+  }
 
  private:
   // `buffer` grown to at least `bytes` (device memory, uninitialised).
@@ -72,11 +227,24 @@ class CudaBackend final : public Backend {
     if (buffer.size() < bytes) buffer = DeviceBuffer<std::byte>(memory_, bytes, MemoryKind::Other);
     return buffer.ptr().raw();
   }
+  // The column sums' partials of an (M, N) array (rows.hpp).
+  float* column_scratch(int64_t M, int64_t N) {
+    const size_t bytes = size_t(column_sums_scratch_floats(M, N)) * sizeof(float);
+    return static_cast<float*>(scratch(column_scratch_, bytes));
+  }
+  // The products' context, made on the first product (its handle and 32 MiB
+  // workspace). Never destroyed: the backend lives until exit, where the CUDA
+  // runtime may already be gone before a cuBLASLt handle could be destroyed.
+  CublasLtContext& matmul() {
+    if (!matmul_) matmul_ = new CublasLtContext(memory_);
+    return *matmul_;
+  }
 
   int index_;
   cudaStream_t stream_;
   CudaAllocator memory_;
-  DeviceBuffer<std::byte> encoder_scratch_, layernorm_scratch_;
+  DeviceBuffer<std::byte> encoder_scratch_, layernorm_scratch_, embedding_scratch_, column_scratch_, norm_scratch_;
+  CublasLtContext* matmul_ = nullptr;
   // The AdamW chunk table as the kernel reads it, uploaded again only when
   // the chunks' pointers change (ZeRO rebinding), not every step: the
   // upload waits for the device.

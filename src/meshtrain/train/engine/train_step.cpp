@@ -4,6 +4,7 @@
 #include <string>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/optim/clip.hpp"
 #include "meshtrain/parallel/tensor/gradient_squares.hpp"
 
@@ -25,7 +26,8 @@ double global_squared_norm(const HeldGradients& held, const ParamStore& store, W
   micro_batches.duplicate_squares(held, duplicate[0], duplicate[1]);
   double squares = 0;
   if (workers.tensor_size() == 1 && workers.expert_size() == 1) {
-    squares = squared_norm_range(held.values, 0, held.values.size()) - (duplicate[0] + duplicate[1]);
+    squares = kernels::backend_for(store.device()).squared_norm(held.values.data(), 0, held.values.size()) -
+              (duplicate[0] + duplicate[1]);
     if (held.data_sharded) workers.sum({&squares, 1});
   } else {
     const parallel::GradSquares parts = parallel::grad_squares_by_placement(store, held.values, held.segments);
@@ -50,7 +52,7 @@ float clip_global_norm(const HeldGradients& held, const ParamStore& store, Worke
   const double norm = std::sqrt(global_squared_norm(held, store, workers, micro_batches));
   if (max_norm > 0) {
     const float coef = clip_coefficient(norm, static_cast<float>(max_norm));
-    if (coef < 1.0f) scale_range(held.values, 0, held.values.size(), coef);
+    if (coef < 1.0f) kernels::backend_for(store.device()).scale(held.values.data(), held.values.size(), coef);
   }
   return static_cast<float>(norm);
 }
@@ -68,7 +70,9 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   const HeldGradients held = gradients.gradients();
   ctx.micro_batches.finish_gradients(held);
   // The sum of the micro-batches' mean gradients -> the batch's mean.
-  if (micro_batches > 1) scale_range(held.values, 0, held.values.size(), 1.0f / static_cast<float>(micro_batches));
+  if (micro_batches > 1)
+    kernels::backend_for(ctx.model.store().device())
+        .scale(held.values.data(), held.values.size(), 1.0f / static_cast<float>(micro_batches));
   if (ctx.moe) ctx.moe->add_balancing_gradients(held);
   // The global batch's mean: every data rank's share is the same size.
   // Tensor ranks share their batch and hold the same loss: not summed.

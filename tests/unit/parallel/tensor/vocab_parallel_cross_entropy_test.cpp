@@ -46,7 +46,7 @@ std::vector<float> columns(const std::vector<float>& m, int64_t v0, int64_t cols
 
 TEST(VocabParallelCrossEntropy, EqualsTheSerialLoss) {
   const Problem p = problem();
-  nn::SoftmaxCrossEntropy serial;
+  nn::SoftmaxCrossEntropy serial(kernels::cpu_backend());
   const ForwardResult want = serial.forward(p.logits.data(), p.targets.data(), N, V);
   std::vector<float> dlogits_serial(N * V);
   serial.backward(dlogits_serial.data());
@@ -58,7 +58,7 @@ TEST(VocabParallelCrossEntropy, EqualsTheSerialLoss) {
     std::vector<ForwardResult> got(static_cast<size_t>(ways));
     std::vector<std::vector<float>> dlogits(static_cast<size_t>(ways));
     tp_test::run_tensor_ranks(ways, [&](int r, TensorParallelGroup& tp) {
-      nn::VocabParallelCrossEntropy xent(&tp, V);
+      nn::VocabParallelCrossEntropy xent(kernels::cpu_backend(), &tp, V);
       auto logits = columns(p.logits, xent.vocab_begin(), xent.vocab_columns());
       got[size_t(r)] = xent.forward(logits.data(), p.targets.data(), N);
       xent.backward(logits.data());  // in place, as the GPT runs it
@@ -85,8 +85,8 @@ TEST(VocabParallelCrossEntropy, EqualsTheSerialLoss) {
 
 TEST(VocabParallelCrossEntropy, WithoutAGroupIsTheSerialLoss) {
   const Problem p = problem();
-  nn::SoftmaxCrossEntropy serial;
-  nn::VocabParallelCrossEntropy xent(nullptr, V);
+  nn::SoftmaxCrossEntropy serial(kernels::cpu_backend());
+  nn::VocabParallelCrossEntropy xent(kernels::cpu_backend(), nullptr, V);
   const ForwardResult want = serial.forward(p.logits.data(), p.targets.data(), N, V);
   const ForwardResult got = xent.forward(p.logits.data(), p.targets.data(), N);
   EXPECT_EQ(got.loss, want.loss);
@@ -99,7 +99,7 @@ TEST(VocabParallelCrossEntropy, WithoutAGroupIsTheSerialLoss) {
 
 TEST(VocabParallelCrossEntropy, TargetsOutsideTheWholeVocabularyAreRejected) {
   const auto errors = tp_test::rank_errors(2, [&](int, TensorParallelGroup& tp) {
-    nn::VocabParallelCrossEntropy xent(&tp, V);
+    nn::VocabParallelCrossEntropy xent(kernels::cpu_backend(), &tp, V);
     const std::vector<float> logits(2 * V / 2);
     const std::vector<int32_t> targets = {3, int32_t(V)};
     xent.forward(logits.data(), targets.data(), 2);
@@ -109,7 +109,7 @@ TEST(VocabParallelCrossEntropy, TargetsOutsideTheWholeVocabularyAreRejected) {
 
 TEST(VocabParallelCrossEntropy, AVocabularyThatDoesNotSplitIsAnError) {
   const auto errors =
-      tp_test::rank_errors(2, [&](int, TensorParallelGroup& tp) { nn::VocabParallelCrossEntropy xent(&tp, 13); });
+      tp_test::rank_errors(2, [&](int, TensorParallelGroup& tp) { nn::VocabParallelCrossEntropy xent(kernels::cpu_backend(), &tp, 13); });
   for (const auto& e : errors)
     EXPECT_NE(e.find("a vocabulary of 13 does not split into the 2 tensor-parallel ways"), std::string::npos) << e;
 }

@@ -1,0 +1,28 @@
+#pragma once
+// Sums of squares and scaling of flat fp32 ranges: the gradient norm and its
+// clipping (optim/clip.hpp), the gradient's averaging over micro-batches.
+//
+// Reproducible bit for bit: a range is cut into chunks at multiples of
+// kNormChunkElems counted from the buffer's start, each chunk's sum of
+// squares is taken in double with a fixed association (sum_squares), and the
+// chunk sums are added in chunk order, whatever the thread count. A shard
+// that starts on a chunk boundary sees the chunks the whole buffer sees.
+#include <cstddef>
+
+namespace meshtrain::kernels {
+
+inline constexpr size_t kNormChunkElems = 4096;
+
+// Sum of x[i]^2 in double with a fixed association (8 interleaved lanes,
+// combined in lane order), so the same n values always give the same bits.
+double sum_squares(const float* x, size_t n);
+
+// Sum of base[i]^2 for i in [begin, end), chunked from base (header
+// comment). Allocates only when a larger range than ever before is seen on
+// this thread (a grow-only scratch of one double per chunk).
+double squared_norm(const float* base, size_t begin, size_t end);
+
+// x[i] *= factor for i < n; OpenMP-parallel.
+void scale(float* x, size_t n, float factor);
+
+}  // namespace meshtrain::kernels

@@ -28,6 +28,16 @@ namespace meshtrain::kernels {
 
 // One run of an AdamW update: parameters, gradients and both moments,
 // `size` elements each (optim/chunks.hpp cuts them).
+// What attention's forward keeps for its backward, laid out by the backend
+// that runs it: the CPU keeps the probabilities (B, NH, T, T), in `f32` or,
+// under bf16 products, `b16`; a flash-style kernel keeps only the per-row
+// log-sum-exp (B, NH, T) in `f32`. The layer holds it and may let a
+// recomputation pool hold its buffers (nn/recompute.hpp); it never reads it.
+struct AttentionSaved {
+  AlignedBuffer<float> f32{MemoryKind::Activations};
+  AlignedBuffer<Bf16> b16{MemoryKind::Activations};
+};
+
 struct AdamWChunk {
   float* param;
   const float* grad;
@@ -104,14 +114,23 @@ class Backend {
   virtual void copy(float* dst, const float* src, size_t n) = 0;
   virtual void fill(float* dst, size_t n, float value) = 0;
 
-  // Attention (attention.hpp). What forward saves for backward (att: the
-  // probabilities here) is the backend's business; a flash-style kernel
-  // keeps the output and the log-sum-exp instead.
-  virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                                 int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr) = 0;
-  virtual void attention_backward(float* dqkv, float* datt, const float* dout, const float* att, const float* qkv,
-                                  int64_t B, int64_t T, int64_t C, int64_t NH, bool causal,
-                                  const AttentionBf16* bf16 = nullptr) = 0;
+  // Attention on the fused qkv (B, T, 3C) (attention.hpp): out (B, T, C)
+  // written (under bf16 products bf16->out, rounded) and `saved` filled.
+  // bf16: the rounded operands (its `att` is the backend's to set).
+  virtual void attention_forward(float* out, AttentionSaved& saved, const float* qkv, int64_t B, int64_t T,
+                                 int64_t C, int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr) = 0;
+  // Makes `saved` whole again after a recomputation pool's other layers
+  // wrote over it (selective recomputation): the CPU computes the
+  // probabilities again from q, k, v; a flash kernel has nothing to redo.
+  virtual void attention_recompute(AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C,
+                                   int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr) = 0;
+  // dqkv (B, T, 3C) written from dout (B, T, C) (bf16: bf16->dout) and
+  // forward's output `out` (bf16: bf16->out), which a flash backward reads.
+  // scratch: attention_backward_scratch() floats.
+  virtual void attention_backward(float* dqkv, const float* dout, const float* out, AttentionSaved& saved,
+                                  const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, bool causal,
+                                  float* scratch, const AttentionBf16* bf16 = nullptr) = 0;
+  virtual size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool bf16) = 0;
 
   // Softmax cross-entropy (cross_entropy.hpp), whole rows or a vocabulary shard.
   virtual int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets,

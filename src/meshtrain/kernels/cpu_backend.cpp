@@ -121,13 +121,46 @@ class CpuBackend final : public Backend {
   void copy(float* dst, const float* src, size_t n) override { std::copy(src, src + n, dst); }
   void fill(float* dst, size_t n, float value) override { std::fill(dst, dst + n, value); }
 
-  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
-                         bool causal, const AttentionBf16* bf16) override {
-    kernels::attention_forward(out, att, qkv, B, T, C, NH, causal, bf16);
+  // The CPU saves the probabilities (B, NH, T, T): fp32, or bf16 under
+  // bf16 products.
+  void attention_forward(float* out, AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C,
+                         int64_t NH, bool causal, const AttentionBf16* bf16) override {
+    const size_t probs = size_t(B * NH * T * T);
+    if (bf16) {
+      AttentionBf16 b = *bf16;
+      saved.b16.ensure(probs);
+      b.att = saved.b16.data();
+      kernels::attention_forward(nullptr, nullptr, nullptr, B, T, C, NH, causal, &b);
+    } else {
+      saved.f32.ensure(probs);
+      kernels::attention_forward(out, saved.f32.data(), qkv, B, T, C, NH, causal);
+    }
   }
-  void attention_backward(float* dqkv, float* datt, const float* dout, const float* att, const float* qkv, int64_t B,
-                          int64_t T, int64_t C, int64_t NH, bool causal, const AttentionBf16* bf16) override {
-    kernels::attention_backward(dqkv, datt, dout, att, qkv, B, T, C, NH, causal, bf16);
+  void attention_recompute(AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                           bool causal, const AttentionBf16* bf16) override {
+    if (bf16) {
+      AttentionBf16 b = *bf16;
+      b.out = nullptr;  // the probabilities only
+      attention_forward(nullptr, saved, nullptr, B, T, C, NH, causal, &b);
+    } else {
+      attention_forward(nullptr, saved, qkv, B, T, C, NH, causal, nullptr);
+    }
+  }
+  void attention_backward(float* dqkv, const float* dout, const float*, AttentionSaved& saved, const float* qkv,
+                          int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, float* scratch,
+                          const AttentionBf16* bf16) override {
+    if (bf16) {
+      AttentionBf16 b = *bf16;
+      b.att = saved.b16.data();
+      kernels::attention_backward(dqkv, nullptr, nullptr, nullptr, nullptr, B, T, C, NH, causal, &b);
+    } else {
+      kernels::attention_backward(dqkv, scratch, dout, saved.f32.data(), qkv, B, T, C, NH, causal);
+    }
+  }
+  // fp32 keeps the score gradients (B, NH, T, T); bf16 a per-thread row
+  // block of its own.
+  size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool bf16) override {
+    return bf16 ? 0 : size_t(B * NH * T * T);
   }
 
   int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,

@@ -2,8 +2,8 @@
 
 #include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/kernels/bf16.hpp"
+#include "meshtrain/nn/backend.hpp"
 
 namespace meshtrain::nn {
 
@@ -40,46 +40,48 @@ void SelfAttention::init(Rng& rng, float stddev, float proj_stddev) {
 float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const float* residual) {
   B_ = B;
   T_ = T;
+  kernels::Backend& backend = backend_of(store_);
   if (store_.bf16_products()) {
-    // The heads' products on rounded operands; the probabilities stored in
-    // bf16 (kernels/attention.hpp). c_attn writes q, k, v and the heads
-    // write c_proj's input only rounded: no fp32 copy of either is made.
+    // The heads' products on rounded operands (kernels/attention.hpp).
+    // c_attn writes q, k, v and the heads write c_proj's input only
+    // rounded: no fp32 copy of either is made.
     qkv_ = nullptr;
     qkv16_.ensure(B * T * 3 * C_);
     c_attn_.forward_rounded_output(inp, B * T, qkv16_.data());
-    att16_.ensure(B * NH_ * T * T);
     kernels::AttentionBf16 bf16 = bf16_operands();
     bf16.out = c_proj_.rounded_input(B * T);
-    backend_of(store_).attention_forward(nullptr, nullptr, nullptr, B, T, C_, NH_, causal_, &bf16);
+    backend.attention_forward(nullptr, saved_, nullptr, B, T, C_, NH_, causal_, &bf16);
     return c_proj_.forward_rounded(B * T, residual);
   }
   qkv_ = c_attn_.forward(inp, B * T);  // (B, T, 3C)
   y_.ensure(B * T * C_);
-  att_.ensure(B * NH_ * T * T);
-  backend_of(store_).attention_forward(y_.data(), att_.data(), qkv_, B, T, C_, NH_, causal_);
+  backend.attention_forward(y_.data(), saved_, qkv_, B, T, C_, NH_, causal_);
   return c_proj_.forward(y_.data(), B * T, residual);
 }
 
 void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
   if (B_ == 0) throw Error("SelfAttention::backward called before forward");
+  kernels::Backend& backend = backend_of(store_);
   float* dqkv = Workspace::get(ws.dqkv, B_ * T_ * 3 * C_);  // (B, T, 3C)
-  if (store_.bf16_products()) {
+  const bool bf16_products = store_.bf16_products();
+  float* scratch = Workspace::get(ws.datt, backend.attention_backward_scratch(B_, T_, NH_, bf16_products));
+  if (bf16_products) {
     // The heads read their output gradient rounded: c_proj writes it so
     // (the bits of rounding its fp32 product after).
     dy16_.ensure(B_ * T_ * C_);
     c_proj_.backward_rounded_input_grad(dy16_.data(), dout);
     kernels::AttentionBf16 bf16 = bf16_operands();
-    // The same kernel on the same rounded q, k, v: the probabilities come
-    // out bit for bit as in forward (the output product is skipped).
-    if (recompute_scores_) backend_of(store_).attention_forward(nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
+    // The same kernel on the same rounded q, k, v: the saved state comes
+    // out bit for bit as in forward.
+    if (recompute_scores_) backend.attention_recompute(saved_, nullptr, B_, T_, C_, NH_, causal_, &bf16);
+    bf16.out = c_proj_.rounded_input(B_ * T_);
     bf16.dout = dy16_.data();
-    backend_of(store_).attention_backward(dqkv, nullptr, nullptr, nullptr, nullptr, B_, T_, C_, NH_, causal_, &bf16);
+    backend.attention_backward(dqkv, nullptr, nullptr, saved_, nullptr, B_, T_, C_, NH_, causal_, scratch, &bf16);
   } else {
-    float* datt = Workspace::get(ws.datt, B_ * NH_ * T_ * T_);
     float* dy = Workspace::get(ws.dy, B_ * T_ * C_);  // (B, T, C)
     c_proj_.backward(dy, dout);
-    if (recompute_scores_) backend_of(store_).attention_forward(y_.data(), att_.data(), qkv_, B_, T_, C_, NH_, causal_);
-    backend_of(store_).attention_backward(dqkv, datt, dy, att_.data(), qkv_, B_, T_, C_, NH_, causal_);
+    if (recompute_scores_) backend.attention_recompute(saved_, qkv_, B_, T_, C_, NH_, causal_);
+    backend.attention_backward(dqkv, dy, y_.data(), saved_, qkv_, B_, T_, C_, NH_, causal_, scratch);
   }
   c_attn_.backward(dinp, dqkv);
 }

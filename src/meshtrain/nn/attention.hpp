@@ -9,6 +9,7 @@
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
 #include "meshtrain/kernels/attention.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/nn/linear.hpp"
 #include "meshtrain/nn/workspace.hpp"
 
@@ -56,8 +57,7 @@ class SelfAttention {
   // `pool`'s "attn.att" (bf16: "attn.att16"), shared by every attention
   // layer, and backward computes them again from the saved q, k, v.
   void recompute_scores(SharedActivations& pool) {
-    att_.share(&pool.get("attn.att"));
-    att16_.share(&pool.get_bf16("attn.att16"));
+    share_saved(pool);
     recompute_scores_ = true;
   }
   // Full recomputation: everything this layer saves (q, k, v, the
@@ -65,8 +65,7 @@ class SelfAttention {
   // `pool`'s "<key>.*" buffers; the block replays the forward before backward.
   void share_activations(SharedActivations& pool, const std::string& key, bool output) {
     c_attn_.share_activations(pool, key + ".c_attn");
-    att_.share(&pool.get("attn.att"));
-    att16_.share(&pool.get_bf16("attn.att16"));
+    share_saved(pool);
     y_.share(&pool.get(key + ".y"));
     qkv16_.share(&pool.get_bf16(key + ".qkv16"));
     c_proj_.share_activations(pool, key + ".c_proj", output);
@@ -83,9 +82,14 @@ class SelfAttention {
 
  private:
   // bf16 products (ParamStore::bf16_products): the heads' products take
-  // qkv16_, and in backward dy16_, rounded copies; the probabilities are
-  // stored in att16_ (kernels/attention.hpp) and att_ is not used.
-  kernels::AttentionBf16 bf16_operands() { return {.qkv = qkv16_.data(), .att = att16_.data(), .dout = nullptr}; }
+  // qkv16_, and in backward dy16_, rounded copies (kernels/attention.hpp).
+  kernels::AttentionBf16 bf16_operands() { return {.qkv = qkv16_.data()}; }
+  // What forward saves for backward lives in the pool's "attn.att" buffers,
+  // one set for every attention layer: the backend decides what it is.
+  void share_saved(SharedActivations& pool) {
+    saved_.f32.share(&pool.get("attn.att"));
+    saved_.b16.share(&pool.get_bf16("attn.att16"));
+  }
 
   ParamStore& store_;
   int64_t C_, NH_;  // this rank's: C/T channels of NH/T heads
@@ -94,10 +98,9 @@ class SelfAttention {
   int64_t B_ = 0, T_ = 0;
   bool recompute_scores_ = false;
   const float* qkv_ = nullptr;                         // (B, T, 3C), owned by c_attn_; fp32 only
-  AlignedBuffer<float> att_{MemoryKind::Activations};  // (B, NH, T, T) softmax probabilities, fp32 only
+  kernels::AttentionSaved saved_;                      // forward's state for backward, the backend's layout
   AlignedBuffer<float> y_{MemoryKind::Activations};    // (B, T, C) heads side by side, fp32 only
   AlignedBuffer<Bf16> qkv16_{MemoryKind::Activations};  // (B, T, 3C) bf16 only
-  AlignedBuffer<Bf16> att16_{MemoryKind::Activations};  // (B, NH, T, T) bf16 only: the probabilities
   AlignedBuffer<Bf16> dy16_{MemoryKind::Activations};   // (B, T, C) bf16 only, backward's
 };
 

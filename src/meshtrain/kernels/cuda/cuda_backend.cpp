@@ -10,6 +10,7 @@
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/cuda/adamw.hpp"
+#include "meshtrain/kernels/cuda/attention.hpp"
 #include "meshtrain/kernels/cuda/bf16_convert.hpp"
 #include "meshtrain/kernels/cuda/chunk_norm.hpp"
 #include "meshtrain/kernels/cuda/cuda_check.hpp"
@@ -164,17 +165,32 @@ class CudaBackend final : public Backend {
       cuda::fill(dst, int64_t(n), value, stream_);
   }
 
-  // The GPU's attention (attention.hpp here) saves the log-sum-exp, not the
-  // probabilities, and its backward reads the output: it waits for the
-  // layer's saved state to become the backend's.
-  void attention_forward(float*, float*, const float*, int64_t, int64_t, int64_t, int64_t, bool,
-                         const AttentionBf16*) override {
-    no_twin("attention_forward (the probabilities' form)");
+  // Flash-style (attention.hpp here): `saved` keeps only the log-sum-exp
+  // (B, NH, T) in f32, backward reads forward's output and recomputes the
+  // probabilities tile by tile, so there is nothing to recompute.
+  void attention_forward(float* out, AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C,
+                         int64_t NH, bool causal, const AttentionBf16* bf16) override {
+    saved.f32.ensure(size_t(B * NH * T));
+    if (bf16)
+      cuda::attention_forward(bf16->out, saved.f32.data(), bf16->qkv, B, T, C, NH, causal, stream_);
+    else
+      cuda::attention_forward(out, saved.f32.data(), qkv, B, T, C, NH, causal, stream_);
   }
-  void attention_backward(float*, float*, const float*, const float*, const float*, int64_t, int64_t, int64_t,
-                          int64_t, bool, const AttentionBf16*) override {
-    no_twin("attention_backward (the probabilities' form)");
+  void attention_recompute(AttentionSaved&, const float*, int64_t, int64_t, int64_t, int64_t, bool,
+                           const AttentionBf16*) override {}
+  void attention_backward(float* dqkv, const float* dout, const float* out, AttentionSaved& saved, const float* qkv,
+                          int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, float* scratch,
+                          const AttentionBf16* bf16) override {
+    if (bf16)
+      cuda::attention_backward(dqkv, scratch, bf16->dout, bf16->out, saved.f32.data(), bf16->qkv, B, T, C, NH,
+                               causal, stream_);
+    else
+      cuda::attention_backward(dqkv, scratch, dout, out, saved.f32.data(), qkv, B, T, C, NH, causal, stream_);
   }
+  size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool) override {
+    return size_t(attention_backward_scratch_floats(B, T, NH));
+  }
+
   // The GPU's loss is one fused pass (classifier.hpp): it waits for the
   // loss layer to ask for that form.
   int64_t softmax_xent_forward(float*, float*, const float*, const int32_t*, int64_t, int64_t) override {

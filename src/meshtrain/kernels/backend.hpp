@@ -30,12 +30,14 @@ namespace meshtrain::kernels {
 // `size` elements each (optim/chunks.hpp cuts them).
 // What attention's forward keeps for its backward, laid out by the backend
 // that runs it: the CPU keeps the probabilities (B, NH, T, T), in `f32` or,
-// under bf16 products, `b16`; a flash-style kernel keeps only the per-row
-// log-sum-exp (B, NH, T) in `f32`. The layer holds it and may let a
-// recomputation pool hold its buffers (nn/recompute.hpp); it never reads it.
+// under bf16 products, `b16` (host memory, which a recomputation pool may
+// hold instead: nn/recompute.hpp); a flash-style GPU kernel keeps only the
+// per-row log-sum-exp (B, NH, T) in `lse`, device memory. The layer holds
+// it and never reads it.
 struct AttentionSaved {
   AlignedBuffer<float> f32{MemoryKind::Activations};
   AlignedBuffer<Bf16> b16{MemoryKind::Activations};
+  DeviceBuffer<float> lse;
 };
 
 struct AdamWChunk {

@@ -12,6 +12,7 @@
 #include "meshtrain/kernels/cuda/adamw.hpp"
 #include "meshtrain/kernels/cuda/attention.hpp"
 #include "meshtrain/kernels/cuda/bf16_convert.hpp"
+#include "meshtrain/kernels/cuda/classifier.hpp"
 #include "meshtrain/kernels/cuda/chunk_norm.hpp"
 #include "meshtrain/kernels/cuda/cuda_check.hpp"
 #include "meshtrain/kernels/cuda/cuda_memory.hpp"
@@ -170,11 +171,13 @@ class CudaBackend final : public Backend {
   // probabilities tile by tile, so there is nothing to recompute.
   void attention_forward(float* out, AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C,
                          int64_t NH, bool causal, const AttentionBf16* bf16) override {
-    saved.f32.ensure(size_t(B * NH * T));
+    const size_t rows = size_t(B * NH * T);
+    if (saved.lse.size() < rows) saved.lse = DeviceBuffer<float>(memory_, rows, MemoryKind::Activations);
+    float* lse = saved.lse.ptr().raw();
     if (bf16)
-      cuda::attention_forward(bf16->out, saved.f32.data(), bf16->qkv, B, T, C, NH, causal, stream_);
+      cuda::attention_forward(bf16->out, lse, bf16->qkv, B, T, C, NH, causal, stream_);
     else
-      cuda::attention_forward(out, saved.f32.data(), qkv, B, T, C, NH, causal, stream_);
+      cuda::attention_forward(out, lse, qkv, B, T, C, NH, causal, stream_);
   }
   void attention_recompute(AttentionSaved&, const float*, int64_t, int64_t, int64_t, int64_t, bool,
                            const AttentionBf16*) override {}
@@ -182,23 +185,34 @@ class CudaBackend final : public Backend {
                           int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, float* scratch,
                           const AttentionBf16* bf16) override {
     if (bf16)
-      cuda::attention_backward(dqkv, scratch, bf16->dout, bf16->out, saved.f32.data(), bf16->qkv, B, T, C, NH,
+      cuda::attention_backward(dqkv, scratch, bf16->dout, bf16->out, saved.lse.ptr().raw(), bf16->qkv, B, T, C, NH,
                                causal, stream_);
     else
-      cuda::attention_backward(dqkv, scratch, dout, out, saved.f32.data(), qkv, B, T, C, NH, causal, stream_);
+      cuda::attention_backward(dqkv, scratch, dout, out, saved.lse.ptr().raw(), qkv, B, T, C, NH, causal, stream_);
   }
   size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool) override {
     return size_t(attention_backward_scratch_floats(B, T, NH));
   }
 
-  // The GPU's loss is one fused pass (classifier.hpp): it waits for the
-  // loss layer to ask for that form.
-  int64_t softmax_xent_forward(float*, float*, const float*, const int32_t*, int64_t, int64_t) override {
-    no_twin("softmax_xent_forward (unfused)");
+  // The loss through the fused classifier (classifier.hpp), which never
+  // stores the probabilities: forward without the gradient, backward with
+  // it (one more read of the logits than a single fused pass). The hits
+  // are counted on the host, with the loss.
+  int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
+                               int64_t V) override {
+    auto* correct = static_cast<int32_t*>(scratch(correct_scratch_, size_t(N) * sizeof(int32_t)));
+    cuda::fused_classifier(lse, loss, correct, nullptr, logits, targets, N, V, 0.0f, stream_);
+    std::vector<int32_t> host(static_cast<size_t>(N));
+    if (N) memory_.download(host.data(), correct, host.size() * sizeof(int32_t));
+    int64_t hits = 0;
+    for (const int32_t c : host) hits += c;
+    return hits;
   }
-  void softmax_xent_backward(float*, const float*, const float*, const int32_t*, int64_t, int64_t, float,
-                             int64_t) override {
-    no_twin("softmax_xent_backward (unfused)");
+  void softmax_xent_backward(float* dlogits, const float* logits, const float*, const int32_t* targets, int64_t N,
+                             int64_t V, float dloss, int64_t v0) override {
+    if (v0 != 0) no_twin("softmax_xent_backward on a vocabulary shard");
+    auto* rows = static_cast<float*>(scratch(loss_scratch_, 2 * size_t(N) * sizeof(float)));  // lse, loss again
+    cuda::fused_classifier(rows, rows + N, nullptr, dlogits, logits, targets, N, V, dloss, stream_);
   }
   void row_max_argmax(float*, int32_t*, const float*, int64_t, int64_t) override { no_twin("row_max_argmax"); }
   void softmax_xent_shard_sums(float*, float*, const float*, const float*, const int32_t*, int64_t, int64_t,
@@ -260,6 +274,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_;
   CudaAllocator memory_;
   DeviceBuffer<std::byte> encoder_scratch_, layernorm_scratch_, embedding_scratch_, column_scratch_, norm_scratch_;
+  DeviceBuffer<std::byte> correct_scratch_, loss_scratch_;  // the loss's hits (N), its rows again (2N)
   CublasLtContext* matmul_ = nullptr;
   // The AdamW chunk table as the kernel reads it, uploaded again only when
   // the chunks' pointers change (ZeRO rebinding), not every step: the

@@ -1,7 +1,7 @@
 #pragma once
-// The gradient-clipping factor of torch.nn.utils.clip_grad_norm_, as
-// optim/clip.cpp's clip_coefficient computes it, callable from a CUDA kernel
-// (kernels/cuda/global_norm.cu) so the factor never visits the host:
+// The gradient-clipping factor of torch.nn.utils.clip_grad_norm_, shared by
+// the CPU (optim/clip.cpp's clip_coefficient) and a CUDA kernel
+// (kernels/cuda/global_norm.cu), where the factor never visits the host:
 //   min(1, max_norm / (norm + 1e-6)), and 1 where norm is not finite (the
 //   caller sees the norm and skips the step instead of spreading NaN).
 #include "meshtrain/core/hd.hpp"

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/clip_math.hpp"
 #include "meshtrain/kernels/norm.hpp"
 
 namespace meshtrain {
@@ -15,10 +16,7 @@ double squared_norm_range(std::span<const float> x, size_t begin, size_t end) {
   return kernels::squared_norm(x.data(), begin, end);
 }
 
-float clip_coefficient(double norm, float max_norm) {
-  if (!std::isfinite(norm)) return 1.0f;
-  return float(std::min(1.0, double(max_norm) / (norm + 1e-6)));
-}
+float clip_coefficient(double norm, float max_norm) { return kernels::clip_factor(norm, max_norm); }
 
 void scale_range(std::span<float> x, size_t begin, size_t end, float factor) {
   if (begin > end || end > x.size())

@@ -1,5 +1,7 @@
 #include "meshtrain/core/param_store.hpp"
 
+#include <algorithm>
+
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain {
@@ -106,15 +108,73 @@ void ParamStore::end_replica() { replica_ = false; }
 void ParamStore::allocate() {
   if (allocated_) throw Error("ParamStore: allocate() called twice");
   if (in_named_unit_) throw Error("ParamStore: allocate() inside unit '" + units_.back().name + "'");
-  params_.resize(flat_size_);
-  grads_.resize(flat_size_);
+  float* params = nullptr;
+  float* grads = nullptr;
+  if (on_host()) {
+    params_.resize(flat_size_);
+    grads_.resize(flat_size_);
+    params = params_.data();
+    grads = grads_.data();
+  } else {
+    device_params_ = DeviceBuffer<float>(*device_memory_, flat_size_, MemoryKind::Parameters);
+    device_grads_ = DeviceBuffer<float>(*device_memory_, flat_size_, MemoryKind::Gradients);
+    device_params_.zero();
+    device_grads_.zero();
+    params = device_params_.ptr().raw();
+    grads = device_grads_.ptr().raw();
+  }
   param_ptr_.resize(views_.size());
   grad_ptr_.resize(views_.size());
   for (size_t v = 0; v < views_.size(); ++v) {
-    param_ptr_[v] = params_.data() + views_[v].offset;
-    grad_ptr_[v] = grads_.data() + views_[v].offset;
+    param_ptr_[v] = params + views_[v].offset;
+    grad_ptr_[v] = grads + views_[v].offset;
   }
   allocated_ = true;
+}
+
+void ParamStore::set_device(Device device, DeviceAllocator* memory) {
+  if (allocated_) throw Error("ParamStore: set_device() after allocate()");
+  if (!device.is_cpu() && !memory)
+    throw Error("ParamStore: a store on " + device_name(device) + " needs that device's memory");
+  device_ = device;
+  device_memory_ = device.is_cpu() ? nullptr : memory;
+}
+
+void ParamStore::refuse_host_access(const char* what) const {
+  throw Error(std::string("ParamStore::") + what + ": the parameters and gradients live on " + device_name(device_) +
+              ", not in host memory (upload_params / download_params)");
+}
+
+namespace {
+void check_flat(const char* what, size_t got, size_t want) {
+  if (got != want)
+    throw Error(std::string("ParamStore::") + what + ": " + std::to_string(got) + " elements for a flat buffer of " +
+                std::to_string(want));
+}
+}  // namespace
+
+void ParamStore::upload_params(std::span<const float> flat) {
+  check_flat("upload_params", flat.size(), flat_size_);
+  if (on_host())
+    std::copy(flat.begin(), flat.end(), params_.data());
+  else
+    device_params_.upload(flat);
+}
+
+void ParamStore::download_params(std::span<float> flat) const {
+  check_flat("download_params", flat.size(), flat_size_);
+  if (on_host())
+    std::copy(params_.data(), params_.data() + flat_size_, flat.begin());
+  else
+    device_params_.download(flat);
+}
+
+void ParamStore::download_grads(std::span<float> flat) const {
+  check_flat("download_grads", flat.size(), flat_size_);
+  if (on_host())
+    std::copy(grads_.data(), grads_.data() + flat_size_, flat.begin());
+  else
+    device_grads_.download(flat);
 }
 
 namespace {
@@ -133,12 +193,14 @@ void ParamStore::bind_unit_grads(size_t unit, float* base, bool zeroed) {
 }
 
 void ParamStore::release_flat_params() {
+  require_host("release_flat_params()");  // ZeRO-3 on a device: part 2 of the GPU path
   params_ = AlignedBuffer<float>(MemoryKind::Parameters);
   for (auto& p : param_ptr_) p = nullptr;
   params_released_ = true;
 }
 
 void ParamStore::release_flat_grads() {
+  require_host("release_flat_grads()");
   grads_ = AlignedBuffer<float>(MemoryKind::Gradients);
   for (auto& g : grad_ptr_) g = nullptr;
   grad_zeroed_.assign(views_.size(), 0);

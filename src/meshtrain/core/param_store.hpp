@@ -36,6 +36,7 @@
 
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/device.hpp"
+#include "meshtrain/core/device_buffer.hpp"
 #include "meshtrain/core/precision.hpp"
 #include "meshtrain/core/shape.hpp"
 
@@ -131,8 +132,19 @@ class ParamStore {
   // (training.device): layers and optimizers run their kernels through
   // kernels::backend_for(device()). Set once, before the model's layers are
   // built (a loss and an optimizer keep the backend they were built with).
-  void set_device(Device device) { device_ = device; }
+  // Off the CPU, `memory` (that device's backend's allocator) holds the two
+  // flat buffers: param(i) and grad(i) then point into device memory, the
+  // host spans params() / grads() are refused (Error), and values cross
+  // only through upload_params / download_params / download_grads.
+  void set_device(Device device, DeviceAllocator* memory = nullptr);
   const Device& device() const { return device_; }
+  bool on_host() const { return device_.is_cpu(); }
+  // The whole flat parameter buffer (flat_size() elements, padding
+  // included) to or from the store's memory, on any device: initialisation
+  // and checkpoints.
+  void upload_params(std::span<const float> flat);
+  void download_params(std::span<float> flat) const;
+  void download_grads(std::span<float> flat) const;
 
   // The precision the layers' matrix products run in (core/precision.hpp):
   // the parameters themselves stay fp32. Set once, before the first forward.
@@ -170,12 +182,28 @@ class ParamStore {
     if (unit_observer_) unit_observer_->after_unit(unit, pass);
   }
 
-  std::span<float> params() { return params_.span(); }
-  std::span<const float> params() const { return params_.span(); }
-  std::span<float> grads() { return grads_.span(); }
-  std::span<const float> grads() const { return grads_.span(); }
+  // The flat buffers as host memory: a store on the CPU only.
+  std::span<float> params() {
+    require_host("params()");
+    return params_.span();
+  }
+  std::span<const float> params() const {
+    require_host("params()");
+    return params_.span();
+  }
+  std::span<float> grads() {
+    require_host("grads()");
+    return grads_.span();
+  }
+  std::span<const float> grads() const {
+    require_host("grads()");
+    return grads_.span();
+  }
   void zero_grads() {
-    grads_.zero();
+    if (on_host())
+      grads_.zero();
+    else
+      device_grads_.zero();
     grad_zeroed_.assign(views_.size(), 1);
   }
   // Whether tensor `index`'s gradient is known to be all zeros (zero_grads()
@@ -224,6 +252,12 @@ class ParamStore {
   bool declaring_experts_ = false;
   Precision compute_precision_ = Precision::Fp32;
   Device device_;
+  DeviceAllocator* device_memory_ = nullptr;  // off the CPU: where the flat buffers live
+  DeviceBuffer<float> device_params_, device_grads_;
+  void require_host(const char* what) const {
+    if (!on_host()) refuse_host_access(what);
+  }
+  [[noreturn]] void refuse_host_access(const char* what) const;
   bool params_released_ = false;
   std::vector<float*> param_ptr_, grad_ptr_;
   std::vector<uint8_t> grad_zeroed_;  // per view: claim_zeroed_grad()

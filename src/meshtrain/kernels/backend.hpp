@@ -66,8 +66,8 @@ class Backend {
   // Layer normalization (layernorm.hpp).
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                                  const float* bias, int64_t N, int64_t C) = 0;
-  virtual void layernorm_forward_rounded(Bf16* out16, float* mean, float* rstd, const float* inp,
-                                         const float* weight, const float* bias, int64_t N, int64_t C) = 0;
+  virtual void layernorm_forward_rounded(Bf16* out16, float* mean, float* rstd, const float* inp, const float* weight,
+                                         const float* bias, int64_t N, int64_t C) = 0;
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                   const float* weight, const float* mean, const float* rstd, const float* dresid,
                                   int64_t N, int64_t C) = 0;
@@ -92,8 +92,8 @@ class Backend {
   // op(B) [+ bias] + beta C, and the bf16 forms with fp32 sums.
   virtual void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                     int ldb, float beta, float* C, int ldc) = 0;
-  virtual void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const Bf16* A, int lda,
-                         const Bf16* B, int ldb, float beta, float* C, int ldc, const float* bias = nullptr) = 0;
+  virtual void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const Bf16* A, int lda, const Bf16* B,
+                         int ldb, float beta, float* C, int ldc, const float* bias = nullptr) = 0;
   virtual void gemm_bf16_rounded(Trans ta, Trans tb, int M, int N, int K, const Bf16* A, int lda, const Bf16* B,
                                  int ldb, Bf16* C, int ldc, const float* bias = nullptr) = 0;
   // Two independent pieces of work of about the same size (a linear layer's
@@ -101,8 +101,7 @@ class Backend {
   // measured faster, a GPU one after the other on its stream. `after_first`
   // (announcing first's results) runs on the calling thread as soon as the
   // schedule allows: between the two, or after both when side by side.
-  virtual void run_pair(FunctionRef<void()> first, FunctionRef<void()> after_first,
-                        FunctionRef<void()> second) = 0;
+  virtual void run_pair(FunctionRef<void()> first, FunctionRef<void()> after_first, FunctionRef<void()> second) = 0;
 
   // Rows, biases, copies (elementwise.hpp, bf16.hpp).
   virtual void fill_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) = 0;
@@ -119,13 +118,13 @@ class Backend {
   // Attention on the fused qkv (B, T, 3C) (attention.hpp): out (B, T, C)
   // written (under bf16 products bf16->out, rounded) and `saved` filled.
   // bf16: the rounded operands (its `att` is the backend's to set).
-  virtual void attention_forward(float* out, AttentionSaved& saved, const float* qkv, int64_t B, int64_t T,
-                                 int64_t C, int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr) = 0;
+  virtual void attention_forward(float* out, AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C,
+                                 int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr) = 0;
   // Makes `saved` whole again after a recomputation pool's other layers
   // wrote over it (selective recomputation): the CPU computes the
   // probabilities again from q, k, v; a flash kernel has nothing to redo.
-  virtual void attention_recompute(AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C,
-                                   int64_t NH, bool causal, const AttentionBf16* bf16 = nullptr) = 0;
+  virtual void attention_recompute(AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                   bool causal, const AttentionBf16* bf16 = nullptr) = 0;
   // dqkv (B, T, 3C) written from dout (B, T, C) (bf16: bf16->dout) and
   // forward's output `out` (bf16: bf16->out), which a flash backward reads.
   // scratch: attention_backward_scratch() floats.
@@ -135,8 +134,8 @@ class Backend {
   virtual size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool bf16) = 0;
 
   // Softmax cross-entropy (cross_entropy.hpp), whole rows or a vocabulary shard.
-  virtual int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets,
-                                       int64_t N, int64_t V) = 0;
+  virtual int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
+                                       int64_t V) = 0;
   virtual void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                                      int64_t N, int64_t V, float dloss, int64_t v0 = 0) = 0;
   virtual void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V) = 0;

@@ -51,8 +51,8 @@ class CpuBackend final : public Backend {
                         int64_t C) override {
     kernels::encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
   }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                         const float* bias, int64_t N, int64_t C) override {
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                         int64_t N, int64_t C) override {
     kernels::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
   }
   void layernorm_forward_rounded(Bf16* out16, float* mean, float* rstd, const float* inp, const float* weight,
@@ -88,8 +88,8 @@ class CpuBackend final : public Backend {
             float beta, float* C, int ldc) override {
     kernels::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
-  void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const Bf16* A, int lda, const Bf16* B,
-                 int ldb, float beta, float* C, int ldc, const float* bias) override {
+  void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const Bf16* A, int lda, const Bf16* B, int ldb,
+                 float beta, float* C, int ldc, const float* bias) override {
     kernels::gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
   }
   void gemm_bf16_rounded(Trans ta, Trans tb, int M, int N, int K, const Bf16* A, int lda, const Bf16* B, int ldb,
@@ -183,8 +183,8 @@ class CpuBackend final : public Backend {
                               int64_t N, int64_t C) override {
     kernels::embedding_rows_forward(out, tokens, wte_rows, v0, V_rows, N, C);
   }
-  void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t* tokens, int64_t v0,
-                               int64_t V_rows, int64_t N, int64_t C) override {
+  void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t* tokens, int64_t v0, int64_t V_rows,
+                               int64_t N, int64_t C) override {
     kernels::embedding_rows_backward(dwte_rows, dout, tokens, v0, V_rows, N, C);
   }
   void position_add_forward(float* x, const float* pos, int64_t B, int64_t T, int64_t C) override {
@@ -197,8 +197,7 @@ class CpuBackend final : public Backend {
   void position_add_backward(float* dpos, const float* dout, int64_t B, int64_t T, int64_t C) override {
     kernels::position_add_backward(dpos, dout, B, T, C);
   }
-  void patchify(float* patches, const float* pixels, int64_t B, int64_t ch, int64_t H, int64_t W,
-                int64_t P) override {
+  void patchify(float* patches, const float* pixels, int64_t B, int64_t ch, int64_t H, int64_t W, int64_t P) override {
     kernels::patchify(patches, pixels, B, ch, H, W, P);
   }
   void meanpool_forward(float* out, const float* inp, int64_t B, int64_t T, int64_t C) override {

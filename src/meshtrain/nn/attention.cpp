@@ -1,6 +1,5 @@
 #include "meshtrain/nn/attention.hpp"
 
-#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/bf16.hpp"
 #include "meshtrain/nn/backend.hpp"

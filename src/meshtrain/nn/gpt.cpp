@@ -3,19 +3,19 @@
 #include <cmath>
 #include <string>
 
-#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/bf16.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/kernels/gemm_bf16.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/init.hpp"
 #include "meshtrain/nn/moe/moe_mlp.hpp"
 
 namespace meshtrain {
 
+using kernels::Trans;
 using nn::backend_of;
 using nn::round_into;
-using kernels::Trans;
 
 namespace {
 const GptConfig& checked(const GptConfig& c, const nn::TensorParallelComm* tp) {
@@ -203,10 +203,12 @@ ForwardResult Gpt::head_forward(Slot& s, const int32_t* targets) {
   // logits (B*T, V) = ln_f (B*T, C) wte^T (C, V), V: this rank's vocabulary rows
   const int n = static_cast<int>(B * T), v = static_cast<int>(V), c = static_cast<int>(C);
   if (store_.bf16_products()) {  // both operands rounded once, kept for backward
-    backend_of(store_).gemm_bf16(Trans::No, Trans::Yes, n, v, c, 1.0f, round_into(store_, s.lnf, size_t(B * T * C), s.lnf16), c,
-                       round_into(store_, store_.param(head_wte_), size_t(V * C), s.wte16), c, 0.0f, s.logits.data(), v);
+    backend_of(store_).gemm_bf16(
+        Trans::No, Trans::Yes, n, v, c, 1.0f, round_into(store_, s.lnf, size_t(B * T * C), s.lnf16), c,
+        round_into(store_, store_.param(head_wte_), size_t(V * C), s.wte16), c, 0.0f, s.logits.data(), v);
   } else {
-    backend_of(store_).gemm(Trans::No, Trans::Yes, n, v, c, 1.0f, s.lnf, c, store_.param(head_wte_), c, 0.0f, s.logits.data(), v);
+    backend_of(store_).gemm(Trans::No, Trans::Yes, n, v, c, 1.0f, s.lnf, c, store_.param(head_wte_), c, 0.0f,
+                            s.logits.data(), v);
   }
   return s.xent->forward(s.logits.data(), targets, B * T);
 }
@@ -226,10 +228,11 @@ void Gpt::head_backward(Slot& s, bool split) {
   if (!split) head_backward_weight(s);
   // Tied output layer: dlnf = dlogits wte.
   if (store_.bf16_products())
-    backend_of(store_).gemm_bf16(Trans::No, Trans::No, n, c, v, 1.0f, s.dlogits16.data(), v, s.wte16.data(), c, 0.0f, dlnf_all,
-                       c);
+    backend_of(store_).gemm_bf16(Trans::No, Trans::No, n, c, v, 1.0f, s.dlogits16.data(), v, s.wte16.data(), c, 0.0f,
+                                 dlnf_all, c);
   else
-    backend_of(store_).gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(head_wte_), c, 0.0f, dlnf_all, c);
+    backend_of(store_).gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(head_wte_), c, 0.0f, dlnf_all,
+                            c);
   // Each rank's dlnf covers its vocabulary columns only.
   if (seq)
     tp_->reduce_scatter_sum(dlnf_all, dlnf, static_cast<size_t>(rows * C));  // -> (B*T/TP, C)
@@ -243,9 +246,10 @@ void Gpt::head_backward_weight(Slot& s) {
   // dwte (V, C) += dlogits^T (V, N) lnf (N, C)
   if (store_.bf16_products())
     backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, v, c, n, 1.0f, s.dlogits16.data(), v, s.lnf16.data(), c, 1.0f,
-                       store_.grad(head_wte_), c);
+                                 store_.grad(head_wte_), c);
   else
-    backend_of(store_).gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, s.logits.data(), v, s.lnf, c, 1.0f, store_.grad(head_wte_), c);
+    backend_of(store_).gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, s.logits.data(), v, s.lnf, c, 1.0f,
+                            store_.grad(head_wte_), c);
 }
 
 float* Gpt::input_buffer(size_t piece, size_t index, int64_t B, int64_t T) {
@@ -343,8 +347,8 @@ std::span<const float> Gpt::logits_from(std::span<const int32_t> tokens, int64_t
   s.logits.ensure(rows * V);
   // logits (rows, V) = lnf[first:T] (rows, C) wte^T.
   backend_of(store_).gemm(Trans::No, Trans::Yes, static_cast<int>(rows), static_cast<int>(V), static_cast<int>(C), 1.0f,
-                lnf + first * C, static_cast<int>(C), store_.param(head_wte_), static_cast<int>(C), 0.0f,
-                s.logits.data(), static_cast<int>(V));
+                          lnf + first * C, static_cast<int>(C), store_.param(head_wte_), static_cast<int>(C), 0.0f,
+                          s.logits.data(), static_cast<int>(V));
   return {s.logits.data(), static_cast<size_t>(rows * V)};
 }
 

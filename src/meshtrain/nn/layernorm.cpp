@@ -25,7 +25,7 @@ float* LayerNorm::forward(const float* inp, int64_t N) {
   inp_ = inp;
   N_ = N;
   backend_of(store_).layernorm_forward(out_.data(), mean_.data(), rstd_.data(), inp, store_.param(weight_),
-                             store_.param(bias_), N, C_);
+                                       store_.param(bias_), N, C_);
   return out_.data();
 }
 
@@ -35,20 +35,20 @@ void LayerNorm::forward_rounded(const float* inp, int64_t N, Bf16* out16) {
   inp_ = inp;
   N_ = N;
   backend_of(store_).layernorm_forward_rounded(out16, mean_.data(), rstd_.data(), inp, store_.param(weight_),
-                                     store_.param(bias_), N, C_);
+                                               store_.param(bias_), N, C_);
 }
 
 void LayerNorm::backward(float* dinp, const float* dout, const float* dresid) {
   if (!inp_) throw Error("LayerNorm::backward called before forward");
   if (!seq_tp_) {
-    backend_of(store_).layernorm_backward(dinp, store_.grad(weight_), store_.grad(bias_), dout, inp_, store_.param(weight_),
-                                mean_.data(), rstd_.data(), dresid, N_, C_);
+    backend_of(store_).layernorm_backward(dinp, store_.grad(weight_), store_.grad(bias_), dout, inp_,
+                                          store_.param(weight_), mean_.data(), rstd_.data(), dresid, N_, C_);
   } else {
     dpartial_.ensure(2 * C_);
     float* dweight = dpartial_.data();  // (C), then dbias (C)
     fill_constant(dweight, 2 * C_, 0.0f);
     backend_of(store_).layernorm_backward(dinp, dweight, dweight + C_, dout, inp_, store_.param(weight_), mean_.data(),
-                                rstd_.data(), dresid, N_, C_);
+                                          rstd_.data(), dresid, N_, C_);
     seq_tp_->all_reduce_sum_fp32(dweight, static_cast<size_t>(2 * C_));
     backend_of(store_).residual_forward(store_.grad(weight_), store_.grad(weight_), dweight, C_);
     backend_of(store_).residual_forward(store_.grad(bias_), store_.grad(bias_), dweight + C_, C_);

@@ -2,11 +2,8 @@
 
 #include <algorithm>
 
-#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/kernels/elementwise.hpp"
-#include "meshtrain/kernels/gemm.hpp"
-#include "meshtrain/kernels/gemm_bf16.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/init.hpp"
 
 namespace meshtrain::nn {
@@ -88,8 +85,8 @@ void Linear::forward_rounded_output(const float* inp, int64_t M, kernels::Bf16* 
   take_input(inp, M);
   round_into(store_, store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
   const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
-  backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::No, m, n, k, in16_.data(), k, weight_copy().data(), n, out16, n,
-                             has_bias_ ? store_.param(bias_) : nullptr);
+  backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::No, m, n, k, in16_.data(), k, weight_copy().data(), n, out16,
+                                       n, has_bias_ ? store_.param(bias_) : nullptr);
 }
 
 bool Linear::takes_rounded_input() const {
@@ -116,8 +113,7 @@ float* Linear::forward_rounded_into(int64_t M, float* out, const float* residual
 float* Linear::forward_products(const float* inp, int64_t M, float* out, const float* residual) {
   // The weight rounded once: backward reuses it (it does not change between
   // a forward and its backward).
-  if (store_.bf16_products())
-    round_into(store_, store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
+  if (store_.bf16_products()) round_into(store_, store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
   const bool seq = sequence_parallel();
   const int64_t rows = local_rows(M);
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
@@ -216,14 +212,14 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
     if (dinp16)
-      backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::Yes, M, in, out, dout16, out, weight_copy().data(), out, dinp16,
-                                 in);
+      backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::Yes, M, in, out, dout16, out, weight_copy().data(), out,
+                                           dinp16, in);
     else if (store_.bf16_products())
-      backend_of(store_).gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, weight_copy().data(), out, 0.0f,
-                         dinp_all, in);
+      backend_of(store_).gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, weight_copy().data(), out,
+                                   0.0f, dinp_all, in);
     else
-      backend_of(store_).gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f, dinp_all,
-                    in);
+      backend_of(store_).gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f,
+                              dinp_all, in);
   };
   if (defer_weight_) {
     // Input half now; the weight GEMM waits for backward_weight(). Under
@@ -259,8 +255,8 @@ void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out, c
   // out (M, out) = inp (M, in) W (in, out) [+ bias] + beta out
   const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
   if (store_.bf16_products())
-    backend_of(store_).gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, weight_copy().data(), n, beta, out, n,
-                       bias);
+    backend_of(store_).gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, weight_copy().data(), n, beta,
+                                 out, n, bias);
   else
     backend_of(store_).gemm(Trans::No, Trans::No, m, n, k, 1.0f, inp, k, store_.param(weight_), n, beta, out, n);
 }
@@ -271,9 +267,10 @@ void Linear::gemm_weight_grad(const float* dout, const kernels::Bf16* dout16) {
   const float beta = store_.claim_zeroed_grad(weight_) ? 0.0f : 1.0f;
   if (store_.bf16_products())
     backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16, out, beta,
-                       store_.grad(weight_), out);
+                                 store_.grad(weight_), out);
   else
-    backend_of(store_).gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, beta, store_.grad(weight_), out);
+    backend_of(store_).gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, beta, store_.grad(weight_),
+                            out);
 }
 
 void Linear::backward_weight() {

@@ -61,7 +61,8 @@ void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
     // either gradient is written and read back.
     Bf16* dh16 = Workspace::get(ws.dh16, N_ * H);
     c_proj_.backward_rounded_input_grad(dh16, dout);
-    backend_of(store_).gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.data(), dh16, N_, H);
+    backend_of(store_).gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.data(), dh16, N_,
+                                             H);
     c_fc_.backward_rounded(dinp);
     return;
   }

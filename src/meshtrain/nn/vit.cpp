@@ -3,9 +3,9 @@
 #include <cmath>
 #include <string>
 
-#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/embedding.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/init.hpp"
 
 namespace meshtrain {

@@ -27,7 +27,8 @@ class AdamW final : public Optimizer {
  private:
   kernels::Backend& backend_;  // the store's device's (kernels/backend.hpp)
   double weight_decay_, beta1_, beta2_, eps_;
-  std::vector<kernels::AdamWChunk> batch_;  // update(): the chunks' pointers, rebuilt each step (buffers move under ZeRO)
+  // update(): the chunks' pointers, rebuilt each step (ZeRO moves the buffers).
+  std::vector<kernels::AdamWChunk> batch_;
   AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (local_size)
   AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (local_size)
 };

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <vector>
 
-#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/init.hpp"
 
 namespace meshtrain::nn {
@@ -44,8 +44,8 @@ void Router::forward(const float* x, int64_t B, int64_t T, RouterSums* sums) {
   kept_.ensure(N * k);
   float* p = z_.data();
   // z (N, E) = x (N, C) W (C, E)
-  backend_of(store_).gemm(Trans::No, Trans::No, int(N), int(E), int(C_), 1.0f, x, int(C_), store_.param(weight_), int(E), 0.0f,
-                p, int(E));
+  backend_of(store_).gemm(Trans::No, Trans::No, int(N), int(E), int(C_), 1.0f, x, int(C_), store_.param(weight_),
+                          int(E), 0.0f, p, int(E));
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
   double z_squares = 0;
   std::vector<float> score(static_cast<size_t>(E));
@@ -104,14 +104,15 @@ void Router::forward(const float* x, int64_t B, int64_t T, RouterSums* sums) {
   if (!sums->has_balancing_sums()) return;
   // A (C, E) += x^T p; B (C, E E) += x^T q with q_t = p_t (outer) p_t.
   std::vector<float> part(size_t(C_ * E * E)), q(size_t(N * E * E));
-  backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x, int(C_), p, int(E), 0.0f, part.data(), int(E));
+  backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x, int(C_), p, int(E), 0.0f,
+                          part.data(), int(E));
   std::span<double> a = sums->a();
   for (size_t i = 0; i < a.size(); ++i) a[i] += part[i];
   for (int64_t t = 0; t < N; ++t)
     for (int64_t i = 0; i < E; ++i)
       for (int64_t j = 0; j < E; ++j) q[size_t((t * E + i) * E + j)] = p[t * E + i] * p[t * E + j];
-  backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E * E), int(N), 1.0f, x, int(C_), q.data(), int(E * E), 0.0f,
-                part.data(), int(E * E));
+  backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E * E), int(N), 1.0f, x, int(C_), q.data(), int(E * E),
+                          0.0f, part.data(), int(E * E));
   std::span<double> bsum = sums->b();
   for (size_t i = 0; i < bsum.size(); ++i) bsum[i] += part[i];
 }
@@ -147,9 +148,9 @@ void Router::backward(const float* dgates, float* dx) {
   }
   // dW (C, E) += x^T dz; dx (N, C) += dz W^T
   backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x_, int(C_), dz.data(), int(E), 1.0f,
-                store_.grad(weight_), int(E));
-  backend_of(store_).gemm(Trans::No, Trans::Yes, int(N), int(C_), int(E), 1.0f, dz.data(), int(E), store_.param(weight_), int(E),
-                1.0f, dx, int(C_));
+                          store_.grad(weight_), int(E));
+  backend_of(store_).gemm(Trans::No, Trans::Yes, int(N), int(C_), int(E), 1.0f, dz.data(), int(E),
+                          store_.param(weight_), int(E), 1.0f, dx, int(C_));
   store_.grad_ready(weight_);
   if (has_bias_) store_.grad_ready(bias_);
 }

@@ -22,6 +22,8 @@ inline constexpr int kWarp = 32;
 // any H100/H200 many times over, and a fixed number, so a launch's shape
 // depends on the sizes only.
 inline constexpr int64_t kMaxBlocks = 1 << 16;
+// The largest gridDim.y (and z) a launch may have.
+inline constexpr int64_t kMaxGridY = 65535;
 
 inline unsigned blocks_for(int64_t work_items, int block, int64_t cap = kMaxBlocks) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((work_items + block - 1) / block, cap)));

@@ -17,7 +17,7 @@ using detail::Pack;
 using detail::store_pack;
 
 constexpr int kBlock = 256;
-constexpr int64_t kMaxGridY = 65535;
+using detail::kMaxGridY;
 
 template <int W>
 __global__ void __launch_bounds__(kBlock)

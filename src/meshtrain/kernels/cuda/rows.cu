@@ -29,7 +29,7 @@ using detail::store_pack;
 constexpr int kBlock = 256;
 constexpr int kPack = 4;
 // The grid's y extent (rows or chunks); more are walked by striding.
-constexpr int64_t kMaxGridY = 65535;
+using detail::kMaxGridY;
 
 constexpr size_t kFloatPack = sizeof(Pack<float, kPack>);  // 16 bytes
 constexpr size_t kBf16Pack = sizeof(Pack<Bf16, kPack>);    // 8 bytes

@@ -16,7 +16,7 @@ using detail::Pack;
 using detail::store_pack;
 
 constexpr int kBlock = 256;
-constexpr int64_t kMaxGridY = 65535;
+using detail::kMaxGridY;
 
 __global__ void __launch_bounds__(kBlock)
     patchify_kernel(float* patches, const float* pixels, int64_t total, int64_t ch, int64_t H, int64_t W, int64_t P,

@@ -33,6 +33,30 @@ void Router::init(Rng& rng, float stddev) {
   if (has_bias_) fill_constant(store_.param(bias_), size_t(E_), 0.0f);
 }
 
+// Capacity per sequence: first choices first, earlier tokens first.
+int64_t Router::apply_capacity(int64_t B, int64_t T) {
+  const int64_t k = k_;
+  std::fill(kept_.data(), kept_.data() + B * T * k, uint8_t{1});
+  int64_t dropped = 0;
+  const int64_t capacity = config_.capacity(T);
+  if (capacity <= 0) return 0;
+  std::vector<int64_t> used(static_cast<size_t>(E_));
+  for (int64_t b = 0; b < B; ++b) {
+    std::fill(used.begin(), used.end(), 0);
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t t = b * T; t < (b + 1) * T; ++t) {
+        const int32_t e = choices_.data()[t * k + r];
+        if (used[size_t(e)] < capacity) {
+          ++used[size_t(e)];
+        } else {
+          kept_.data()[t * k + r] = 0;
+          ++dropped;
+        }
+      }
+  }
+  return dropped;
+}
+
 void Router::forward(const float* x, int64_t B, int64_t T, RouterSums* sums) {
   const int64_t N = B * T, E = E_, k = k_;
   x_ = x;
@@ -74,26 +98,7 @@ void Router::forward(const float* x, int64_t B, int64_t T, RouterSums* sums) {
     for (int64_t r = 0; r < k; ++r)
       gates_.data()[t * k + r] = k == 1 ? pt[ch[r]] : float(double(pt[ch[r]]) / chosen);
   }
-  // Capacity per sequence: first choices first, earlier tokens first.
-  std::fill(kept_.data(), kept_.data() + N * k, uint8_t{1});
-  int64_t dropped = 0;
-  const int64_t capacity = config_.capacity(T);
-  if (capacity > 0) {
-    std::vector<int64_t> used(static_cast<size_t>(E));
-    for (int64_t b = 0; b < B; ++b) {
-      std::fill(used.begin(), used.end(), 0);
-      for (int64_t r = 0; r < k; ++r)
-        for (int64_t t = b * T; t < (b + 1) * T; ++t) {
-          const int32_t e = choices_.data()[t * k + r];
-          if (used[size_t(e)] < capacity) {
-            ++used[size_t(e)];
-          } else {
-            kept_.data()[t * k + r] = 0;
-            ++dropped;
-          }
-        }
-    }
-  }
+  const int64_t dropped = apply_capacity(B, T);
   if (!sums) return;
   sums->add_tokens(double(N), double(dropped), z_squares);
   double* counts = sums->counts();

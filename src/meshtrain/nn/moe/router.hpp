@@ -67,6 +67,9 @@ class Router {
   AlignedBuffer<int32_t> choices_{MemoryKind::Activations};
   AlignedBuffer<float> gates_{MemoryKind::Activations};
   AlignedBuffer<uint8_t> kept_{MemoryKind::Activations};
+  // Marks in kept_ the choices past an expert's capacity in each of the B
+  // sequences of T tokens (choices_ set); returns how many were dropped.
+  int64_t apply_capacity(int64_t B, int64_t T);
 };
 
 }  // namespace meshtrain::nn

@@ -33,6 +33,19 @@ for role, s in specs.items():
     assert volumes["config"]["configMap"]["name"] == cm["metadata"]["name"]
     config_path = c["command"][2]
     assert config_path.rsplit("/", 1)[0] in mounts and config_path.rsplit("/", 1)[1] in cm["data"], config_path
+# The Master (rank 0, the lead worker) serves /metrics and /healthz on the
+# port its command names, on every interface (the kubelet probes the pod's
+# address), and its probes ask /healthz there; the Workers serve nothing.
+m = specs["Master"]["template"]["spec"]["containers"][0]
+flags = dict(a.split("=", 1) for a in m["command"] if a.startswith("--metrics.prometheus_"))
+metrics_port = int(flags["--metrics.prometheus_port"])
+assert flags.get("--metrics.prometheus_address") == "0.0.0.0", "the kubelet probes the pod's address, not loopback"
+ports = {p["name"]: p["containerPort"] for p in m["ports"]}
+for probe in ("startupProbe", "livenessProbe"):
+    get = m[probe]["httpGet"]
+    assert get["path"] == "/healthz" and ports.get(get["port"], get["port"]) == metrics_port, (probe, get)
+w = specs["Worker"]["template"]["spec"]["containers"][0]
+assert not {"livenessProbe", "startupProbe"} & set(w), "a Worker has a probe but serves no /healthz"
 open("job.toml", "w").write(cm["data"]["job.toml"])
 print(specs["Master"]["replicas"] + specs["Worker"]["replicas"])
 print(" ".join(specs["Master"]["template"]["spec"]["containers"][0]["command"][1:]).replace("/config/job.toml", "job.toml"))
@@ -54,17 +67,20 @@ make_text data.txt 100000
 LOCAL=(--data.path="$WORK/data.txt" --model.n_layer=2 --model.n_embd=32 --model.block_size=32
        --training.steps=4 --schedule.warmup_steps=1 --training.threads=1 --checkpoint.every=2 --training.eval_every=0)
 
-port="$(free_port)"
+port="$(free_port)" metrics_port="$(free_port)"  # not the manifest's 9400: this machine may use it
+while [ "$metrics_port" = "$port" ]; do metrics_port="$(free_port)"; done
 pids=()
 for ((rank = 0; rank < replicas; rank++)); do
   env -i PATH="$PATH" RANK=$rank WORLD_SIZE="$replicas" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
     MESHTRAIN_JOB_TOKEN=test-secret timeout 120 "$MESHTRAIN" "${pytorchjob_cmd[@]}" "${LOCAL[@]}" \
-    --training.out_dir="$WORK/pytorchjob" > "rank$rank.log" 2>&1 &
+    --training.out_dir="$WORK/pytorchjob" --metrics.prometheus_port="$metrics_port" > "rank$rank.log" 2>&1 &
   pids+=($!)
 done
 wait_ranks "the PyTorchJob's command failed" "${pids[@]}"
 grep -q "$replicas workers" rank0.log || { cat rank0.log; fail "not $replicas workers"; }
 grep -q "1 host, $replicas of $replicas ranks on this one" rank0.log || { cat rank0.log; fail "host not learned"; }
+# Every replica ran the Master's command with its metrics port: rank 0 alone served (no clash).
+grep -q "live metrics: http://0.0.0.0:$metrics_port/metrics" rank0.log || { cat rank0.log; fail "rank 0 served no metrics"; }
 [ -d "$WORK/pytorchjob/checkpoints/step_00000004" ] || { cat rank0.log; fail "no final checkpoint"; }
 echo "PyTorchJob: $replicas replicas trained as one job"
 

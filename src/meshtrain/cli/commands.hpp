@@ -41,5 +41,6 @@ void add_consolidate_command(CLI::App& app, CommandSet& commands);
 void add_plan_command(CLI::App& app, CommandSet& commands);
 void add_tokenize_command(CLI::App& app, CommandSet& commands);
 void add_tokenizer_train_command(CLI::App& app, CommandSet& commands);
+void add_why_hung_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace meshtrain::cli

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
+#include "meshtrain/cli/launched_job_config.hpp"
 #include "meshtrain/cluster/evaluator_pool.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
 
@@ -32,9 +33,8 @@ void add_evaluator_command(CLI::App& app, CommandSet& commands) {
       "exits after the checkpoint of step training.steps. Overrides (--section.key=value) apply to the\n"
       "job config and to each checkpoint's config.");
   commands.add(sub, [config_path, sub] {
-    JobConfig config = load_job_config(*config_path);
     const std::vector<std::string> overrides = sub->remaining();
-    apply_overrides(config, overrides);
+    JobConfig config = load_launched_job_config(*config_path, overrides);
     omp_set_num_threads(1);
     errno = 0;
     const int niceness = getpriority(PRIO_PROCESS, 0);

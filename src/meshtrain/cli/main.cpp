@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   meshtrain::cli::add_plan_command(app, commands);
   meshtrain::cli::add_tokenize_command(app, commands);
   meshtrain::cli::add_tokenizer_train_command(app, commands);
+  meshtrain::cli::add_why_hung_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -43,6 +44,9 @@ int main(int argc, char** argv) {
   } catch (const meshtrain::DataError& e) {
     std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
     return meshtrain::kExitBadInput;
+  } catch (const meshtrain::DivergedError& e) {
+    std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
+    return meshtrain::kExitDiverged;
   } catch (const meshtrain::Error& e) {
     std::fprintf(stderr, "meshtrain: error: %s\n", e.what());
     return 1;

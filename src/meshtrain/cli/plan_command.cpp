@@ -138,8 +138,7 @@ HostLayout take_host_flags(std::vector<std::string>& flags) {
 
 int run_job_forecast(const PlanArgs& args, std::vector<std::string> flags) {
   const HostLayout hosts = take_host_flags(flags);
-  JobConfig config = load_job_config(args.job_config);
-  apply_overrides(config, flags);
+  JobConfig config = load_job_config(args.job_config, flags);
   const JobForecast forecast =
       forecast_job(config, hosts, [](const std::string& transport) { return measure_link(transport, stderr); }, stderr);
   if (args.json)
@@ -193,8 +192,7 @@ void add_plan_command(CLI::App& app, CommandSet& commands) {
     if (args->job_config.empty()) return run_analytic(*args, flags, nullptr);
     if (args->emit_config.empty()) return run_job_forecast(*args, flags);
     // Flags override the job, as with --config alone.
-    JobConfig job = load_job_config(args->job_config);
-    apply_overrides(job, flags);
+    JobConfig job = load_job_config(args->job_config, flags);
     return run_analytic(*args, {}, &job);
   });
 }

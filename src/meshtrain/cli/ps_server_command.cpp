@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
+#include "meshtrain/cli/launched_job_config.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
 #include "meshtrain/train/ps/ps_server.hpp"
 
@@ -33,8 +34,7 @@ void add_ps_server_command(CLI::App& app, CommandSet& commands) {
       "<training.out_dir>/server-<j>.jsonl.\n"
       "Config keys can be overridden as --section.key=value (as for `meshtrain train`).");
   commands.add(sub, [args, sub] {
-    JobConfig config = load_job_config(args->config_path);
-    apply_overrides(config, sub->remaining());
+    JobConfig config = load_launched_job_config(args->config_path, sub->remaining());
     config.parallel.data = DataParallelism::ParameterServer;
     run_parameter_server(config, stdout);
     return 0;

@@ -8,6 +8,7 @@
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/cli/self_executable.hpp"
 #include "meshtrain/cluster/local_job.hpp"
+#include "meshtrain/core/error.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
 
 namespace meshtrain::cli {
@@ -34,14 +35,22 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
       "the rest are stopped and the whole job restarts from its newest complete checkpoint after\n"
       "parallel.restart_backoff_s (doubling, at most 30 s), up to parallel.max_restarts times; a dead\n"
       "parameter-server worker is first restarted alone. Then run exits with the failure's status and a\n"
-      "summary of every replica's failures. Evaluators are stopped once the workers are done.");
+      "summary of every replica's failures. Evaluators are stopped once the workers are done.\n"
+      "SIGTERM, SIGUSR1 or SIGINT to run (a preemption) reaches every worker: each finishes its step, they\n"
+      "checkpoint the same one and run exits with status 4; parallel.stop_grace_s later the rest are\n"
+      "killed. Exit status 3: bad configuration or input; 5: the training diverged (docs/long-jobs.md).");
   commands.add(sub, [request, sub, ignored_resume] {
     request->overrides = sub->remaining();
-    JobConfig config = load_job_config(request->config_path);
-    apply_overrides(config, request->overrides);
+    // --nproc is parallel.workers: set before the config is validated (a
+    // layout such as --parallel.tensor=2 --parallel.pipeline=2 is checked
+    // against the workers that will run it, not the file's count), and
+    // passed on so that every child reads the same config.
+    if (request->nproc > 0) request->overrides.push_back("--parallel.workers=" + std::to_string(request->nproc));
+    JobConfig config = load_job_config(request->config_path, request->overrides);
     request->self = self_executable();
-    SupervisorResult r = supervise(plan_local_job(config.parallel, *request), local_job_supervision(config.parallel));
-    if (r.exit_code != 0) std::fprintf(stderr, "meshtrain run: error: %s\n", r.failure.c_str());
+    SupervisorResult r = supervise(plan_local_job(config.parallel, *request), local_job_supervision(config));
+    // Preempted (every worker checkpointed) is not an error: the supervisor said so.
+    if (r.exit_code != 0 && r.exit_code != kExitPreempted) std::fprintf(stderr, "meshtrain run: error: %s\n", r.failure.c_str());
     return r.exit_code;
   });
 }

@@ -56,7 +56,7 @@ void add_submit_command(CLI::App& app, CommandSet& commands) {
     options.max_restarts = args->max_restarts;
     options.restart_backoff = std::chrono::milliseconds(static_cast<int64_t>(args->restart_backoff_s * 1000 + 0.5));
     SupervisorResult r = supervise(plan_submit(job, self_executable()), options);
-    if (r.exit_code != 0) std::fprintf(stderr, "meshtrain submit: error: %s\n", r.failure.c_str());
+    if (r.exit_code != 0 && r.exit_code != kExitPreempted) std::fprintf(stderr, "meshtrain submit: error: %s\n", r.failure.c_str());
     return r.exit_code;
   });
 }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "meshtrain/cli/commands.hpp"
+#include "meshtrain/cli/launched_job_config.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
 #include "meshtrain/train/loop/trainer.hpp"
@@ -45,8 +46,7 @@ void add_train_command(CLI::App& app, CommandSet& commands) {
   sub->allow_extras();
   sub->footer("Any config key can be overridden as --section.key=value:\n" + job_config_reference());
   commands.add(sub, [args, sub] {
-    JobConfig config = load_job_config(args->config_path);
-    apply_overrides(config, sub->remaining());
+    JobConfig config = load_launched_job_config(args->config_path, sub->remaining());
     if (args->max_memory_mb > 0) config.training.max_memory_mb = args->max_memory_mb;
     if (!args->trace.empty()) config.metrics.trace = args->trace;
     TrainOptions options;
@@ -57,8 +57,8 @@ void add_train_command(CLI::App& app, CommandSet& commands) {
     // our output to a terminal and redraws the bar there.
     const char* bar = std::getenv("MESHTRAIN_PROGRESS_BAR");
     options.interactive = isatty(fileno(stdout)) || (bar && std::string(bar) == "1");
-    train(config, options);
-    return 0;
+    // Preempted: the checkpoint of the last step is written; resuming goes on.
+    return train(config, options).stopped_by ? kExitPreempted : 0;
   });
 }
 

@@ -66,6 +66,13 @@ SupervisorOptions local_job_supervision(const ParallelSection& parallel) {
   options.max_restarts = static_cast<int>(parallel.max_restarts);
   options.restart_backoff = ms(parallel.restart_backoff_s);
   options.heartbeat_timeout = ms(parallel.heartbeat_timeout_s);
+  options.stop_grace = ms(parallel.stop_grace_s);
+  return options;
+}
+
+SupervisorOptions local_job_supervision(const JobConfig& config) {
+  SupervisorOptions options = local_job_supervision(config.parallel);
+  options.flight_dir = config.training.out_dir;
   return options;
 }
 

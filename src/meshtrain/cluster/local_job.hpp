@@ -13,7 +13,8 @@
 //
 // Every rank gets the environment `meshtrain launch` sets
 // (local_launcher.hpp); the command-line overrides go to every child
-// unchanged, so they all read the same config. Workers always run with
+// unchanged (`meshtrain run` adds --nproc N as --parallel.workers=N), so
+// they all read the same config. Workers always run with
 // --resume: a restarted group, or the same `meshtrain run` command run again
 // after a crash, continues from the newest complete checkpoint (and a
 // finished job says so and exits).
@@ -41,5 +42,8 @@ std::vector<Replica> plan_local_job(const ParallelSection& parallel, const Local
 // restarts after parallel.restart_backoff_s, heartbeats after
 // parallel.heartbeat_timeout_s (0: none).
 SupervisorOptions local_job_supervision(const ParallelSection& parallel);
+// The same, and the workers' flight recorder rings under training.out_dir
+// (comm/flight/): a hang names its culprit.
+SupervisorOptions local_job_supervision(const JobConfig& config);
 
 }  // namespace meshtrain

@@ -92,6 +92,7 @@ LaunchResult launch_local(const LaunchOptions& o, std::FILE* out) {
   SupervisorOptions options;
   options.name = "launch";
   options.grace = o.grace;
+  options.stop_grace = o.stop_grace;
   SupervisorResult s = supervise(replicas, options, out);
   return {s.exit_code, s.failed, s.failure};
 }

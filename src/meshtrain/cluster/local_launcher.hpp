@@ -54,6 +54,7 @@ struct LaunchOptions {
   int master_port = 0;  // 0: pick a free port
   comm::TransportKind transport = comm::TransportKind::Auto;  // every rank's transport, reducers included
   std::chrono::milliseconds grace{5000};  // between SIGTERM and SIGKILL
+  std::chrono::milliseconds stop_grace{25000};  // the same when launch itself is signalled (a preemption)
 };
 
 struct LaunchResult {

@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "meshtrain/cluster/output_forwarder.hpp"
+#include "meshtrain/comm/flight/hang_report.hpp"
 #include "meshtrain/core/error.hpp"
 
 extern char** environ;
@@ -35,8 +36,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-volatile std::sig_atomic_t g_signal = 0;
-void on_signal(int sig) { g_signal = sig; }
+volatile std::sig_atomic_t g_signal = 0;   // the first SIGINT, SIGTERM or SIGUSR1 to us
+volatile std::sig_atomic_t g_signals = 0;  // how many
+void on_signal(int sig) {
+  if (!g_signal) g_signal = sig;
+  g_signals = g_signals + 1;
+}
 
 // One running replica: its pid, the read ends of its output pipes, and the
 // partial line of each stream not yet forwarded.
@@ -59,8 +64,10 @@ struct Failure {
   int index = -1;
   std::string what;
   int code = 0;
-  bool retryable = true;  // false: bad configuration or input (kExitBadInput)
+  bool retryable = true;  // false: bad configuration or input (kExitBadInput), or diverged (kExitDiverged)
 };
+
+bool exited_with(int status, int code) { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
 
 std::string describe(const std::string& label, int status) {
   if (WIFEXITED(status)) return label + " exited with status " + std::to_string(WEXITSTATUS(status));
@@ -121,6 +128,7 @@ void spawn(Child& c, const std::vector<std::string>& own_env, bool terminal) {
     // The supervisor's signal handlers must not carry over as "ignored".
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
     execvpe(argv[0], argv.data(), envp.data());
     const char* why = strerror(errno);
     (void)!write(STDERR_FILENO, "cannot run '", 12);
@@ -138,24 +146,28 @@ void spawn(Child& c, const std::vector<std::string>& own_env, bool terminal) {
   c.started = Clock::now();
 }
 
-// Installs on_signal for SIGINT and SIGTERM for the supervisor's lifetime.
+// Installs on_signal for SIGINT, SIGTERM and SIGUSR1 (Slurm's
+// `--signal=B:USR1@120`) for the supervisor's lifetime.
 class SignalScope {
  public:
   SignalScope() {
     g_signal = 0;
+    g_signals = 0;
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int_);
     sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGUSR1, &sa, &old_usr1_);
   }
   ~SignalScope() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {}, old_term_ {}, old_usr1_ {};
 };
 
 // A private directory for the workers' heartbeat files, removed at the end.
@@ -229,6 +241,8 @@ class Supervisor {
   // group's failure, if any, in group_failure_.
   void run_group() {
     group_failure_.reset();
+    culprit_.clear();
+    diagnosed_ = culprit_killed_ = false;
     kill_at_.reset();
     drain_until_.reset();
     for (auto& c : children_) c = fresh(c);
@@ -248,7 +262,16 @@ class Supervisor {
       check_heartbeats();
       if (g_signal && !signal_failure_) {
         signal_failure_ = Failure{-1, "stopped by signal " + std::to_string(g_signal), 128 + g_signal};
-        stop_all();
+        forwarder_.line(options_.name, std::string(strsignal(g_signal)) + ": stopping every process (the workers "
+                                       "checkpoint the step in flight; SIGKILL in " +
+                                       seconds_text(options_.stop_grace.count() / 1000.0) + ")");
+        stop_all(options_.stop_grace, g_signal == SIGUSR1 ? SIGUSR1 : SIGTERM);
+      }
+      if (g_signals > 1 && !forwarded_second_) {
+        // A second signal: the workers exit at once (stop_request.hpp).
+        forwarded_second_ = true;
+        for (auto& c : children_)
+          if (!c.exited && c.pid > 0) kill(c.pid, SIGTERM);
       }
       if (!drain_until_ && !kill_at_ && workers_done()) drain_until_ = Clock::now() + options_.drain;
       if (drain_until_ && !kill_at_ && Clock::now() > *drain_until_ && running() > 0) {
@@ -293,20 +316,32 @@ class Supervisor {
     return n;
   }
 
+  // Every worker ended by checkpointing and exiting (kExitPreempted or 0).
+  bool workers_checkpointed() const {
+    for (const auto& c : children_)
+      if (c.replica->kind == ReplicaKind::Worker &&
+          (!c.exited || !(exited_with(c.status, kExitPreempted) || exited_with(c.status, 0))))
+        return false;
+    return true;
+  }
+
   bool workers_done() const {
     for (const auto& c : children_)
       if (c.replica->kind == ReplicaKind::Worker && (!c.exited || failed(c.status))) return false;
     return true;
   }
 
-  void stop_all() {
+  // `sig` (SIGTERM, or the SIGUSR1 we were sent) to every replica still
+  // running, SIGKILL after `grace`.
+  void stop_all(milliseconds grace, int sig = SIGTERM) {
     for (auto& c : children_)
       if (!c.exited && !c.stopped && c.pid > 0) {
-        kill(c.pid, SIGTERM);
+        kill(c.pid, sig);
         c.stopped = true;
       }
-    if (!kill_at_) kill_at_ = Clock::now() + options_.grace;
+    if (!kill_at_) kill_at_ = Clock::now() + grace;
   }
+  void stop_all() { stop_all(options_.grace); }
 
   // Kills every running worker whose heartbeat is overdue (reap() then
   // treats it as failed).
@@ -314,6 +349,7 @@ class Supervisor {
     if (!heartbeats_) return;
     const milliseconds timeout = options_.heartbeat_timeout;
     const milliseconds first = std::max(timeout, options_.heartbeat_startup);
+    if (culprit_killed_) return;  // the group goes down with its hang's culprit
     for (auto& c : children_) {
       if (c.heartbeat_file.empty() || c.exited || c.stopped || !c.hung.empty()) continue;
       struct stat st {};
@@ -331,9 +367,63 @@ class Supervisor {
         why = "sent no first heartbeat within " + seconds_text(first.count() / 1000.0) + " of its start";
       }
       if (why.empty()) continue;
+      // The peers waiting for a hung worker stop beating too: the flight
+      // recorder's rings tell which one the others wait for.
+      const double min_wait = std::min(1.0, timeout.count() / 4000.0);
+      if (kill_culprits(diagnose_hang(min_wait), c.replica->label + " " + why)) {
+        reap();  // the culprit's death first, before its peers fail over it
+        return;
+      }
       c.hung = why;
       kill(c.pid, SIGKILL);
     }
+  }
+
+  // Reads the workers' rings once per group (options_.flight_dir) and
+  // prints the hang's culprit, if they name one. Returns the culprits' ranks.
+  std::vector<int> diagnose_hang(double min_wait_s) {
+    if (options_.flight_dir.empty() || diagnosed_) return {};
+    diagnosed_ = true;
+    comm::flight::HangReport report;
+    try {
+      report = comm::flight::diagnose_run_dir(options_.flight_dir, min_wait_s);
+    } catch (const Error&) {
+      return {};  // no rings (yet): nothing to say
+    }
+    const comm::flight::Diagnosis& d = report.diagnosis;
+    if (d.finding == comm::flight::Finding::NoHang) return {};
+    culprit_ = (d.named() ? "hang " : "") + d.summary;  // "hang culprit: rank 1 ...", "hang: no single culprit: ..."
+    forwarder_.line(options_.name, culprit_);
+    for (const std::string& line : d.details) forwarder_.line(options_.name, "  " + line);
+    size_t start = 0;
+    for (size_t end; (end = report.table.find('\n', start)) != std::string::npos; start = end + 1)
+      forwarder_.line(options_.name, "  " + report.table.substr(start, end - start));
+    return d.culprits;
+  }
+
+  // Kills the running workers of these ranks as hung; false when none is
+  // running (then nothing was done).
+  bool kill_culprits(const std::vector<int>& ranks, const std::string& noticed) {
+    bool killed = false;
+    for (auto& c : children_) {
+      if (c.exited || c.stopped || c.pid <= 0 || c.replica->kind != ReplicaKind::Worker) continue;
+      const int rank = rank_of(*c.replica);
+      if (rank < 0 || std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
+      c.hung = "is the hang's culprit (" + noticed + "; the flight recorder names rank " + std::to_string(rank) + ")";
+      kill(c.pid, SIGKILL);
+      siginfo_t info{};
+      waitid(P_PID, id_t(c.pid), &info, WEXITED | WNOWAIT);  // dead, left for reap()
+      killed = true;
+    }
+    culprit_killed_ = killed;
+    return killed;
+  }
+
+  // The RANK its environment gives a replica; -1 when none.
+  static int rank_of(const Replica& r) {
+    for (const auto& kv : r.env)
+      if (kv.rfind("RANK=", 0) == 0) return std::atoi(kv.c_str() + 5);
+    return -1;
   }
 
   // Forwards whatever output is ready, waiting up to timeout_ms for some.
@@ -384,6 +474,16 @@ class Supervisor {
     for (size_t i : ended) {
       Child& c = children_[i];
       const bool stopping = c.stopped || group_failure_ || signal_failure_;
+      if (exited_with(c.status, kExitPreempted) && c.hung.empty()) {
+        // It was told to stop (by us or by the scheduler directly) and
+        // checkpointed: the job stops, to be resumed, not restarted.
+        if (!stopping && !preempted_) {
+          forwarder_.line(options_.name, c.replica->label + " was preempted and checkpointed; stopping the others");
+          stop_all(options_.stop_grace);
+        }
+        preempted_ = true;
+        continue;
+      }
       // A hung worker we killed is a failure even if the group is being
       // stopped anyway.
       if (c.hung.empty() && (stopping || !failed(c.status))) continue;
@@ -391,8 +491,10 @@ class Supervisor {
                                               : c.replica->label + " " + c.hung + "; killed it";
       record_failure(c, what);
       if (stopping) continue;
-      // Bad configuration or input fails again however often it is rerun.
-      const bool retryable = !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == kExitBadInput);
+      // Bad configuration or input fails again however often it is rerun,
+      // and a diverged run diverges again from the same checkpoint.
+      const bool diverged = exited_with(c.status, kExitDiverged);
+      const bool retryable = !exited_with(c.status, kExitBadInput) && !diverged;
       if (retryable && c.restarted < c.replica->restarts && !kill_at_) {
         forwarder_.line(options_.name, what + "; restarting it alone (" + std::to_string(c.restarted + 1) + " of " +
                                            std::to_string(c.replica->restarts) + ")");
@@ -409,9 +511,11 @@ class Supervisor {
         continue;
       }
       group_failure_ = failure;
+      if (c.replica->kind == ReplicaKind::Worker) diagnose_hang(1.0);  // before the others are stopped
       const bool restart = retryable && result_.restarts < options_.max_restarts;
       forwarder_.line(options_.name, what + (restart    ? "; stopping the others to restart the whole job"
                                              : retryable ? "; stopping the others"
+                                             : diverged  ? " (the training diverged: not restarted); stopping the others"
                                                          : " (bad configuration or input: not restarted); "
                                                            "stopping the others"));
       stop_all();
@@ -437,8 +541,21 @@ class Supervisor {
   // The job's outcome: a signal to us, else the failure that stopped the last
   // group, else an auxiliary's; and the summary of every failure.
   void finish() {
+    if (!group_failure_ && !aux_failure_ && (preempted_ || signal_failure_) && workers_checkpointed()) {
+      // Preempted: every worker saved the step it was in. A scheduler
+      // tells this status from a failure and requeues the job.
+      result_.exit_code = kExitPreempted;
+      result_.failure = signal_failure_ ? signal_failure_->what : "preempted";
+      forwarder_.line(options_.name, "preempted: every worker wrote a checkpoint of its last step; the job resumes "
+                                     "from it when started again (exit status " +
+                                         std::to_string(kExitPreempted) + ")");
+      return;
+    }
     const std::optional<Failure>& f = signal_failure_ ? signal_failure_ : group_failure_ ? group_failure_ : aux_failure_;
-    if (!f) return;
+    if (!f) {
+      if (preempted_) result_.exit_code = kExitPreempted;
+      return;
+    }
     result_.exit_code = f->code;
     result_.failed = f->index;
     result_.failure = f->what;
@@ -448,6 +565,8 @@ class Supervisor {
     if (options_.max_restarts > 0)
       head += " (after " + std::to_string(result_.restarts) + " of " + std::to_string(options_.max_restarts) +
               " restarts of the whole job)";
+    result_.culprit = culprit_;
+    if (!culprit_.empty()) lines.push_back(culprit_);  // first: who the others waited for
     lines.push_back(head);
     for (const auto& r : result_.failures) {
       lines.push_back("  " + r.label + " failed " + std::to_string(r.count) + (r.count == 1 ? " time" : " times") +
@@ -490,7 +609,12 @@ class Supervisor {
   std::optional<Clock::time_point> kill_at_, drain_until_;
   std::optional<Failure> group_failure_;   // the failure that stops the running group
   std::optional<Failure> aux_failure_;     // the first auxiliary failure of the job
-  std::optional<Failure> signal_failure_;  // SIGINT or SIGTERM to us
+  std::optional<Failure> signal_failure_;  // SIGINT, SIGTERM or SIGUSR1 to us
+  std::string culprit_;          // this group's hang culprit, as the flight recorder named it
+  bool diagnosed_ = false;       // the rings were read for this group
+  bool culprit_killed_ = false;  // ... and the culprit killed on a stale heartbeat
+  bool preempted_ = false;                 // a worker exited with kExitPreempted
+  bool forwarded_second_ = false;          // a second signal to us went on to the replicas
 };
 
 }  // namespace

@@ -18,8 +18,16 @@
 // SIGKILL after `grace`. When the workers are done, services and auxiliaries
 // get `drain` to finish by themselves (an evaluator evaluating the final
 // checkpoint) before they are stopped the same way; a replica stopped on
-// purpose is not a failure. SIGINT or SIGTERM to the supervisor stops every
-// replica the same way.
+// purpose is not a failure.
+//
+// Preemption: SIGINT, SIGTERM or SIGUSR1 to the supervisor stops every
+// replica the same way, with `stop_grace` before SIGKILL: synchronous workers
+// finish their step, checkpoint it and exit with kExitPreempted
+// (train/loop/stop_request.hpp). A second signal is passed on, and they exit
+// at once. A worker that exits with kExitPreempted by itself (the scheduler
+// signalled it directly) stops the others the same way. When every worker
+// checkpointed, the job's status is kExitPreempted (not a failure: resume it);
+// it is never restarted here.
 //
 // Whole-group restarts: a synchronous job cannot go on without one of its
 // members, so when a worker or service fails (after its own restarts, if it
@@ -30,13 +38,22 @@
 // Each group gets MESHTRAIN_JOB_ID "<id>-r<k>" (k: restarts so far) so that
 // its transports never meet what a dead group left behind. A replica that
 // exits with kExitBadInput (core/error.hpp: bad configuration or input data)
-// is restarted neither alone nor with its group: it would fail again.
+// or kExitDiverged (a loss that is not finite) is restarted neither alone nor
+// with its group: it would fail again.
 //
 // Heartbeats: with heartbeat_timeout > 0 each worker gets
 // MESHTRAIN_HEARTBEAT_FILE (train/loop/heartbeat.hpp). A worker whose file was last
 // touched more than heartbeat_timeout ago, or that has not touched it
 // max(heartbeat_timeout, heartbeat_startup) after its start, is hung: it is
 // killed with SIGKILL and counts as failed.
+//
+// Hangs (flight_dir set: the workers' flight recorder rings, comm/flight/):
+// when a heartbeat goes stale, the rings are read first, and if they name
+// the hang's culprit (comm/flight/hang_diagnosis.hpp: the rank the others
+// wait for), that worker is killed instead of the first stale one found (a
+// peer waiting for it stops beating too). When a group fails, the rings are
+// read the same way; the culprit's line is printed then and heads the
+// failure summary.
 //
 // When the job fails, the supervisor prints a summary: each replica that
 // failed, how often, and its last lines of output.
@@ -64,13 +81,15 @@ extern const std::vector<std::string> kLaunchVariables;
 
 struct SupervisorOptions {
   std::string name = "launch";              // "[name] ..." in the supervisor's own lines
-  std::chrono::milliseconds grace{5000};    // SIGTERM -> SIGKILL
+  std::chrono::milliseconds grace{5000};    // SIGTERM -> SIGKILL, stopping the others after a failure
+  std::chrono::milliseconds stop_grace{25000};  // SIGTERM -> SIGKILL on a preemption (a signal to us)
   std::chrono::milliseconds drain{30000};   // workers done -> stop the rest
   int max_restarts = 0;                                 // whole-group restarts
   std::chrono::milliseconds restart_backoff{1000};      // before the first; doubles per restart
   std::chrono::milliseconds max_restart_backoff{30000};
   std::chrono::milliseconds heartbeat_timeout{0};       // 0: no heartbeats
   std::chrono::milliseconds heartbeat_startup{60000};   // allowance for the first beat
+  std::string flight_dir;  // the workers' flight recorder rings (<training.out_dir>); empty: no hang diagnosis
 };
 
 // The failures of one replica over the whole job (all its restarts).
@@ -88,6 +107,7 @@ struct SupervisorResult {
   int restarts = 0;      // whole-group restarts done
   std::vector<ReplicaFailures> failures;  // in the order of each replica's first failure
   std::string summary;   // when the job failed: the failures, as printed at the end (lines)
+  std::string culprit;   // the last group's hang culprit as the flight recorder named it; empty: none
 };
 
 // Starts every replica and runs the job to its end, restarts included.

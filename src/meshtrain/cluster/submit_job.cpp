@@ -70,12 +70,14 @@ std::vector<Replica> plan_submit(const CustomJobSpec& job, const std::string& se
 void check_submit_against_config(const CustomJobSpec& job, const std::string& origin) {
   const std::vector<std::string>& argv = job.pools[0].argv;
   if (argv.size() < 3 || argv[0] != "meshtrain" || argv[1] != "train") return;
-  JobConfig config = load_job_config(argv[2]);
+  const PoolCounts pools{1 + job.pools[1].replica_count, job.pools[2].replica_count, job.pools[3].replica_count};
   std::vector<std::string> overrides;
   for (size_t k = 3; k < argv.size(); ++k)
     if (is_override(argv[k])) overrides.push_back(argv[k]);
-  apply_overrides(config, overrides);
-  const PoolCounts pools{1 + job.pools[1].replica_count, job.pools[2].replica_count, job.pools[3].replica_count};
+  // The spec's pools are the job's workers whatever the file says (each
+  // replica's `meshtrain train` takes them from CLUSTER_SPEC the same way).
+  overrides.push_back("--parallel.workers=" + std::to_string(pools.workers));
+  JobConfig config = load_job_config(argv[2], overrides);
   check_pools_fit_config(pools, config.parallel, origin + ": the primary's config " + argv[2] + ": ");
 }
 

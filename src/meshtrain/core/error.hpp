@@ -32,6 +32,11 @@ struct CommError : Error {
 struct DeviceError : Error {
   using Error::Error;
 };
+// The training diverged: a loss or gradient that is not finite. The same
+// data replays it, so a supervisor does not restart the job (kExitDiverged).
+struct DivergedError : Error {
+  using Error::Error;
+};
 // Any I/O failure outside the cases above (a directory that cannot be written...).
 struct IoError : Error {
   using Error::Error;
@@ -41,5 +46,11 @@ struct IoError : Error {
 // input data or device (ConfigError, DataError, DeviceError): running it
 // again cannot help, so a supervisor does not restart it. Other errors exit with status 1.
 inline constexpr int kExitBadInput = 3;
+// Exit status of a worker stopped by SIGTERM or SIGUSR1 (a preemption) after
+// it wrote a checkpoint of the step it was in: resuming continues the run.
+// A supervisor does not count it as a failure (docs/long-jobs.md).
+inline constexpr int kExitPreempted = 4;
+// Exit status of a job that diverged (DivergedError): not restarted.
+inline constexpr int kExitDiverged = 5;
 
 }  // namespace meshtrain

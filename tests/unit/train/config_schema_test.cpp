@@ -1,6 +1,10 @@
 #include "meshtrain/train/config/config_schema.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "meshtrain/core/error.hpp"
 
@@ -124,6 +128,27 @@ TEST(ConfigSchema, ModelAndDataKindsMustAgree) {
 TEST(ConfigSchema, MissingFileIsClear) {
   auto msg = config_error([] { load_job_config("/nonexistent/job.toml"); });
   EXPECT_NE(msg.find("/nonexistent/job.toml"), std::string::npos) << msg;
+}
+
+// The command line completes the file before the relations between keys
+// are checked: `meshtrain run FILE --nproc 8 --parallel.tensor=2
+// --parallel.pipeline=2` over a file of 2 workers.
+TEST(ConfigSchema, FileAndOverridesAreValidatedTogether) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("meshtrain-config-schema-" + std::to_string(::getpid()) + ".toml")).string();
+  std::ofstream(path) << "[model]\nkind = \"gpt\"\nn_layer = 2\nn_embd = 32\nn_head = 2\nblock_size = 16\n"
+                         "[data]\nkind = \"text\"\npath = \"x.txt\"\n"
+                         "[parallel]\ndata = \"allreduce\"\nworkers = 2\ntensor = 2\npipeline = 2\nmicro_batches = 2\n";
+  const std::string alone = config_error([&] { load_job_config(path); });
+  EXPECT_NE(alone.find("parallel.workers = 2 is not a multiple of pipeline 2 x tensor 2"), std::string::npos) << alone;
+  const JobConfig c = load_job_config(path, {"--parallel.workers=8"});
+  EXPECT_EQ(c.parallel.workers, 8);
+  EXPECT_EQ(c.parallel.tensor, 2);
+  const std::string six = config_error([&] { load_job_config(path, {"--parallel.workers=6"}); });
+  EXPECT_NE(six.find("parallel.workers = 6 is not a multiple of pipeline 2 x tensor 2"), std::string::npos) << six;
+  EXPECT_NE(config_error([&] { load_job_config(path, {"parallel.workers=8"}); }).find("unexpected argument"),
+            std::string::npos);
+  std::filesystem::remove(path);
 }
 
 TEST(ConfigSchema, OverridesTakeTomlValuesAndBareStrings) {

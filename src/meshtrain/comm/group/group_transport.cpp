@@ -27,6 +27,8 @@ void GroupTransport::exchange(std::span<const SendOp> sends, std::span<const Rec
   global_sends.assign(sends.begin(), sends.end());
   global_recvs.assign(recvs.begin(), recvs.end());
   for (SendOp& op : global_sends) op.peer = global_rank(op.peer);
+  if (halve_sends_) [[unlikely]]
+    for (SendOp& op : global_sends) op.bytes /= 2;
   for (RecvOp& op : global_recvs) op.peer = global_rank(op.peer);
   global_.exchange(global_sends, global_recvs);
   if (bytes_sent_) {

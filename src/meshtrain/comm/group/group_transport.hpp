@@ -14,9 +14,13 @@ class GroupTransport final : public Transport {
  public:
   // members[g] is the global rank of group rank g; group_rank is this
   // process's. Bytes sent are added to *bytes_sent when given.
+  // halve_sends: every message goes out with half its bytes, so that the
+  // peers' receives fail on its length (MESHTRAIN_FAULT=size_mismatch, a
+  // testing knob: comm/flight/fault_injection.hpp).
   GroupTransport(Transport& global, std::span<const int> members, int group_rank,
-                 std::atomic<uint64_t>* bytes_sent = nullptr)
-      : global_(global), members_(members), group_rank_(group_rank), bytes_sent_(bytes_sent) {}
+                 std::atomic<uint64_t>* bytes_sent = nullptr, bool halve_sends = false)
+      : global_(global), members_(members), group_rank_(group_rank), bytes_sent_(bytes_sent),
+        halve_sends_(halve_sends) {}
 
   int rank() const override { return group_rank_; }
   int size() const override { return int(members_.size()); }
@@ -30,6 +34,7 @@ class GroupTransport final : public Transport {
   std::span<const int> members_;
   int group_rank_;
   std::atomic<uint64_t>* bytes_sent_;
+  bool halve_sends_;
 };
 
 }  // namespace meshtrain::comm

@@ -12,13 +12,23 @@
 //
 // Order: see communicator.hpp — all ranks of a group submit its collectives
 // in the same order.
+//
+// Flight recorder: every operation is recorded where it is submitted
+// (submit(), comm/flight/flight_recorder.hpp) with the group's name and the
+// next sequence number of the group (collectives) or of the peer and
+// direction (sends and receives), so that a hang can be traced to the rank
+// that never entered an operation its peers wait in.
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "meshtrain/comm/collectives/collectives.hpp"
+#include "meshtrain/comm/flight/fault_injection.hpp"
+#include "meshtrain/comm/flight/flight_recorder.hpp"
 #include "meshtrain/comm/group/communicator.hpp"
 #include "meshtrain/comm/group/work.hpp"
 #include "meshtrain/comm/reduction_server/protocol.hpp"
@@ -30,14 +40,16 @@ class ProcessGroup {
   // The whole world.
   explicit ProcessGroup(std::shared_ptr<Communicator> comm);
   // members: distinct global ranks in group-rank order; must include this
-  // process's rank (comm->rank()).
-  ProcessGroup(std::shared_ptr<Communicator> comm, std::vector<int> members);
+  // process's rank (comm->rank()). `name` is the group's in the flight
+  // recorder ("data", "tensor", "pipeline", ...; at most 15 characters).
+  ProcessGroup(std::shared_ptr<Communicator> comm, std::vector<int> members, std::string_view name = "group");
 
   int rank() const { return rank_; }
   int size() const { return int(members_->size()); }
   std::span<const int> members() const { return *members_; }
   int global_rank(int group_rank) const;
   Communicator& communicator() const { return *comm_; }
+  const std::string& name() const { return name_; }
   // Bytes this rank has sent in the group's collectives so far (the
   // Reduction Server's traffic excepted): the measured communication volume.
   uint64_t bytes_sent() const { return bytes_sent_->load(std::memory_order_relaxed); }
@@ -120,11 +132,19 @@ class ProcessGroup {
   }
 
  private:
-  // `describe` builds the call's description, only when it is needed. `op`
-  // is called as op(Transport&, const CollectiveOptions&); a blocking call
-  // runs it by reference, an asynchronous one moves it into the queue.
+  // `call` is the collective as the flight recorder sees it (its seq is
+  // filled in here). `describe` builds the call's description, only when it
+  // is needed. `op` is called as op(Transport&, const CollectiveOptions&); a
+  // blocking call runs it by reference, an asynchronous one moves it into
+  // the queue.
   template <class Op>
-  WorkHandle submit(DescriptionRef describe, Op&& op);
+  WorkHandle submit(flight::Entry call, DescriptionRef describe, Op&& op);
+  // Records `entries` (sequence numbers given) and runs op: submit()'s
+  // second half, and the point-to-point operations' whole.
+  template <class Op>
+  WorkHandle dispatch(std::span<const flight::Entry> entries, flight::Fault fault, DescriptionRef describe, Op&& op);
+  // The next point-to-point sequence number with `peer` (a group rank).
+  uint64_t next_p2p(flight::Op op, int peer);
   void check_group_rank(const char* what, const char* role, int group_rank) const;
 
   // Set while a blocking call submits its operation: submit() then runs it
@@ -149,6 +169,13 @@ class ProcessGroup {
   std::shared_ptr<const std::vector<int>> members_;  // shared with queued operations
   std::shared_ptr<std::atomic<uint64_t>> bytes_sent_ = std::make_shared<std::atomic<uint64_t>>(0);
   int rank_ = -1;
+  // The flight recorder's: the group's name and index in the ring, the
+  // collectives submitted so far, and the sends to and receives from each
+  // peer (touched only by the submitting thread).
+  std::string name_;
+  uint16_t flight_group_ = flight::kNoGroup;
+  uint64_t collectives_ = 0;
+  std::vector<uint64_t> sends_, recvs_;
 };
 
 }  // namespace meshtrain::comm

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "meshtrain/comm/flight/flight_recorder.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/bf16.hpp"
 
@@ -78,6 +79,7 @@ void PipelineExecutor::release_if_done(const Action& a) {
 }
 
 void PipelineExecutor::compute(const Action& a, std::span<const Batch> micro_batches, PipelineLoss& loss) {
+  comm::flight::set_phase(a.kind == ActionKind::Forward ? comm::flight::Phase::Forward : comm::flight::Phase::Backward);
   const auto piece = static_cast<size_t>(a.chunk);
   MicroBatchState& st = state(a);
   switch (a.kind) {

@@ -137,6 +137,16 @@ const std::vector<Field>& fields() {
       MT_FIELD(training, device, String, {},
                "where the model trains: \"cpu\", \"cuda\" (the GPU numbered LOCAL_RANK under a launcher, else 0) or "
                "\"cuda:N\"; a GPU that cannot be used stops the job with the reason, exit status 3 (docs/gpu.md)"),
+      MT_FIELD(training, skip_steps, String, {},
+               "steps whose update is skipped (their batch is read, the model left as it is), e.g. "
+               "\"1200-1250, 3000\" (1-based, as the logs count them); empty: none"),
+      MT_FIELD(training, spike_sigma, Float, closed(0, 1000),
+               "> 0: skip the update of a step whose loss or gradient norm exceeds the mean + this many standard "
+               "deviations of the last spike_window updates (OLMo: 6); 0: off"),
+      MT_FIELD(training, spike_window, Int, closed(2, 1 << 20), "updates the spike statistics look back over"),
+      MT_FIELD(training, check_replicas_every, Int, closed(0, 1 << 30),
+               "> 0: every this many steps, compare a checksum of each replica's parameters across the data-parallel "
+               "ways (silent data corruption) and stop naming the rank and tensor on a mismatch; 0: off"),
       MT_ENUM(optimizer, name, "optimizer"),
       MT_FIELD(optimizer, lr, Float, left_open(0, 10), "base learning rate"),
       MT_FIELD(optimizer, weight_decay, Float, closed(0, 10), "decoupled weight decay"),
@@ -161,6 +171,10 @@ const std::vector<Field>& fields() {
                "also write the metrics as TensorBoard scalars to <out_dir>/tb (worker 0 and evaluators)"),
       MT_FIELD(metrics, trace, String, {},
                "Chrome/Perfetto trace JSON of the last step's pipeline actions on every rank; empty: none"),
+      MT_FIELD(metrics, prometheus_port, Int, closed(0, 65535),
+               "> 0: the lead worker serves /metrics (Prometheus text format) and /healthz on this port; 0: off"),
+      MT_FIELD(metrics, prometheus_address, String, {},
+               "address the Prometheus endpoint listens on (default loopback; 0.0.0.0: every interface)"),
       MT_ENUM(parallel, data, "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),
       MT_ENUM(parallel, all_reduce, "gradient all-reduce algorithm (data = allreduce)"),
       MT_FIELD(parallel, zero_stage, Int, closed(0, 3),
@@ -213,6 +227,9 @@ const std::vector<Field>& fields() {
       MT_FIELD(parallel, heartbeat_timeout_s, Float, closed(0, 86400 * 7),
                "`meshtrain run`: a worker that has not finished a step for this long (or its first within "
                "max(this, 60 s)) is killed as hung and the job restarted; 0: off"),
+      MT_FIELD(parallel, stop_grace_s, Float, closed(0, 86400),
+               "`meshtrain run`: time the workers get to checkpoint and exit after SIGTERM (a preemption or a failed "
+               "peer) before SIGKILL"),
   };
   return table;
 }
@@ -332,7 +349,11 @@ std::string value_text(JobConfig& config, const Field& f) {
 
 }  // namespace
 
-JobConfig parse_job_config(std::string_view toml_text, const std::string& origin) {
+namespace {
+
+// The TOML text over the defaults, each key checked alone; the relations
+// between keys are validate_job_config's.
+JobConfig parse_unvalidated(std::string_view toml_text, const std::string& origin) {
   toml::table root;
   try {
     root = toml::parse(toml_text, origin);
@@ -353,16 +374,39 @@ JobConfig parse_job_config(std::string_view toml_text, const std::string& origin
       set_field(config, *f, node, origin);
     }
   }
-  validate_job_config(config);
   return config;
 }
 
-JobConfig load_job_config(const std::string& path) {
+std::string read_config_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open config file");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_job_config(text.str(), path);
+  return text.str();
+}
+
+void apply_each_override(JobConfig& config, const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg.rfind("--", 0) != 0) throw ConfigError("unexpected argument '" + arg + "'");
+    apply_override(config, arg.substr(2));
+  }
+}
+
+}  // namespace
+
+JobConfig parse_job_config(std::string_view toml_text, const std::string& origin) {
+  JobConfig config = parse_unvalidated(toml_text, origin);
+  validate_job_config(config);
+  return config;
+}
+
+JobConfig load_job_config(const std::string& path) { return parse_job_config(read_config_file(path), path); }
+
+JobConfig load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
+  JobConfig config = parse_unvalidated(read_config_file(path), path);
+  apply_each_override(config, overrides);
+  validate_job_config(config);
+  return config;
 }
 
 void apply_override(JobConfig& config, std::string_view assignment) {
@@ -395,10 +439,7 @@ void apply_override(JobConfig& config, std::string_view assignment) {
 }
 
 void apply_overrides(JobConfig& config, const std::vector<std::string>& args) {
-  for (const std::string& arg : args) {
-    if (arg.rfind("--", 0) != 0) throw ConfigError("unexpected argument '" + arg + "'");
-    apply_override(config, arg.substr(2));
-  }
+  apply_each_override(config, args);
   validate_job_config(config);
 }
 

@@ -13,6 +13,12 @@ namespace meshtrain {
 
 // Parses a TOML file into a config over the defaults.
 JobConfig load_job_config(const std::string& path);
+// The file, then the command line's --section.key=value overrides over it,
+// validated once at the end: a file need not be a valid job alone when the
+// command line completes it (--nproc's parallel.workers with a
+// --parallel.tensor and --parallel.pipeline layout). Anything else is a
+// ConfigError.
+JobConfig load_job_config(const std::string& path, const std::vector<std::string>& overrides);
 // Parses TOML text; `origin` names it in messages (a file path or "<string>").
 JobConfig parse_job_config(std::string_view toml_text, const std::string& origin);
 // Applies one "section.key=value" override (without the leading "--").

@@ -90,6 +90,11 @@ struct TrainingSection {
   nn::Recompute recompute = nn::Recompute::None;
   Precision precision = Precision::Fp32;  // the matrix products' operands (core/precision.hpp)
   std::string device = "cpu";             // "cpu", "cuda" or "cuda:N" (core/device.hpp)
+  // Divergence (docs/long-jobs.md): steps whose update is skipped.
+  std::string skip_steps;        // "1200-1250, 3000": these steps read their batch and leave the model as it is
+  double spike_sigma = 0;        // > 0: skip an update whose loss or gradient norm exceeds mean + this x sigma
+  int64_t spike_window = 128;    // ... of the last this many updates taken
+  int64_t check_replicas_every = 0;  // > 0: compare a checksum of the parameters across replicas every N steps
 };
 
 struct OptimizerSection {
@@ -124,6 +129,8 @@ struct MetricsSection {
   std::string path;   // empty: <training.out_dir>/metrics.jsonl
   std::string trace;  // Chrome/Perfetto trace JSON of the last step's pipeline actions, every rank; empty: none
   bool tensorboard = false;  // the metrics as TensorBoard event files in <training.out_dir>/tb too
+  int64_t prometheus_port = 0;                     // > 0: the lead serves /metrics and /healthz here; 0: off
+  std::string prometheus_address = "127.0.0.1";    // the address it listens on
 };
 
 // How the job spreads over processes. `meshtrain run` starts the pools named
@@ -153,6 +160,7 @@ struct ParallelSection {
   int64_t max_restarts = 3;          // `meshtrain run`: restarts of a dead PS worker alone, or of the whole job
   double restart_backoff_s = 1;      // wait before the first whole-job restart; doubles per restart, at most 30 s
   double heartbeat_timeout_s = 0;    // a worker silent this long is hung: killed and restarted; 0: off
+  double stop_grace_s = 25;          // `meshtrain run`: SIGTERM to the workers -> SIGKILL after this long
 };
 
 struct JobConfig {

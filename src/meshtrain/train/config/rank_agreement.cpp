@@ -16,10 +16,10 @@ constexpr std::array kPerHost = {
     "data.path",          "data.train_path",      "data.val_path",       "data.tokenizer",
     "training.out_dir",   "training.threads",     "training.log_every",
     "checkpoint.dir",     "checkpoint.keep",      "checkpoint.async",    "metrics.path",
-    "metrics.tensorboard",
+    "metrics.tensorboard", "metrics.prometheus_port", "metrics.prometheus_address",
     "parallel.transport", "parallel.timeout_s",   "parallel.workers",    "parallel.reducers",
     "parallel.servers",   "parallel.evaluators",  "parallel.max_restarts", "parallel.restart_backoff_s",
-    "parallel.heartbeat_timeout_s"};
+    "parallel.heartbeat_timeout_s", "parallel.stop_grace_s"};
 
 int64_t fnv1a(const std::string& text) {
   uint64_t h = 14695981039346656037ull;

@@ -1,7 +1,9 @@
 #include "meshtrain/train/engine/micro_batches.hpp"
 
 #include <algorithm>
+#include <cmath>
 
+#include "meshtrain/comm/flight/flight_recorder.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/parallel/bf16_wire.hpp"
 #include "meshtrain/nn/gpt.hpp"
@@ -34,14 +36,20 @@ class SequentialMicroBatches final : public MicroBatchRunner {
   double train(const Batch& batch, GradientReduction& gradients) override {
     const std::span<const Batch> parts = split_.split(batch);
     double loss_sum = 0;
+    first_nonfinite_ = -1;
     for (size_t m = 0; m < parts.size(); ++m) {
       gradients.begin_micro_batch(int64_t(m), m + 1 == parts.size());
-      loss_sum += model_.forward(parts[m]).loss;
+      comm::flight::set_phase(comm::flight::Phase::Forward);
+      const float loss = model_.forward(parts[m]).loss;
+      if (!std::isfinite(loss) && first_nonfinite_ < 0) first_nonfinite_ = int64_t(m);
+      loss_sum += loss;
+      comm::flight::set_phase(comm::flight::Phase::Backward);
       model_.backward();
       gradients.end_micro_batch();
     }
     return loss_sum;
   }
+  int64_t first_nonfinite_loss() const override { return first_nonfinite_; }
 
   void evaluate(const Batch& batch, EvalSums& sums) override {
     // A batch that does not split (the last, short one) runs whole.
@@ -58,6 +66,7 @@ class SequentialMicroBatches final : public MicroBatchRunner {
  private:
   Model& model_;
   MicroBatchSplit split_;
+  int64_t first_nonfinite_ = -1;
 };
 
 class PipelineMicroBatches final : public MicroBatchRunner {
@@ -85,9 +94,12 @@ class PipelineMicroBatches final : public MicroBatchRunner {
         parts, {.before = [&](int k, bool last) { gradients.begin_micro_batch(k, last); },
                 .after = [&] { gradients.end_micro_batch(); }});
     double sum = loss.loss_sum;  // the last stage's; 0 elsewhere
+    // Which micro-batch is not kept; the last stage knows that one was.
+    nonfinite_ = !std::isfinite(sum);
     workers_.pipeline_sum({&sum, 1});
     return sum;
   }
+  int64_t first_nonfinite_loss() const override { return nonfinite_ ? -2 : -1; }
 
   // The first and the last stage sum their wte gradients. wte is a unit of
   // its own on both (gpt.hpp), so under ZeRO-2/3 each data rank holds the
@@ -144,6 +156,7 @@ class PipelineMicroBatches final : public MicroBatchRunner {
   WorkerGroup& workers_;
   MicroBatchSplit split_;
   Precision reduce_dtype_;  // parallel.reduce_dtype: the wte sum's
+  bool nonfinite_ = false;  // the last train()'s loss sum on this stage
   parallel::pipeline::PipelineExecutor executor_;
   bool tied_copy_ = false;
   AlignedBuffer<Bf16> wte16_{MemoryKind::Communication};  // reduce_dtype bf16: the wte gradient on the wire

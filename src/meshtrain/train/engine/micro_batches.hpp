@@ -40,6 +40,9 @@ class MicroBatchRunner {
   // (gradient_reduction.hpp). Returns the sum over the micro-batches of each
   // one's mean loss, the same on every stage of a pipeline.
   virtual double train(const Batch& batch, GradientReduction& gradients) = 0;
+  // After train(): the first micro-batch whose own loss on this rank was not
+  // finite (-1: none; -2: one was, which is not known).
+  virtual int64_t first_nonfinite_loss() const = 0;
   // After the gradients are reduced over the data ranks, before the norm,
   // on what the rank holds (the whole gradients, or its ZeRO shard).
   virtual void finish_gradients(const HeldGradients&) {}

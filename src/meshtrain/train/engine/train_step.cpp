@@ -3,10 +3,12 @@
 #include <cmath>
 #include <string>
 
+#include "meshtrain/comm/flight/flight_recorder.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/optim/clip.hpp"
 #include "meshtrain/parallel/tensor/gradient_squares.hpp"
+#include "meshtrain/train/engine/divergence.hpp"
 
 namespace meshtrain {
 
@@ -65,6 +67,7 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   gradients.begin_step();
   if (ctx.moe) ctx.moe->begin_step();
   const double loss_sum = ctx.micro_batches.train(batch, gradients);
+  comm::flight::set_phase(comm::flight::Phase::Communication);
   StepResult r;
   r.comm = gradients.finish_backward();
   const HeldGradients held = gradients.gradients();
@@ -82,10 +85,13 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   // After an all-reduce the gradients are the same bits on every worker, so
   // the norm, the clipping and the update are too.
   r.grad_norm = clip_global_norm(held, ctx.model.store(), ctx.workers, ctx.micro_batches, ctx.settings.grad_clip);
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
-    throw Error("step " + std::to_string(step + 1) + ": loss or gradient is not finite (loss " +
-                std::to_string(r.loss) + "); lower optimizer.lr or enable optimizer.grad_clip");
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) stop_diverged(ctx, held, step, r.loss, r.grad_norm);
   r.lr = scheduled_lr(ctx.settings.schedule, ctx.settings.base_lr, step);
+  if (ctx.guard && ctx.guard->skip_update(r.loss, r.grad_norm)) {
+    r.skipped = "spike";  // the gradients are dropped; the next step zeroes them
+    return r;
+  }
+  comm::flight::set_phase(comm::flight::Phase::Optimizer);
   gradients.update(ctx.optimizer, static_cast<float>(r.lr));
   if (ctx.moe) {
     ctx.moe->after_update();

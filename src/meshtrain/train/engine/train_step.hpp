@@ -33,6 +33,7 @@
 #include "meshtrain/train/engine/gradient_reduction.hpp"
 #include "meshtrain/train/engine/micro_batches.hpp"
 #include "meshtrain/train/engine/moe_balancing.hpp"
+#include "meshtrain/train/engine/update_guard.hpp"
 #include "meshtrain/train/engine/worker_group.hpp"
 
 namespace meshtrain {
@@ -43,6 +44,7 @@ struct StepResult {
   double lr = 0;
   parallel::GradientSyncStats comm;  // zero without data parallelism
   std::vector<MoeLayerReport> moe;   // the mixture-of-experts layers' routing; empty for a dense model
+  const char* skipped = nullptr;     // why the update was left out ("spike", "skip_steps"); null: applied
 };
 
 struct StepContext {
@@ -53,10 +55,13 @@ struct StepContext {
   const StepSettings& settings;  // schedule, base lr, clipping, micro-batches
   MicroBatchRunner& micro_batches;  // one after another, or through the pipeline (micro_batches.hpp)
   MoeBalancing* moe = nullptr;      // the MoE layers' balancing (moe_balancing.hpp); null: none
+  UpdateGuard* guard = nullptr;     // spike skipping (update_guard.hpp); null: every update applied
 };
 
 // Step `step` (0-based: the optimizer has taken `step` steps) on `batch`.
-// Throws Error when the loss or gradient is not finite.
+// Throws DivergedError when the loss or gradient is not finite
+// (divergence.hpp); leaves the update out when the guard calls the step a
+// spike.
 StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t step);
 
 // The global gradient norm, after clipping the gradients to max_norm when

@@ -92,27 +92,29 @@ void WorkerGroup::connect(const ParallelSection& p, comm::LaunchEnv& env, const 
   local_size_ = env.local_world_size;  // learned at rendezvous where the launcher did not say
   std::vector<int> workers(static_cast<size_t>(mesh_.workers()));
   std::iota(workers.begin(), workers.end(), 0);
-  all_workers_ = std::make_unique<comm::ProcessGroup>(communicator_, workers);
+  all_workers_ = std::make_unique<comm::ProcessGroup>(communicator_, workers, "all");
   check_ranks_agree(shared, *all_workers_);  // before anything waits on a collective the others may never make
   data_group_ = std::make_unique<comm::ProcessGroup>(communicator_,
-                                                     mesh_.group_ranks(comm::MeshAxis::Data, worker_rank_));
+                                                     mesh_.group_ranks(comm::MeshAxis::Data, worker_rank_), "data");
   if (tensor) {
     tensor_group_ = std::make_unique<comm::ProcessGroup>(tensor_communicator_,
-                                                         mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_));
+                                                         mesh_.group_ranks(comm::MeshAxis::Tensor, worker_rank_), "tensor");
     tensor_comm_ = std::make_unique<parallel::TensorParallelGroup>(*tensor_group_, p.sequence_parallel, p.reduce_dtype);
   }
   if (expert) {
     expert_group_ = std::make_unique<comm::ProcessGroup>(expert_communicator_,
-                                                         mesh_.group_ranks(comm::MeshAxis::Expert, worker_rank_));
+                                                         mesh_.group_ranks(comm::MeshAxis::Expert, worker_rank_), "expert");
     expert_comm_ = std::make_unique<parallel::ExpertParallelGroup>(*expert_group_, p.reduce_dtype);
-    expert_data_group_ = std::make_unique<comm::ProcessGroup>(communicator_, mesh_.expert_data_ranks(worker_rank_));
+    expert_data_group_ =
+        std::make_unique<comm::ProcessGroup>(communicator_, mesh_.expert_data_ranks(worker_rank_), "expert_data");
   }
   if (pipeline) {
     const std::vector<int> stages = mesh_.group_ranks(comm::MeshAxis::Pipeline, worker_rank_);
-    pipeline_group_ = std::make_unique<comm::ProcessGroup>(pipeline_communicator_, stages);
+    pipeline_group_ = std::make_unique<comm::ProcessGroup>(pipeline_communicator_, stages, "pipeline");
     if (worker_rank_ == stages.front() || worker_rank_ == stages.back())
       embedding_group_ = std::make_unique<comm::ProcessGroup>(pipeline_communicator_,
-                                                              std::vector<int>{stages.front(), stages.back()});
+                                                              std::vector<int>{stages.front(), stages.back()},
+                                                              "embedding");
   }
   if (algorithm_ == comm::AllReduceAlgorithm::ReductionServer) use_reducers(env.num_servers);
 }
@@ -186,6 +188,12 @@ std::vector<std::vector<double>> WorkerGroup::all_gather_workers(std::span<const
 int64_t WorkerGroup::broadcast_from_lead(int64_t value) {
   if (all_workers_) all_workers_->broadcast(std::span<int64_t>(&value, 1), 0);
   return value;
+}
+
+int64_t WorkerGroup::max_over_workers(int64_t value) {
+  double v = static_cast<double>(value);  // exact: the values are small
+  if (all_workers_) all_workers_->all_reduce(std::span<double>(&v, 1), comm::ReduceKind::Max);
+  return static_cast<int64_t>(v);
 }
 
 }  // namespace meshtrain

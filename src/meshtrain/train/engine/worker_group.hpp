@@ -99,6 +99,9 @@ class WorkerGroup {
   std::vector<std::vector<double>> all_gather_workers(std::span<const double> values);
   // Every worker gets the lead's value.
   int64_t broadcast_from_lead(int64_t value);
+  // The largest of the workers' values, on every worker (one tiny
+  // all-reduce over all of them; a lone process gets its own).
+  int64_t max_over_workers(int64_t value);
 
  private:
   // The data group's share of the reducers (reduction_server/groups.hpp).

@@ -47,6 +47,8 @@ checkpoint::Metadata state_metadata(const TrainState& state, const std::string& 
           {"step", std::to_string(state.step)},
           {"data_epoch", std::to_string(state.data.epoch)},
           {"data_position", std::to_string(state.data.position)},
+          {"skipped_steps", std::to_string(state.skipped_steps)},
+          {"spike_window", state.spike_window},
           {"optimizer", share.optimizer_name},
           {"optimizer_steps", std::to_string(share.optimizer_steps)},
           {"config", config_toml}};
@@ -246,6 +248,10 @@ TrainState load_train_checkpoint(const std::string& path, Model& model, Optimize
   state.step = parse_int(require(meta, "step", meta_path), "step", meta_path);
   state.data.epoch = parse_int(require(meta, "data_epoch", meta_path), "data_epoch", meta_path);
   state.data.position = parse_int(require(meta, "data_position", meta_path), "data_position", meta_path);
+  // Absent in checkpoints written before steps could be skipped.
+  if (auto it = meta.find("skipped_steps"); it != meta.end())
+    state.skipped_steps = parse_int(it->second, "skipped_steps", meta_path);
+  if (auto it = meta.find("spike_window"); it != meta.end()) state.spike_window = it->second;
 
   // Opening checks every file against the model before anything is written.
   ParamStore& store = model.store();

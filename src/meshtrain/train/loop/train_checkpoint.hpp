@@ -44,6 +44,8 @@ namespace meshtrain {
 struct TrainState {
   int64_t step = 0;   // optimizer steps done
   SamplerState data;  // where the training data order stands
+  int64_t skipped_steps = 0;  // steps whose update was left out (update_guard.hpp), counted in `step`
+  std::string spike_window;   // SpikeWindow::serialize(); empty without spike skipping
 };
 
 // One worker's part of the training state as a checkpoint saves it: live

@@ -4,11 +4,15 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 
+#include "meshtrain/comm/bootstrap/launch_env.hpp"
+#include "meshtrain/comm/flight/flight_recorder.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/stopwatch.hpp"
 #include "meshtrain/data/loader.hpp"
@@ -26,10 +30,13 @@
 #include "meshtrain/train/loop/evaluator.hpp"
 #include "meshtrain/train/loop/heartbeat.hpp"
 #include "meshtrain/train/loop/init_from.hpp"
+#include "meshtrain/train/loop/run_dir_lock.hpp"
+#include "meshtrain/train/loop/stop_request.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 #include "meshtrain/train/loop/training_device.hpp"
 #include "meshtrain/train/ps/ps_worker.hpp"
 #include "meshtrain/train/report/metrics_log.hpp"
+#include "meshtrain/train/report/prometheus_endpoint.hpp"
 #include "meshtrain/train/report/pipeline_trace.hpp"
 #include "meshtrain/train/report/progress.hpp"
 #include "meshtrain/train/report/tensorboard/tensorboard_log.hpp"
@@ -55,6 +62,16 @@ const CheckpointSettings& check_writable(const CheckpointSettings& checkpoints) 
   std::fclose(f);
   std::filesystem::remove(probe, ec);
   return checkpoints;
+}
+
+// One job per run directory (run_dir_lock.hpp): the lead worker (rank 0)
+// locks training.out_dir before anything is written there and holds it for
+// the process's life. Taken first, before the rendezvous: a second job on
+// the directory stops at once.
+std::optional<RunDirLock> lock_run_dir(const TrainingSection& training) {
+  std::optional<RunDirLock> lock;
+  if (comm::read_launch_env().rank == 0) lock.emplace(training.out_dir);
+  return lock;
 }
 
 // threads = 0: this process's share of the cores. Several workers with all
@@ -134,6 +151,12 @@ class SyncTrainer {
   // Steps from `step` to last_step_; returns the step reached.
   int64_t train_steps(int64_t step, Clock::time_point run_start);
   void log_step(int64_t step, const StepResult& r, const StepTiming& timing, Clock::time_point run_start);
+  // A step of training.skip_steps: its batch read, nothing else done.
+  StepResult skipped_step(int64_t step) const;
+  void note_skipped(int64_t step, const StepResult& r);
+  // Whether any worker was asked to stop (SIGTERM, SIGUSR1): all agree at
+  // the end of the same step. Records the signal in the summary.
+  bool stop_agreed(int64_t step);
   void evaluate_at(int64_t step);
   void save(int64_t step, bool last);
   void report_checkpoint(const std::string& path);
@@ -142,6 +165,9 @@ class SyncTrainer {
   // lead: the trace file (metrics.trace) and the per-stage memory lines.
   void gather_pipeline_report();
 
+  // The lead's lock of training.out_dir; first, so it is taken before
+  // anything below writes there and released after all of it.
+  const std::optional<RunDirLock> run_dir_lock_;
   // The whole job: the cadences this loop keeps and what it reports. Each
   // part below gets its own settings from it.
   const JobConfig& config_;
@@ -161,12 +187,16 @@ class SyncTrainer {
   std::optional<MetricsLog> metrics_;  // the lead's
   std::optional<Progress> progress_;
   std::optional<CheckpointSaver> saver_;
+  UpdateGuard guard_;           // steps whose update is left out (update_guard.hpp)
+  int64_t skipped_steps_ = 0;   // so far in the run, resumed ones included
   Batch batch_, eval_batch_;
   std::string pipeline_memory_;  // the lead's per-stage memory lines (pipeline jobs)
+  std::unique_ptr<PrometheusEndpoint> prometheus_;  // the lead's /metrics and /healthz (metrics.prometheus_port)
 };
 
 SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
-    : config_(config),
+    : run_dir_lock_(lock_run_dir(config.training)),
+      config_(config),
       options_(options),
       checkpoints_(check_writable(to_checkpoint_settings(config))),
       workers_(config.parallel, shared_settings(config)),
@@ -174,8 +204,10 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
                                                    workers_.expert_group(), config.training.recompute,
                                                    config.training.precision))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
+      guard_(config.training.skip_steps, config.training.spike_sigma, config.training.spike_window),
       lead_(workers_.is_lead()),
       out_(lead_ ? options.out : nullptr) {
+  if (lead_) prometheus_ = open_prometheus_endpoint(config, workers_.worker_rank());  // a port in use fails here
   use_cores(config.training.threads, workers_.local_size());
   loader_.emplace(job_data_loader(config, workers_.rank(), workers_.size()));
   step_ = to_step_settings(config, workers_.size());
@@ -193,6 +225,7 @@ TrainSummary SyncTrainer::run() {
     if (out_) std::fprintf(out_, "parameters from %s (model.init_from)\n", source.c_str());
   }
   int64_t step = resumed.value_or(0);
+  if (prometheus_ && resumed) prometheus_->set_checkpoint_step(*resumed);
   const int64_t steps = config_.training.steps;
   last_step_ = options_.stop_at_step > 0 ? std::min(options_.stop_at_step, steps) : steps;
   summary_ = {.first_step = step, .last_step = step};
@@ -218,7 +251,7 @@ TrainSummary SyncTrainer::run() {
   const auto run_start = Clock::now();
   step = train_steps(step, run_start);
   if (workers_.pipeline_size() > 1) gather_pipeline_report();
-  evaluate_at(step);
+  if (!summary_.stopped_by) evaluate_at(step);  // a preempted job's grace is for its checkpoint
   report_checkpoint(saver_->wait());  // the one in flight, if any
   save(step, true);
   if (lead_) finish(step, predicted, run_start);
@@ -233,6 +266,8 @@ std::optional<int64_t> SyncTrainer::resume() {
   }
   const TrainState state = load_train_checkpoint(*latest, *model_, machinery_.optimizer.get(), machinery_.zero.get());
   loader_->restore(state.data);
+  skipped_steps_ = state.skipped_steps;
+  guard_.window().restore(state.spike_window);
   if (out_) std::fprintf(out_, "resuming from step %lld (%s)\n", (long long)state.step, latest->c_str());
   return state.step;
 }
@@ -284,6 +319,9 @@ void SyncTrainer::print_setup() const {
     std::fprintf(out_, "ZeRO stage %d: %zu units sharded over %d workers (%zu of %zu elements on this one)\n",
                  step_.zero_stage, zero->layout().units().size(), world_size, zero->layout().local_size(),
                  model_->store().flat_size());
+  if (prometheus_)
+    std::fprintf(out_, "live metrics: http://%s:%d/metrics and /healthz (metrics.prometheus_port)\n",
+                 config_.metrics.prometheus_address.c_str(), prometheus_->port());
 }
 
 int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
@@ -294,48 +332,55 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
                         .workers = workers_,
                         .settings = step_,
                         .micro_batches = *machinery_.micro_batches,
-                        .moe = moe_->active() ? &*moe_ : nullptr};
+                        .moe = moe_->active() ? &*moe_ : nullptr,
+                        .guard = guard_.window().enabled() ? &guard_ : nullptr};
   const int64_t first_step = step;
   Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)
   double throughput_ema = 0;
   while (step < last_step_) {
     const auto t0 = Clock::now();
+    comm::flight::set_phase(step + 1, comm::flight::Phase::Data);  // the flight recorder's (why-hung)
     loader_->next_batch(batch_);
     const uint64_t sent_before = workers_.bytes_sent();
-    const StepResult r = run_train_step(ctx, batch_, step);
+    const StepResult r = guard_.skips_step(step + 1) ? skipped_step(step) : run_train_step(ctx, batch_, step);
     ++step;
+    if (r.skipped) note_skipped(step, r);
     StepTiming timing{.comm_bytes = workers_.bytes_sent() - sent_before};
     check_memory_peak(tc.max_memory_mb, step);
     timing.step_s = seconds_since(t0);
     timing.per_s = static_cast<double>(batch_.batch_size * unit_.per_sample * workers_.size()) / timing.step_s;
     throughput_ema = step == first_step + 1 ? timing.per_s : 0.9 * throughput_ema + 0.1 * timing.per_s;
-    summary_.final_loss = r.loss;
+    if (std::isfinite(r.loss)) summary_.final_loss = r.loss;
     summary_.last_step = step;
     const bool log_now = step % tc.log_every == 0 || step == last_step_;
     if (log_now && lead_) log_step(step, r, timing, run_start);
     const double elapsed = seconds_since(run_start);
     if (lead_)
-      progress_->update({.step = step, .total_steps = tc.steps, .loss = r.loss, .lr = r.lr,
+      progress_->update({.step = step, .total_steps = tc.steps, .loss = summary_.final_loss, .lr = r.lr,
                          .throughput = throughput_ema, .unit = unit_.unit,
                          .seconds_left = elapsed / (step - first_step) * (last_step_ - step)},
                         log_now);
+    if (stop_agreed(step)) break;
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step != last_step_) evaluate_at(step);
     if (checkpoints_.every > 0 && step % checkpoints_.every == 0 && step != last_step_) save(step, false);
     heartbeat.beat();  // after the step's evaluation and checkpoint too
+    if (prometheus_) prometheus_->progress(step);
   }
   return step;
 }
 
 void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& timing, Clock::time_point run_start) {
   const int64_t batch_size = config_.training.batch_size;
-  nlohmann::json rec = {{"step", step},
-                        {"loss", r.loss},
-                        {"lr", r.lr},
-                        {"grad_norm", r.grad_norm},
-                        {"step_ms", timing.step_s * 1e3},
+  nlohmann::json rec = {{"step", step}, {"lr", r.lr}, {"step_ms", timing.step_s * 1e3},
                         {"batch_size", batch_size},
                         {"global_batch", batch_size * workers_.size()},
                         {"elapsed_s", seconds_since(run_start)}};
+  if (std::isfinite(r.loss)) {  // a step of training.skip_steps computes neither
+    rec["loss"] = r.loss;
+    rec["grad_norm"] = r.grad_norm;
+  }
+  if (r.skipped) rec["skipped"] = r.skipped;
+  if (skipped_steps_ || guard_.window().enabled()) rec["skipped_steps"] = skipped_steps_;
   rec[unit_.metric] = timing.per_s;
   rec["gflop_per_s"] = timing.per_s * model_->flops_per_sample() / 1e9;  // per prediction (token or image)
   rec["effective_lr"] = step_.base_lr;  // peak lr after the scaling rule
@@ -356,9 +401,11 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
   if (!r.moe.empty()) add_moe_metrics(rec, r.moe);
   add_memory_peaks(rec);
   metrics_->write(rec);
+  if (prometheus_) prometheus_->update(rec);  // the same numbers on /metrics
 }
 
 void SyncTrainer::evaluate_at(int64_t step) {
+  comm::flight::set_phase(step, comm::flight::Phase::Evaluation);
   GradientReduction& gradients = *machinery_.gradients;
   gradients.begin_evaluation();
   EvalResult r = evaluate(*machinery_.micro_batches, *loader_, config_.training.eval_batches, eval_batch_);
@@ -378,12 +425,43 @@ void SyncTrainer::evaluate_at(int64_t step) {
   progress_->message(line);
 }
 
+StepResult SyncTrainer::skipped_step(int64_t step) const {
+  StepResult r;
+  r.loss = r.grad_norm = std::numeric_limits<float>::quiet_NaN();  // not computed
+  r.lr = scheduled_lr(step_.schedule, step_.base_lr, step);
+  r.skipped = "skip_steps";
+  return r;
+}
+
+void SyncTrainer::note_skipped(int64_t step, const StepResult& r) {
+  ++skipped_steps_;
+  if (!lead_ || std::strcmp(r.skipped, "spike") != 0) return;
+  char line[160];
+  std::snprintf(line, sizeof line, "step %lld: update skipped: loss %.4f, gradient norm %.4g is a spike "
+                "(training.spike_sigma)", (long long)step, r.loss, r.grad_norm);
+  progress_->message(line);
+}
+
+bool SyncTrainer::stop_agreed(int64_t step) {
+  const int64_t sig = workers_.workers() > 1 ? workers_.max_over_workers(stop_signal()) : stop_signal();
+  if (sig == 0 || step == last_step_) return false;  // the last step ends the run anyway
+  summary_.stopped_by = static_cast<int>(sig);
+  if (lead_)
+    progress_->message("step " + std::to_string(step) + ": stopping on " + signal_name(summary_.stopped_by) +
+                       " (preemption): writing a checkpoint of this step");
+  return true;
+}
+
 void SyncTrainer::save(int64_t step, bool last) {
-  report_checkpoint(saver_->save(TrainState{step, loader_->state()}, last));
+  comm::flight::set_phase(step, comm::flight::Phase::Checkpoint);
+  TrainState state{.step = step, .data = loader_->state(), .skipped_steps = skipped_steps_,
+                   .spike_window = guard_.window().serialize()};
+  report_checkpoint(saver_->save(state, last));
 }
 
 void SyncTrainer::report_checkpoint(const std::string& path) {
   if (lead_ && !path.empty()) progress_->message("checkpoint " + path);
+  if (prometheus_ && !path.empty()) prometheus_->checkpoint_committed(path);
 }
 
 void SyncTrainer::gather_pipeline_report() {
@@ -428,6 +506,13 @@ void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock:
     std::fputs(memory_report(predicted, workers_.size(), step_.zero_stage).c_str(), out_);
     std::fputs(pipeline_memory_.c_str(), out_);
   }
+  if (summary_.stopped_by) {
+    std::fprintf(out_, "preempted (%s): %lld steps in %s, final loss %.4f; the checkpoint of step %lld is written: "
+                 "--resume goes on from it (exit status %d)\n", signal_name(summary_.stopped_by),
+                 (long long)(step - summary_.first_step), format_duration(seconds_since(run_start)).c_str(),
+                 summary_.final_loss, (long long)step, kExitPreempted);
+    return;
+  }
   std::fprintf(out_, "done: %lld steps in %s, final loss %.4f, val_loss %.4f\n",
                (long long)(step - summary_.first_step), format_duration(seconds_since(run_start)).c_str(),
                summary_.final_loss, summary_.val_loss);
@@ -438,6 +523,9 @@ void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock:
 TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   open_training_device(config.training);
   if (config.parallel.data == DataParallelism::ParameterServer) return train_parameter_server_worker(config, options);
+  // Every worker's ring of its collectives, <out_dir>/flight/ (`meshtrain why-hung`).
+  comm::flight::open_worker_ring(config.training.out_dir);
+  watch_stop_signals();  // before the workers' threads start: they inherit the blocked signals
   return SyncTrainer(config, options).run();
 }
 

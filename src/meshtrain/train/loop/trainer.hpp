@@ -24,6 +24,7 @@ struct TrainSummary {
   double final_loss = 0;
   double val_loss = 0;
   double val_accuracy = 0;
+  int stopped_by = 0;      // the signal (SIGTERM, SIGUSR1) that stopped the run after a checkpoint of last_step; 0: none
 };
 
 // With parallel.data = "parameter_server" this process is one asynchronous

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "meshtrain/core/error.hpp"
@@ -13,8 +14,10 @@
 #include "meshtrain/train/engine/model_factory.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
 #include "meshtrain/train/loop/heartbeat.hpp"
+#include "meshtrain/train/loop/run_dir_lock.hpp"
 #include "meshtrain/train/ps/ps_job.hpp"
 #include "meshtrain/train/report/metrics_log.hpp"
+#include "meshtrain/train/report/prometheus_endpoint.hpp"
 #include "meshtrain/train/report/throughput.hpp"
 
 namespace meshtrain {
@@ -52,8 +55,14 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
     throw ConfigError("--stop-at-step does not apply to parallel.data = parameter_server: the servers end the job");
   const PsJob job = read_ps_job(config.parallel, "worker");
   const comm::LaunchEnv& env = job.env;
+  // One job per run directory (run_dir_lock.hpp): worker 0 locks
+  // training.out_dir before anything is written there, for the process's life.
+  std::optional<RunDirLock> run_dir_lock;
+  if (env.rank == 0) run_dir_lock.emplace(config.training.out_dir);
   const auto& tc = config.training;
   if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
+  // Worker 0 serves /metrics and /healthz (metrics.prometheus_port): its own pushes.
+  const std::unique_ptr<PrometheusEndpoint> prometheus = env.rank == 0 ? open_prometheus_endpoint(config, 0) : nullptr;
 
   DataLoader loader = job_data_loader(config, env.rank, env.num_workers());
   ModelLayout layout;
@@ -85,6 +94,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
     if (!client.push(store)) break;
     ++clock;
     heartbeat.beat();
+    if (prometheus) prometheus->progress(clock);
     summary.final_loss = loss;
     summary.last_step = clock;
     const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -95,6 +105,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
                           {"step_ms", step_s * 1e3}, {"rank", env.rank}};
     rec[unit.metric] = per_s;
     metrics.write(rec);
+    if (prometheus) prometheus->update(rec);
     std::fprintf(options.out, "ps-worker rank %d: clock %lld | server step %lld/%lld | loss %.4f | staleness %lld | %.0f %s\n",
                  env.rank, (long long)clock, (long long)client.server_step(), (long long)tc.steps, loss,
                  (long long)client.last_staleness(), per_s, unit.unit);

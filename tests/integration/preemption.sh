@@ -1,0 +1,90 @@
+# Preemption under `meshtrain run`: SIGTERM (or SIGUSR1) at a random step,
+# to the supervisor or straight to one worker, in every synchronous layout
+# (DP, ZeRO-3, TP, PP, and DP x TP on 4 ranks). Every worker finishes its step,
+# they agree on one step, the checkpoint of that step is committed within the
+# grace and the job exits with status 4 (preempted, not a failure). Started
+# again, it resumes and ends bitwise where an uninterrupted run ends.
+# Checkpoints are asynchronous and taken every step in one case, so a save is
+# in flight when the signal lands.
+source "$(dirname "$0")/lib.sh"
+source "$SRC/tests/integration/chaos_lib.sh"
+chaos_job
+STEPS=24
+COMMON=("${CHAOS_MODEL[@]}" --training.steps=$STEPS --checkpoint.keep=3 --parallel.stop_grace_s=60)
+RANDOM=$$
+
+# newest_complete OUT_DIR: the step of the newest checkpoint with its manifest.
+newest_complete() {
+  local best=-1 d
+  for d in "$1"/checkpoints/step_*; do
+    [ -f "$d/MANIFEST.json" ] || [ -f "$d/model.safetensors" ] || continue
+    best=$((10#${d##*step_}))
+  done
+  echo "$best"
+}
+
+# preempt NAME TARGET SIGNAL LAYOUT...: the straight run, then one that gets
+# SIGNAL at a random step (TARGET: "supervisor" or a worker's RANK), then its
+# resumption; compares the final parameters.
+preempt() {
+  local name=$1 target=$2 sig=$3; shift 3
+  local args=("$@" "${COMMON[@]}")
+  "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/$name-straight" > "$name-straight.txt" 2>&1 ||
+    { cat "$name-straight.txt"; fail "$name: uninterrupted run"; }
+  local at=$((3 + RANDOM % 14))
+  "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/$name" > "$name.txt" 2>&1 &
+  local run_pid=$! victim pid
+  while kill -0 "$run_pid" 2> /dev/null && ! reached "$WORK/$name/metrics.jsonl" "$at"; do sleep 0.05; done
+  if [ "$target" = supervisor ]; then
+    victim=$run_pid
+  else
+    for pid in $(pgrep -P "$run_pid"); do
+      if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=$target"; then victim=$pid; fi
+    done
+  fi
+  [ -n "${victim:-}" ] || { cat "$name.txt"; fail "$name: no process to signal"; }
+  local signalled_at; signalled_at=$(latest_step "$WORK/$name/metrics.jsonl")
+  local t0; t0=$(date +%s)
+  kill -"$sig" "$victim"
+  local rc=0
+  wait "$run_pid" || rc=$?
+  local took=$(( $(date +%s) - t0 ))
+  [ "$rc" -eq 4 ] || { cat "$name.txt"; fail "$name: exit status $rc after SIG$sig, expected 4 (preempted)"; }
+  grep -q "stopping on SIG$sig (preemption)" "$name.txt" || { cat "$name.txt"; fail "$name: no stop line"; }
+  local stopped; stopped=$(newest_complete "$WORK/$name")
+  [ "$stopped" -ge "$signalled_at" ] && [ "$stopped" -lt "$STEPS" ] ||
+    { cat "$name.txt"; fail "$name: newest checkpoint is step $stopped, signalled at step $signalled_at"; }
+  grep -q "preempted (SIG$sig): .* the checkpoint of step $stopped is written" "$name.txt" ||
+    { cat "$name.txt"; fail "$name: the lead did not report the checkpoint of step $stopped"; }
+  [ "$took" -lt 60 ] || fail "$name: stopping took $took s"
+  "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/$name" > "$name-resumed.txt" 2>&1 ||
+    { cat "$name-resumed.txt"; fail "$name: resumed run"; }
+  grep -q "resuming from step $stopped" "$name-resumed.txt" || { cat "$name-resumed.txt"; fail "$name: did not resume"; }
+  final_params "$WORK/$name-straight" $STEPS "$name-straight.safetensors"
+  final_params "$WORK/$name" $STEPS "$name.safetensors"
+  cmp -s "$name-straight.safetensors" "$name.safetensors" || fail "$name: parameters differ from the uninterrupted run"
+  echo "$name: SIG$sig to $target at step $signalled_at -> all stopped at step $stopped in $took s, resumed bitwise"
+}
+
+preempt dp supervisor TERM --nproc 2 --parallel.data=allreduce --checkpoint.every=1
+preempt zero3 1 TERM --nproc 2 --parallel.data=allreduce --parallel.zero_stage=3 --checkpoint.every=5
+preempt tp supervisor USR1 --nproc 2 --parallel.tensor=2 --checkpoint.every=5
+preempt pp 0 TERM --nproc 2 --parallel.pipeline=2 --parallel.micro_batches=2 --checkpoint.every=5
+preempt dp-tp supervisor TERM --nproc 4 --parallel.data=allreduce --parallel.tensor=2 --checkpoint.every=3 \
+  --training.batch_size=4
+
+# A second signal exits at once; the newest complete checkpoint stays good.
+ARGS=(--nproc 2 --parallel.data=allreduce --checkpoint.every=2 "${COMMON[@]}")
+"$MESHTRAIN" run job.toml "${ARGS[@]}" --training.out_dir="$WORK/twice" > twice.txt 2>&1 &
+run_pid=$!
+while kill -0 "$run_pid" 2> /dev/null && ! reached "$WORK/twice/metrics.jsonl" 7; do sleep 0.05; done
+kill -TERM "$run_pid"; kill -TERM "$run_pid"
+rc=0; wait "$run_pid" || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 4 ] || { cat twice.txt; fail "twice: exit status $rc after two signals"; }
+grep -q "second stop signal: exiting now" twice.txt || { cat twice.txt; fail "twice: the workers did not exit at once"; }
+"$MESHTRAIN" run job.toml "${ARGS[@]}" --training.out_dir="$WORK/twice" > twice-resumed.txt 2>&1 ||
+  { cat twice-resumed.txt; fail "twice: the run after two signals does not resume"; }
+final_params "$WORK/twice" $STEPS twice.safetensors
+cmp -s dp-straight.safetensors twice.safetensors || fail "twice: parameters differ from the uninterrupted run"
+echo "twice: two signals exited at once (status $rc); the resumed run ended bitwise"
+echo "preemption: every layout stopped at one step, checkpointed and resumed bitwise"

@@ -1,6 +1,7 @@
 # A hung worker (SIGSTOP: alive, silent) under `meshtrain run` with
 # parallel.heartbeat_timeout_s = 2: its heartbeat file goes stale, the
-# supervisor kills it, restarts the whole job, and the job ends bitwise where
+# supervisor kills it (the flight recorder's rings name it, not worker 0
+# that waits for it), restarts the whole job, and the job ends bitwise where
 # an uninterrupted run does. Without heartbeats the other worker would wait
 # in its all-reduce for parallel.timeout_s (here 300 s).
 source "$(dirname "$0")/lib.sh"
@@ -24,9 +25,11 @@ kill -STOP "$victim"
 wait "$run_pid" || { cat hung.txt; fail "the job failed after worker 1 hung"; }
 elapsed=$(( $(date +%s) - start ))
 # Worker 0 waits for worker 1 in a collective and stops beating at the same
-# moment, so either may be the one found stale first; the group restarts either way.
-grep -q "worker [01] sent no heartbeat for .* (parallel.heartbeat_timeout_s 2 s); killed it" hung.txt ||
-  { cat hung.txt; fail "no worker was found hung"; }
+# moment, so either may be found stale first; the rings name worker 1, and
+# it is the one killed.
+grep -q "worker 1 is the hang's culprit (worker [01] sent no heartbeat for .* (parallel.heartbeat_timeout_s 2 s); the flight recorder names rank 1); killed it" hung.txt ||
+  { cat hung.txt; fail "worker 1 was not killed as the hang's culprit"; }
+if grep -q "^\[run\] worker 0 sent no heartbeat" hung.txt; then cat hung.txt; fail "the waiting worker 0 was killed"; fi
 grep -q "restarting the whole job" hung.txt || { cat hung.txt; fail "no restart"; }
 [ "$elapsed" -lt 120 ] || fail "the hang took $elapsed s to resolve"
 final_params "$WORK/straight" 20 straight.safetensors

@@ -6,10 +6,9 @@
 namespace meshtrain::cli {
 
 JobConfig load_launched_job_config(const std::string& path, std::vector<std::string> overrides) {
-  const comm::LaunchEnv env = comm::read_launch_env();
-  // Last, so it wins over the file and over a --parallel.workers given too.
-  if (env.launcher != "none" && env.num_workers() >= 1)
-    overrides.push_back("--parallel.workers=" + std::to_string(env.num_workers()));
+  // Last, so it wins over the file and over a --parallel.workers given too
+  // (`meshtrain run` passes its count on; it checked it itself).
+  if (comm::read_launch_env().launcher != "none") overrides.push_back("--parallel.workers=1");
   return load_job_config(path, overrides);
 }
 

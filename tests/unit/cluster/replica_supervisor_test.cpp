@@ -1,9 +1,13 @@
 // The supervisor's rules, with shell commands as replicas.
 #include "meshtrain/cluster/replica_supervisor.hpp"
 
+#include "meshtrain/core/error.hpp"
+
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -11,6 +15,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "meshtrain/comm/flight/flight_recorder.hpp"
+
+#include "meshtrain/core/error.hpp"
 
 namespace meshtrain {
 namespace {
@@ -114,6 +122,36 @@ TEST(ReplicaSupervisor, AFailedWorkerStopsTheOthers) {
   EXPECT_LT(r.seconds, 10);
 }
 
+TEST(ReplicaSupervisor, ADivergedWorkerIsNotRestarted) {
+  SupervisorOptions options = test_options();
+  options.max_restarts = 3;
+  options.restart_backoff = 10ms;
+  Outcome r = supervise_with({sh("worker 0", "sleep 30"), sh("worker 1", "exit 5")}, options);
+  EXPECT_EQ(r.result.exit_code, kExitDiverged);
+  EXPECT_EQ(r.result.restarts, 0);
+  EXPECT_NE(r.output.find("worker 1 exited with status 5 (the training diverged: not restarted)"), std::string::npos)
+      << r.output;
+}
+
+// A worker the scheduler signalled directly checkpoints and exits 4: the
+// others are stopped, nothing is restarted, and the job's status is 4.
+TEST(ReplicaSupervisor, APreemptedWorkerStopsTheJobWithoutARestart) {
+  SupervisorOptions options = test_options();
+  options.max_restarts = 3;
+  options.stop_grace = 5000ms;
+  // Worker 0 checkpoints and exits 4 on SIGTERM, as the trainer does.
+  Outcome r = supervise_with({sh("worker 0", "trap 'exit 4' TERM; while :; do sleep 0.05; done"),
+                              sh("worker 1", "sleep 0.3; exit 4")},
+                             options);
+  EXPECT_EQ(r.result.exit_code, kExitPreempted) << r.output;
+  EXPECT_EQ(r.result.restarts, 0);
+  EXPECT_TRUE(r.result.failures.empty()) << r.output;
+  EXPECT_NE(r.output.find("worker 1 was preempted and checkpointed; stopping the others"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("preempted: every worker wrote a checkpoint"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 4) << "worker 0 exited on SIGTERM, not on SIGKILL after the grace";
+}
+
 TEST(ReplicaSupervisor, AFailedServiceStopsTheWorkers) {
   Outcome r = supervise_all({sh("worker 0", "sleep 30"), sh("reducer 0", "kill -9 $$", ReplicaKind::Service)});
   EXPECT_EQ(r.result.exit_code, 128 + 9);
@@ -158,7 +196,7 @@ TEST(ReplicaSupervisor, AFailureRestartsTheWholeGroup) {
   Outcome r = supervise_with(
       {sh("worker 0",
           count_start("w0") + "[ $starts -ge 2 ] && exit 0; " + wait_for_starts({"w1", "s0"}) +
-              "echo 'boom' >&2; exit 4",
+              "echo 'boom' >&2; exit 6",
           ReplicaKind::Worker, {d.env()}),
        sh("worker 1", count_start("w1", "$MESHTRAIN_JOB_ID") + "[ $starts -ge 2 ] && exit 0; sleep 30",
           ReplicaKind::Worker, {d.env(), "MESHTRAIN_JOB_ID=job"}),
@@ -169,7 +207,7 @@ TEST(ReplicaSupervisor, AFailureRestartsTheWholeGroup) {
   EXPECT_EQ(d.lines("w0").size(), 2u);
   EXPECT_EQ(d.lines("w1"), (std::vector<std::string>{"job", "job-r1"}));
   EXPECT_EQ(d.lines("s0").size(), 2u);
-  EXPECT_NE(r.output.find("[test] worker 0 exited with status 4; stopping the others to restart the whole job"),
+  EXPECT_NE(r.output.find("[test] worker 0 exited with status 6; stopping the others to restart the whole job"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("[test] restarting the whole job in 0.1 s (restart 1 of 2)"), std::string::npos) << r.output;
@@ -273,6 +311,56 @@ TEST(ReplicaSupervisor, AHungWorkerIsKilledAndTheGroupRestarted) {
   ASSERT_EQ(r.result.failures.size(), 1u) << r.output;
   EXPECT_EQ(r.result.failures[0].label, "worker 0");
   EXPECT_LT(r.seconds, 15);
+}
+
+TEST(ReplicaSupervisor, AHungJobLosesTheCulpritTheFlightRecorderNamesNotTheFirstStaleWorker) {
+  // The rings (comm/flight/), written beforehand by stand-ins: rank 0 waits
+  // in #3 of the data group; rank 1 finished #2 and is outside, forward of
+  // step 2. Both workers then stop beating; worker 0 is the first found
+  // stale, but rank 1 is the one the rings name.
+  std::string tmpl = std::filesystem::temp_directory_path() / "supervisor-flight.XXXXXX";
+  const std::string dir = mkdtemp(tmpl.data());
+  for (int rank : {0, 1}) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (!comm::flight::open_ring(dir + "/flight", rank, 2, "job", 64)) _exit(1);
+      const std::vector<int> members{0, 1};
+      const uint16_t g = comm::flight::register_group("data", members, rank);
+      comm::flight::set_phase(1, comm::flight::Phase::Backward);
+      for (uint64_t seq = 1; seq <= (rank == 0 ? 3u : 2u); ++seq) {
+        const comm::flight::Entry e{.op = comm::flight::Op::AllReduce, .seq = seq, .bytes = 4096};
+        const comm::flight::Slot slot = comm::flight::schedule(g, {&e, 1});
+        comm::flight::started(slot);
+        if (seq < 3) comm::flight::finished(slot, true);
+      }
+      if (rank == 1) comm::flight::set_phase(2, comm::flight::Phase::Forward);
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  SupervisorOptions options = test_options();
+  options.heartbeat_timeout = 1000ms;
+  options.flight_dir = dir;
+  const std::string hang = "touch \"$MESHTRAIN_HEARTBEAT_FILE\"; sleep 30";
+  Outcome r = supervise_with({sh("worker 0", hang, ReplicaKind::Worker, {"RANK=0"}),
+                              sh("worker 1", hang, ReplicaKind::Worker, {"RANK=1"})},
+                             options);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.result.exit_code, 128 + 9) << r.output;
+  ASSERT_EQ(r.result.failures.size(), 1u) << r.output;
+  EXPECT_EQ(r.result.failures[0].label, "worker 1");
+  EXPECT_EQ(r.result.failure.rfind("worker 1 is the hang's culprit (worker 0 sent no heartbeat for", 0), 0u)
+      << r.result.failure;
+  const std::string culprit = "hang culprit: rank 1 never entered all_reduce of 4096 B #3 of group data [0, 1]";
+  EXPECT_EQ(r.result.culprit.rfind(culprit, 0), 0u) << r.result.culprit;
+  EXPECT_NE(r.result.culprit.find("outside any collective, in phase forward of step 2"), std::string::npos)
+      << r.result.culprit;
+  // The summary names it first.
+  EXPECT_EQ(r.result.summary.rfind(r.result.culprit + "\nthe job failed: worker 1 is the hang's culprit", 0), 0u)
+      << r.result.summary;
+  EXPECT_LT(r.seconds, 10);
 }
 
 TEST(ReplicaSupervisor, AWorkerThatNeverBeatsIsHungAfterTheStartupAllowance) {

@@ -50,7 +50,8 @@ bool open_ring(const std::string& dir, int rank, int world, const std::string& j
                uint32_t capacity = kDefaultCapacity);
 // The training worker's ring: <out_dir>/flight/worker-<RANK>.ring, with the
 // rank, world and job id from the launch environment (comm/bootstrap). A
-// lone process (world 1) records nothing.
+// lone process (world 1) records nothing, nor one started with
+// MESHTRAIN_FLIGHT_RECORDER=0 (to measure what recording costs).
 void open_worker_ring(const std::string& out_dir);
 // Marks the ring closed (the process is on its way out) and stops recording.
 // Runs by itself at exit.

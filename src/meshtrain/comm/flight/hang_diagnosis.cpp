@@ -262,6 +262,30 @@ class Analysis {
     return at->first > seq || at->second->state >= State::Started;
   }
 
+  bool frozen(int v) const {
+    const View& view = views_[size_t(v)];
+    return view.live == Liveness::Stopped || (view.live == Liveness::Gone && !view.ring->closed);
+  }
+
+  // The stopped or killed members still inside the collective view v is
+  // stuck in.
+  std::vector<int> frozen_members(int v) const {
+    std::vector<int> out;
+    const View& view = views_[size_t(v)];
+    const RingRecord& r = *view.waiting.front();
+    const int g = group_of(view, r);
+    if (g < 0 || is_point_to_point(r.op)) return out;
+    for (int m : groups_[size_t(g)].members) {
+      const int mv = view_of(m);
+      if (m == view.rank || mv < 0 || !frozen(mv)) continue;
+      auto it = collectives_.find({mv, g});
+      if (it == collectives_.end()) continue;
+      auto at = it->second.find(r.seq);
+      if (at != it->second.end() && at->second->state == State::Started) out.push_back(m);
+    }
+    return out;
+  }
+
   // Whether every other member of r's group finished it (collectives only).
   bool every_member_finished(int v, const RingRecord& r) const {
     const int g = group_of(views_[size_t(v)], r);
@@ -344,9 +368,11 @@ class Analysis {
         if (c == classes.end()) classes.push_back({signature(*r), {v}});
         else c->second.push_back(v);
       }
-      std::sort(classes.begin(), classes.end(), [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+      std::sort(classes.begin(), classes.end(),
+                [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
       if (classes.size() > 1 && 2 * classes.front().second.size() > at.size())
-        for (size_t c = 1; c < classes.size(); ++c) culprits.insert(culprits.end(), classes[c].second.begin(), classes[c].second.end());
+        for (size_t c = 1; c < classes.size(); ++c)
+          culprits.insert(culprits.end(), classes[c].second.begin(), classes[c].second.end());
     }
     auto text_of = [&](int v, const RingRecord& r) {
       return op_text(views_[size_t(v)], r) + " (step " + std::to_string(r.step) + ", " +
@@ -378,7 +404,8 @@ class Analysis {
     if (theirs) what += " but " + text_of(others.front(), *theirs) + " on " + describe_rank_list(others);
     d.summary = "culprit: " + rank_list(d.culprits) + ": mismatched collective: " + what;
     const std::string deviates = deviation_text(views_[size_t(c)], mine->step);
-    if (!deviates.empty()) d.details.insert(d.details.begin(), "rank " + std::to_string(views_[size_t(c)].rank) + " " + deviates);
+    if (!deviates.empty())
+      d.details.insert(d.details.begin(), "rank " + std::to_string(views_[size_t(c)].rank) + " " + deviates);
     return true;
   }
 
@@ -479,7 +506,30 @@ class Analysis {
       }
     }
     if (roots.empty()) return false;
-    std::sort(roots.begin(), roots.end());
+    // A root stuck in a collective that every member entered waits for a
+    // member the rings cannot name, unless that member's process is stopped
+    // or killed: then that one holds it (and everyone behind it) up.
+    std::vector<int> refined;
+    for (int root : roots) {
+      const int tv = view_of(root);
+      if (tv >= 0 && views_[size_t(tv)].blocked() && !frozen(tv)) {
+        const std::vector<int> holders = frozen_members(tv);
+        if (!holders.empty()) {
+          refined.insert(refined.end(), holders.begin(), holders.end());
+          continue;
+        }
+      }
+      refined.push_back(root);
+    }
+    std::sort(refined.begin(), refined.end());
+    refined.erase(std::unique(refined.begin(), refined.end()), refined.end());
+    if (refined.size() > 1) {  // several: the stopped or killed ones, if any
+      std::vector<int> stuck;
+      for (int r : refined)
+        if (view_of(r) >= 0 && frozen(view_of(r))) stuck.push_back(r);
+      if (!stuck.empty()) refined = stuck;
+    }
+    roots = refined;
     d.finding = Finding::NeverEntered;
     d.culprits = roots;
     std::vector<std::string> parts;
@@ -494,6 +544,15 @@ class Analysis {
               e.op->seq == first->op->seq && e.op->op == first->op->op)
             waiting.push_back(e.waiter);
         }
+      if (!first) {  // a member that holds up a collective the ranks waited for are stuck in
+        const View& c = views_[size_t(view_of(root))];
+        const RingRecord& r = *c.waiting.front();
+        parts.push_back("rank " + std::to_string(root) + " is stuck in " + op_text(c, r) + " #" +
+                        std::to_string(r.seq) + " of " + group_text(group_of(c, r)) + " (step " +
+                        std::to_string(r.step) + "), which holds up the ranks that others wait for; " +
+                        process_text(c));
+        continue;
+      }
       const View& wv = views_[size_t(first->waiter)];
       const RingRecord& op = *first->op;
       const std::string at = " of " + group_text(group_of(wv, op)) + " (" + std::to_string(op.bytes) + " B, step " +

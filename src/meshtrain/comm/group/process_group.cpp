@@ -178,12 +178,13 @@ WorkHandle ProcessGroup::all_reduce_async(Buffer data, ReduceKind op, AllReduceA
     return comm_->submit("all_reduce(reduction_server, " + std::string(reduce_kind_name(op)) + ", " +
                              shape(data.count, data.dtype) + ")",
                          [=](Transport& world) {
-                           run_recorded(slot, flight::Fault::None, world, {}, [&](Transport& t, const CollectiveOptions&) {
+                           const auto reduce = [&](Transport& t, const CollectiveOptions&) {
                              reduction_server::all_reduce(t,
                                                           {*members, reducers->ranks, reducers->chunk_bytes,
                                                            reducers->in_flight},
                                                           data, op, sequence);
-                           });
+                           };
+                           run_recorded(slot, flight::Fault::None, world, {}, reduce);
                          });
   }
   return submit(
@@ -315,9 +316,11 @@ WorkHandle ProcessGroup::exchange_async(std::vector<SendOp> sends, std::vector<R
   std::vector<flight::Entry> entries;
   entries.reserve(sends.size() + recvs.size());
   for (const SendOp& op : sends)
-    entries.push_back({.op = flight::Op::Send, .peer = op.peer, .seq = next_p2p(flight::Op::Send, op.peer), .bytes = op.bytes});
+    entries.push_back(
+        {.op = flight::Op::Send, .peer = op.peer, .seq = next_p2p(flight::Op::Send, op.peer), .bytes = op.bytes});
   for (const RecvOp& op : recvs)
-    entries.push_back({.op = flight::Op::Recv, .peer = op.peer, .seq = next_p2p(flight::Op::Recv, op.peer), .bytes = op.bytes});
+    entries.push_back(
+        {.op = flight::Op::Recv, .peer = op.peer, .seq = next_p2p(flight::Op::Recv, op.peer), .bytes = op.bytes});
   return dispatch(
       entries, flight::Fault::None,
       [&] { return text; },

@@ -39,6 +39,7 @@
 #include "meshtrain/train/report/prometheus_endpoint.hpp"
 #include "meshtrain/train/report/pipeline_trace.hpp"
 #include "meshtrain/train/report/progress.hpp"
+#include "meshtrain/train/report/rank_telemetry.hpp"
 #include "meshtrain/train/report/tensorboard/tensorboard_log.hpp"
 #include "meshtrain/train/report/throughput.hpp"
 
@@ -154,6 +155,9 @@ class SyncTrainer {
   // A step of training.skip_steps: its batch read, nothing else done.
   StepResult skipped_step(int64_t step) const;
   void note_skipped(int64_t step, const StepResult& r);
+  // Every worker's interval (rank_telemetry.hpp), gathered by the lead into
+  // the metrics, with a warning for stragglers.
+  void report_ranks(int64_t step);
   // Whether any worker was asked to stop (SIGTERM, SIGUSR1): all agree at
   // the end of the same step. Records the signal in the summary.
   bool stop_agreed(int64_t step);
@@ -189,6 +193,8 @@ class SyncTrainer {
   std::optional<CheckpointSaver> saver_;
   UpdateGuard guard_;           // steps whose update is left out (update_guard.hpp)
   int64_t skipped_steps_ = 0;   // so far in the run, resumed ones included
+  IntervalTimer interval_;      // this worker's step times since the last log line
+  StragglerWatch stragglers_;   // the lead's
   Batch batch_, eval_batch_;
   std::string pipeline_memory_;  // the lead's per-stage memory lines (pipeline jobs)
   std::unique_ptr<PrometheusEndpoint> prometheus_;  // the lead's /metrics and /healthz (metrics.prometheus_port)
@@ -341,6 +347,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     const auto t0 = Clock::now();
     comm::flight::set_phase(step + 1, comm::flight::Phase::Data);  // the flight recorder's (why-hung)
     loader_->next_batch(batch_);
+    const double data_s = seconds_since(t0);
     const uint64_t sent_before = workers_.bytes_sent();
     const StepResult r = guard_.skips_step(step + 1) ? skipped_step(step) : run_train_step(ctx, batch_, step);
     ++step;
@@ -362,7 +369,10 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
                         log_now);
     if (stop_agreed(step)) break;
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step != last_step_) evaluate_at(step);
+    const auto saving = Clock::now();
     if (checkpoints_.every > 0 && step % checkpoints_.every == 0 && step != last_step_) save(step, false);
+    interval_.add_step(timing.step_s + seconds_since(saving), data_s, r.comm.exposed_s, seconds_since(saving));
+    if (log_now && workers_.workers() > 1) report_ranks(step);
     heartbeat.beat();  // after the step's evaluation and checkpoint too
     if (prometheus_) prometheus_->progress(step);
   }
@@ -440,6 +450,23 @@ void SyncTrainer::note_skipped(int64_t step, const StepResult& r) {
   std::snprintf(line, sizeof line, "step %lld: update skipped: loss %.4f, gradient norm %.4g is a spike "
                 "(training.spike_sigma)", (long long)step, r.loss, r.grad_norm);
   progress_->message(line);
+}
+
+void SyncTrainer::report_ranks(int64_t step) {
+  const RankInterval mine = interval_.take(double(MemoryTracker::global().peak_total()) / (1 << 20));
+  const std::vector<std::vector<double>> all = workers_.all_gather_workers(mine.encode());
+  if (!lead_) return;
+  std::vector<RankInterval> ranks;
+  for (const auto& v : all) ranks.push_back(RankInterval::decode(v));
+  const StragglerReport report = stragglers_.assess(ranks);
+  metrics_->write(rank_record(step, ranks, report));
+  for (int r : report.new_stragglers) {
+    char line[200];
+    std::snprintf(line, sizeof line, "step %lld: worker %d is a straggler: busy %.1f ms per step, %.2fx the fastest "
+                  "worker's (%.2fx its own best)", (long long)step, r, ranks[size_t(r)].busy_ms,
+                  report.vs_fastest[size_t(r)], report.vs_best[size_t(r)]);
+    progress_->message(line);
+  }
 }
 
 bool SyncTrainer::stop_agreed(int64_t step) {

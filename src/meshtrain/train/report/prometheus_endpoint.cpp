@@ -156,7 +156,8 @@ size_t head_end(const std::string& in) {
 
 PrometheusEndpoint::PrometheusEndpoint(const PrometheusOptions& options) : options_(options) {
   if (options.port < 0 || options.port > 65535)
-    throw ConfigError("metrics.prometheus_port " + std::to_string(options.port) + " is not a port (0-65535; 0: any free one)");
+    throw ConfigError("metrics.prometheus_port " + std::to_string(options.port) +
+                      " is not a port (0-65535; 0: any free one)");
   listen_fd_ = listen_on(options.address, options.port);
   port_ = bound_port(listen_fd_);
   if (pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {

@@ -88,6 +88,14 @@ TEST(ScalarTags, TrainerRecords) {
   EXPECT_FALSE(scalars_of_record({{"loss", 1.0}}, ScalarSource::Trainer));  // no step
 }
 
+TEST(ScalarTags, PerRankRecords) {
+  const nlohmann::json rec = {{"step", 30},
+                              {"ranks", {{{"worker", 0}, {"busy_ms", 4.0}}, {{"worker", 1}, {"busy_ms", 9.0}}}},
+                              {"stragglers", {1}}};
+  EXPECT_EQ(tags_of(rec, ScalarSource::Trainer),
+            (std::map<std::string, float>{{"ranks/worker_0/busy_ms", 4.0f}, {"ranks/worker_1/busy_ms", 9.0f}}));
+}
+
 TEST(ScalarTags, EvaluatorRecords) {
   const nlohmann::json rec = {{"step", 10},       {"val_loss", 2.0}, {"val_accuracy", 0.5},
                               {"predictions", 64}, {"batches", 2},   {"checkpoint", "/x/step_00000010"}};

@@ -45,6 +45,15 @@ std::optional<ScalarRecord> scalars_of_record(const nlohmann::json& record, Scal
     const std::string tag = source == ScalarSource::Trainer ? trainer_tag(key, run_peaks) : evaluator_tag(key);
     out.scalars.push_back({tag, static_cast<float>(value.get<double>())});
   }
+  // Per-rank telemetry (rank_telemetry.hpp): "ranks/worker_<i>/<key>".
+  if (record.contains("ranks") && record["ranks"].is_array())
+    for (const auto& r : record["ranks"]) {
+      if (!r.is_object() || !r.contains("worker") || !r["worker"].is_number_integer()) continue;
+      const std::string prefix = "ranks/worker_" + std::to_string(r["worker"].get<int64_t>()) + "/";
+      for (const auto& [key, value] : r.items())
+        if (value.is_number() && key != "worker")
+          out.scalars.push_back({prefix + key, static_cast<float>(value.get<double>())});
+    }
   if (out.scalars.empty()) return std::nullopt;
   return out;
 }

@@ -1,0 +1,63 @@
+#include "meshtrain/train/report/rank_telemetry.hpp"
+
+#include <gtest/gtest.h>
+
+namespace meshtrain {
+namespace {
+
+std::vector<RankInterval> busy(std::initializer_list<double> ms) {
+  std::vector<RankInterval> out;
+  for (double m : ms) out.push_back({.step_ms = 100, .busy_ms = m});
+  return out;
+}
+
+TEST(IntervalTimer, AveragesTheStepsPartsAndResets) {
+  IntervalTimer t;
+  t.add_step(0.010, 0.001, 0.002, 0.000);
+  t.add_step(0.030, 0.001, 0.004, 0.010);
+  const RankInterval r = t.take(12.5);
+  EXPECT_DOUBLE_EQ(r.step_ms, 20);
+  EXPECT_DOUBLE_EQ(r.data_ms, 1);
+  EXPECT_DOUBLE_EQ(r.comm_ms, 3);
+  EXPECT_DOUBLE_EQ(r.checkpoint_ms, 5);
+  EXPECT_DOUBLE_EQ(r.busy_ms, 11);
+  EXPECT_DOUBLE_EQ(r.peak_tracked_mb, 12.5);
+  EXPECT_GT(r.rss_mb, 0);
+  EXPECT_GE(r.peak_rss_mb, r.rss_mb);
+  EXPECT_DOUBLE_EQ(t.take(0).step_ms, 0) << "reset";
+  EXPECT_EQ(RankInterval::decode(r.encode()).encode(), r.encode());
+}
+
+TEST(StragglerWatch, FlagsARankSlowTwoIntervalsInARow) {
+  StragglerWatch watch(1.5, 1.0);
+  StragglerReport a = watch.assess(busy({40, 41, 90}));
+  EXPECT_TRUE(a.stragglers.empty()) << "one interval is not enough";
+  EXPECT_DOUBLE_EQ(a.vs_fastest[2], 90.0 / 40);
+  StragglerReport b = watch.assess(busy({40, 42, 80}));
+  EXPECT_EQ(b.stragglers, std::vector<int>{2});
+  EXPECT_EQ(b.new_stragglers, std::vector<int>{2});
+  EXPECT_DOUBLE_EQ(b.vs_best[2], 1.0) << "80 ms is its best so far";
+  StragglerReport c = watch.assess(busy({40, 40, 85}));
+  EXPECT_EQ(c.stragglers, std::vector<int>{2});
+  EXPECT_TRUE(c.new_stragglers.empty()) << "warned once";
+  EXPECT_TRUE(watch.assess(busy({40, 40, 41})).stragglers.empty()) << "recovered";
+}
+
+TEST(StragglerWatch, IgnoresRatiosOfTinyTimes) {
+  StragglerWatch watch(1.5, 1.0);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(watch.assess(busy({0.5, 1.2})).stragglers.empty());
+}
+
+TEST(RankRecord, ListsEveryWorker) {
+  StragglerWatch watch;
+  const auto ranks = busy({10, 20});
+  const nlohmann::json rec = rank_record(30, ranks, watch.assess(ranks));
+  EXPECT_EQ(rec["step"], 30);
+  ASSERT_EQ(rec["ranks"].size(), 2u);
+  EXPECT_EQ(rec["ranks"][1]["worker"], 1);
+  EXPECT_DOUBLE_EQ(rec["ranks"][1]["slow_vs_fastest"].get<double>(), 2.0);
+  EXPECT_TRUE(rec["stragglers"].empty());
+}
+
+}  // namespace
+}  // namespace meshtrain

@@ -23,8 +23,8 @@ std::mutex g_mutex;
 
 [[noreturn]] void bad(const std::string& value, const std::string& why) {
   throw ConfigError("MESHTRAIN_FAULT=\"" + value + "\": " + why +
-                    " (want KIND:rank=R:step=S[:group=NAME][:op=OP], KIND skip_collective, other_collective or "
-                    "size_mismatch)");
+                    " (want KIND:rank=R:step=S[:group=NAME][:op=OP], KIND skip_collective, other_collective, "
+                    "size_mismatch or flip_bit)");
 }
 
 }  // namespace
@@ -45,6 +45,7 @@ void arm_fault_from_environment(int rank) {
       if (part == "skip_collective") a.kind = Fault::Skip;
       else if (part == "other_collective") a.kind = Fault::OtherCollective;
       else if (part == "size_mismatch") a.kind = Fault::SizeMismatch;
+      else if (part == "flip_bit") a.kind = Fault::FlipBit;
       else bad(value, "unknown kind '" + part + "'");
       continue;
     }
@@ -75,11 +76,20 @@ Fault take_fault(std::string_view group, Op op) {
   if (is_point_to_point(op)) return Fault::None;
   std::lock_guard lock(g_mutex);
   Armed& a = g_armed;
-  if (a.fired || current_step() != a.step || (!a.group.empty() && a.group != group) ||
+  if (a.fired || a.kind == Fault::FlipBit || current_step() != a.step || (!a.group.empty() && a.group != group) ||
       (a.op != Op::None && a.op != op))
     return Fault::None;
   a.fired = true;
   return a.kind;
+}
+
+bool take_flip_bit(int64_t step) {
+  if (!fault_armed()) return false;
+  std::lock_guard lock(g_mutex);
+  Armed& a = g_armed;
+  if (a.fired || a.kind != Fault::FlipBit || a.step != step) return false;
+  a.fired = true;
+  return true;
 }
 
 }  // namespace meshtrain::comm::flight

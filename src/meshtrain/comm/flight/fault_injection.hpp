@@ -12,6 +12,9 @@
 //   skip_collective   it does not call it (no record, no sequence number)
 //   other_collective  it calls a barrier in its place
 //   size_mismatch     it calls it with half the bytes in every message
+//   flip_bit          no collective: after step S's update it flips one bit
+//                     of its parameters (silent data corruption, caught by
+//                     training.check_replicas_every; take_flip_bit)
 // Once per process. The variable is read once, where the worker opens its
 // ring (flight_recorder.cpp); unset, the check in ProcessGroup's submit is
 // one load of a false flag.
@@ -21,7 +24,7 @@
 
 namespace meshtrain::comm::flight {
 
-enum class Fault : unsigned char { None, Skip, OtherCollective, SizeMismatch };
+enum class Fault : unsigned char { None, Skip, OtherCollective, SizeMismatch, FlipBit };
 
 namespace detail {
 inline bool fault_armed = false;
@@ -36,5 +39,8 @@ void arm_fault_from_environment(int rank);
 // The fault for a collective of group `group` about to be submitted at the
 // current step, consumed once it fires; Fault::None for every other.
 Fault take_fault(std::string_view group, Op op);
+// Whether to flip a parameter bit now, at the end of training step `step`
+// (1-based); true once.
+bool take_flip_bit(int64_t step);
 
 }  // namespace meshtrain::comm::flight

@@ -144,6 +144,10 @@ const std::vector<Field>& fields() {
                "> 0: skip the update of a step whose loss or gradient norm exceeds the mean + this many standard "
                "deviations of the last spike_window updates (OLMo: 6); 0: off"),
       MT_FIELD(training, spike_window, Int, closed(2, 1 << 20), "updates the spike statistics look back over"),
+      MT_FIELD(training, check_replicas_every, Int, closed(0, 1 << 30),
+               "> 0: every this many steps, compare a hash of each tensor across the workers holding replicas of "
+               "it (silent data corruption) and stop naming the worker and tensor on a mismatch; not with ZeRO-3 "
+               "(no replicas); 0: off"),
       MT_ENUM(optimizer, name, "optimizer"),
       MT_FIELD(optimizer, lr, Float, left_open(0, 10), "base learning rate"),
       MT_FIELD(optimizer, weight_decay, Float, closed(0, 10), "decoupled weight decay"),

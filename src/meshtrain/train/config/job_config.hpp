@@ -94,6 +94,7 @@ struct TrainingSection {
   std::string skip_steps;        // "1200-1250, 3000": these steps read their batch and leave the model as it is
   double spike_sigma = 0;        // > 0: skip an update whose loss or gradient norm exceeds mean + this x sigma
   int64_t spike_window = 128;    // ... of the last this many updates taken
+  int64_t check_replicas_every = 0;  // > 0: compare a hash of the replicas' parameters every N steps
 };
 
 struct OptimizerSection {

@@ -23,6 +23,7 @@
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/memory_budget.hpp"
 #include "meshtrain/train/engine/model_factory.hpp"
+#include "meshtrain/train/engine/replica_check.hpp"
 #include "meshtrain/train/engine/step_machinery.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
 #include "meshtrain/train/engine/worker_group.hpp"
@@ -215,6 +216,9 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
       out_(lead_ ? options.out : nullptr) {
   if (lead_) prometheus_ = open_prometheus_endpoint(config, workers_.worker_rank());  // a port in use fails here
   use_cores(config.training.threads, workers_.local_size());
+  if (config.training.check_replicas_every > 0 && config.parallel.zero_stage >= 3)
+    throw ConfigError("training.check_replicas_every: ZeRO-3 keeps no replicas of the parameters to compare "
+                      "(parallel.zero_stage = 3)");
   loader_.emplace(job_data_loader(config, workers_.rank(), workers_.size()));
   step_ = to_step_settings(config, workers_.size());
   check_memory_budget(config.training.max_memory_mb, step_, model_->store(), workers_.size());
@@ -352,6 +356,9 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     const StepResult r = guard_.skips_step(step + 1) ? skipped_step(step) : run_train_step(ctx, batch_, step);
     ++step;
     if (r.skipped) note_skipped(step, r);
+    if (comm::flight::take_flip_bit(step)) flip_parameter_bit(model_->store());  // a testing knob's corruption
+    if (tc.check_replicas_every > 0 && step % tc.check_replicas_every == 0)
+      check_replicas(model_->store(), workers_, step);
     StepTiming timing{.comm_bytes = workers_.bytes_sent() - sent_before};
     check_memory_peak(tc.max_memory_mb, step);
     timing.step_s = seconds_since(t0);

@@ -11,7 +11,7 @@ ARGS=(--nproc 2 --parallel.data=allreduce --training.log_every=10 --training.eva
 "$MESHTRAIN" run job.toml "${ARGS[@]}" --training.steps=1000 --training.out_dir="$WORK/clean" > clean.txt 2>&1 ||
   { cat clean.txt; fail "clean run"; }
 ! grep -q "straggler" clean.txt || { grep straggler clean.txt; fail "a clean run flagged a straggler"; }
-n=$(grep -c "\"ranks\"" "$WORK/clean/metrics.jsonl"); [ "$n" -eq 100 ] || { tail -3 clean.txt; fail "expected a per-rank record every 10 steps, found $n"; }
+n=$(grep -c "\"ranks\"" "$WORK/clean/metrics.jsonl"); [ "$n" -eq 100 ] || { tail -3 clean.txt; fail "expected per-rank fields every 10 steps, found $n"; }
 
 "$MESHTRAIN" run job.toml "${ARGS[@]}" --training.steps=400 "${CHAOS_MODEL[@]:1}" --training.log_every=10 \
   --training.out_dir="$WORK/slow" > slow.txt 2>&1 &

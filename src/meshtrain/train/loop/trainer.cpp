@@ -152,13 +152,15 @@ class SyncTrainer {
   void print_setup() const;
   // Steps from `step` to last_step_; returns the step reached.
   int64_t train_steps(int64_t step, Clock::time_point run_start);
-  void log_step(int64_t step, const StepResult& r, const StepTiming& timing, Clock::time_point run_start);
+  // `ranks`: the per-rank fields (gather_ranks), added to the record.
+  void log_step(int64_t step, const StepResult& r, const StepTiming& timing, Clock::time_point run_start,
+                const nlohmann::json& ranks);
   // A step of training.skip_steps: its batch read, nothing else done.
   StepResult skipped_step(int64_t step) const;
   void note_skipped(int64_t step, const StepResult& r);
-  // Every worker's interval (rank_telemetry.hpp), gathered by the lead into
-  // the metrics, with a warning for stragglers.
-  void report_ranks(int64_t step);
+  // Every worker's interval (rank_telemetry.hpp), gathered: on the lead, the
+  // fields its step record gets, after a warning for each new straggler.
+  nlohmann::json gather_ranks(int64_t step);
   // Whether any worker was asked to stop (SIGTERM, SIGUSR1): all agree at
   // the end of the same step. Records the signal in the summary.
   bool stop_agreed(int64_t step);
@@ -347,6 +349,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
   const int64_t first_step = step;
   Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)
   double throughput_ema = 0;
+  double checkpoint_s = 0;  // the last iteration's save
   while (step < last_step_) {
     const auto t0 = Clock::now();
     comm::flight::set_phase(step + 1, comm::flight::Phase::Data);  // the flight recorder's (why-hung)
@@ -367,7 +370,10 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     if (std::isfinite(r.loss)) summary_.final_loss = r.loss;
     summary_.last_step = step;
     const bool log_now = step % tc.log_every == 0 || step == last_step_;
-    if (log_now && lead_) log_step(step, r, timing, run_start);
+    // A checkpoint's time counts in the step after it, logged or not.
+    interval_.add_step(timing.step_s + checkpoint_s, data_s, r.comm.exposed_s, checkpoint_s);
+    const nlohmann::json ranks = log_now && workers_.workers() > 1 ? gather_ranks(step) : nlohmann::json::object();
+    if (log_now && lead_) log_step(step, r, timing, run_start, ranks);
     const double elapsed = seconds_since(run_start);
     if (lead_)
       progress_->update({.step = step, .total_steps = tc.steps, .loss = summary_.final_loss, .lr = r.lr,
@@ -378,15 +384,15 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     if (tc.eval_every > 0 && step % tc.eval_every == 0 && step != last_step_) evaluate_at(step);
     const auto saving = Clock::now();
     if (checkpoints_.every > 0 && step % checkpoints_.every == 0 && step != last_step_) save(step, false);
-    interval_.add_step(timing.step_s + seconds_since(saving), data_s, r.comm.exposed_s, seconds_since(saving));
-    if (log_now && workers_.workers() > 1) report_ranks(step);
+    checkpoint_s = seconds_since(saving);
     heartbeat.beat();  // after the step's evaluation and checkpoint too
     if (prometheus_) prometheus_->progress(step);
   }
   return step;
 }
 
-void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& timing, Clock::time_point run_start) {
+void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& timing, Clock::time_point run_start,
+                           const nlohmann::json& ranks) {
   const int64_t batch_size = config_.training.batch_size;
   nlohmann::json rec = {{"step", step}, {"lr", r.lr}, {"step_ms", timing.step_s * 1e3},
                         {"batch_size", batch_size},
@@ -417,6 +423,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
   }
   if (!r.moe.empty()) add_moe_metrics(rec, r.moe);
   add_memory_peaks(rec);
+  rec.update(ranks);
   metrics_->write(rec);
   if (prometheus_) prometheus_->update(rec);  // the same numbers on /metrics
 }
@@ -459,14 +466,15 @@ void SyncTrainer::note_skipped(int64_t step, const StepResult& r) {
   progress_->message(line);
 }
 
-void SyncTrainer::report_ranks(int64_t step) {
+nlohmann::json SyncTrainer::gather_ranks(int64_t step) {
   const RankInterval mine = interval_.take(double(MemoryTracker::global().peak_total()) / (1 << 20));
   const std::vector<std::vector<double>> all = workers_.all_gather_workers(mine.encode());
-  if (!lead_) return;
+  nlohmann::json fields = nlohmann::json::object();
+  if (!lead_) return fields;
   std::vector<RankInterval> ranks;
   for (const auto& v : all) ranks.push_back(RankInterval::decode(v));
   const StragglerReport report = stragglers_.assess(ranks);
-  metrics_->write(rank_record(step, ranks, report));
+  add_rank_fields(fields, ranks, report);
   for (int r : report.new_stragglers) {
     char line[200];
     std::snprintf(line, sizeof line, "step %lld: worker %d is a straggler: busy %.1f ms per step, %.2fx the fastest "
@@ -474,6 +482,7 @@ void SyncTrainer::report_ranks(int64_t step) {
                   report.vs_fastest[size_t(r)], report.vs_best[size_t(r)]);
     progress_->message(line);
   }
+  return fields;
 }
 
 bool SyncTrainer::stop_agreed(int64_t step) {

@@ -68,7 +68,7 @@ StragglerReport StragglerWatch::assess(const std::vector<RankInterval>& ranks) {
   return out;
 }
 
-nlohmann::json rank_record(int64_t step, const std::vector<RankInterval>& ranks, const StragglerReport& report) {
+void add_rank_fields(nlohmann::json& record, const std::vector<RankInterval>& ranks, const StragglerReport& report) {
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankInterval& r = ranks[i];
@@ -77,7 +77,8 @@ nlohmann::json rank_record(int64_t step, const std::vector<RankInterval>& ranks,
                     {"peak_tracked_mb", r.peak_tracked_mb}, {"rss_mb", r.rss_mb}, {"peak_rss_mb", r.peak_rss_mb},
                     {"slow_vs_fastest", report.vs_fastest[i]}, {"slow_vs_best", report.vs_best[i]}});
   }
-  return {{"step", step}, {"ranks", list}, {"stragglers", report.stragglers}};
+  record["ranks"] = list;
+  record["stragglers"] = report.stragglers;
 }
 
 }  // namespace meshtrain

@@ -71,7 +71,8 @@ class StragglerWatch {
 
 };
 
-// The metrics record of one interval: {"step", "ranks": [...], "stragglers": [...]}.
-nlohmann::json rank_record(int64_t step, const std::vector<RankInterval>& ranks, const StragglerReport& report);
+// One interval's "ranks": [...] and "stragglers": [...], added to the step
+// record of the interval's last step.
+void add_rank_fields(nlohmann::json& record, const std::vector<RankInterval>& ranks, const StragglerReport& report);
 
 }  // namespace meshtrain

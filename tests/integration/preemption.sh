@@ -1,6 +1,7 @@
 # Preemption under `meshtrain run`: SIGTERM (or SIGUSR1) at a random step,
 # to the supervisor or straight to one worker, in every synchronous layout
-# (DP, ZeRO-3, TP, PP over TCP, EP, and DP x TP on 4 ranks). Every worker finishes its step,
+# (DP, ZeRO-3, TP, PP over TCP, EP, the Reduction Server, and DP x TP on 4
+# ranks). Every worker finishes its step,
 # they agree on one step, the checkpoint of that step is committed within the
 # grace and the job exits with status 4 (preempted, not a failure). Started
 # again, it resumes and ends bitwise where an uninterrupted run ends.
@@ -73,18 +74,21 @@ preempt pp-tcp 0 TERM --nproc 2 --parallel.pipeline=2 --parallel.micro_batches=2
   --parallel.transport=tcp
 preempt ep supervisor TERM --nproc 2 --parallel.data=allreduce --model.n_expert=4 --parallel.expert=2 \
   --checkpoint.every=4
+preempt reduction-server supervisor TERM --nproc 2 --parallel.data=allreduce --parallel.all_reduce=reduction_server \
+  --parallel.reducers=1 --checkpoint.every=5
 preempt dp-tp supervisor TERM --nproc 4 --parallel.data=allreduce --parallel.tensor=2 --checkpoint.every=3 \
   --training.batch_size=4
 
 # A second signal exits at once, without waiting for the step in flight (a
-# model whose step takes ~1.5 s here), and the newest complete checkpoint stays
+# model whose step takes ~3 s here; sooner than 1 s after the first it would be
+# the same notice delivered twice), and the newest complete checkpoint stays
 # readable.
-SLOW=(--model.n_embd=256 --model.n_layer=4 --model.block_size=256 --training.batch_size=16 --training.steps=40
+SLOW=(--model.n_embd=256 --model.n_layer=8 --model.block_size=256 --training.batch_size=16 --training.steps=40
       --training.log_every=1 --training.eval_every=0 --checkpoint.every=1)
 "$MESHTRAIN" train job.toml "${SLOW[@]}" --training.out_dir="$WORK/twice" > twice.txt 2>&1 &
 train_pid=$!
 while kill -0 "$train_pid" 2> /dev/null && ! reached "$WORK/twice/metrics.jsonl" 2; do sleep 0.05; done
-kill -TERM "$train_pid"; sleep 0.3; t0=$(date +%s%N)
+kill -TERM "$train_pid"; sleep 1.3; t0=$(date +%s%N)
 kill -TERM "$train_pid"
 rc=0; wait "$train_pid" || rc=$?
 took_ms=$(( ($(date +%s%N) - t0) / 1000000 ))

@@ -41,7 +41,8 @@ void add_plot_command(CLI::App& app, CommandSet& commands) {
                 "the per-rank records of a job of several workers)");
   sub->add_option("--out", args->out, "SVG file to write (default: beside the metrics, <name>.svg)");
   commands.add(sub, [args] {
-    const std::string out = args->out.empty() ? args->metrics.substr(0, args->metrics.rfind('.')) + ".svg" : args->out;
+    const std::string stem = args->metrics.substr(0, args->metrics.rfind('.'));
+    const std::string out = !args->out.empty() ? args->out : stem + (args->per_rank ? "-ranks.svg" : ".svg");
     if (args->per_rank) {
       write_svg(out, render_rank_heatmap_svg(args->metrics));
       return 0;

@@ -37,7 +37,7 @@ void add_why_hung_command(CLI::App& app, CommandSet& commands) {
                   "take less)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
-  sub->add_flag("-v,--verbose", args->verbose, "also print who waits where, and the rings left out");
+  sub->add_flag("-v,--verbose", args->verbose, "also print notes on the rings left out of the diagnosis");
   commands.add(sub, [args] {
     comm::flight::HangReport report;
     try {

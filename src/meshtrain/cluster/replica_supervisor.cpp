@@ -262,10 +262,16 @@ class Supervisor {
       check_heartbeats();
       if (g_signal && !signal_failure_) {
         signal_failure_ = Failure{-1, "stopped by signal " + std::to_string(g_signal), 128 + g_signal};
-        forwarder_.line(options_.name, std::string(strsignal(g_signal)) + ": stopping every process (the workers "
+        forwarder_.line(options_.name, std::string(strsignal(g_signal)) + ": stopping the workers (they "
                                        "checkpoint the step in flight; SIGKILL in " +
                                        seconds_text(options_.stop_grace.count() / 1000.0) + ")");
-        stop_all(options_.stop_grace, g_signal == SIGUSR1 ? SIGUSR1 : SIGTERM);
+        stop_workers(g_signal == SIGUSR1 ? SIGUSR1 : SIGTERM);
+      }
+      // The services (reducers, servers) serve the workers' last step: they
+      // are stopped once every worker has ended.
+      if ((signal_failure_ || preempted_) && !services_stopped_ && workers_ended()) {
+        services_stopped_ = true;
+        stop_all();
       }
       if (g_signals > 1 && !forwarded_second_) {
         // A second signal: the workers exit at once (stop_request.hpp).
@@ -331,8 +337,24 @@ class Supervisor {
     return true;
   }
 
-  // `sig` (SIGTERM, or the SIGUSR1 we were sent) to every replica still
-  // running, SIGKILL after `grace`.
+  // A preemption: `sig` (SIGTERM, or the SIGUSR1 we were sent) to every
+  // worker still running, SIGKILL to everyone after stop_grace.
+  void stop_workers(int sig) {
+    for (auto& c : children_)
+      if (c.replica->kind == ReplicaKind::Worker && !c.exited && !c.stopped && c.pid > 0) {
+        kill(c.pid, sig);
+        c.stopped = true;
+      }
+    if (!kill_at_) kill_at_ = Clock::now() + options_.stop_grace;
+  }
+
+  bool workers_ended() const {
+    for (const auto& c : children_)
+      if (c.replica->kind == ReplicaKind::Worker && !c.exited) return false;
+    return true;
+  }
+
+  // SIGTERM to every replica still running, SIGKILL after `grace`.
   void stop_all(milliseconds grace, int sig = SIGTERM) {
     for (auto& c : children_)
       if (!c.exited && !c.stopped && c.pid > 0) {
@@ -473,13 +495,17 @@ class Supervisor {
     std::stable_partition(ended.begin(), ended.end(), [&](size_t i) { return WIFSIGNALED(children_[i].status); });
     for (size_t i : ended) {
       Child& c = children_[i];
-      const bool stopping = c.stopped || group_failure_ || signal_failure_;
+      const bool stopping = c.stopped || group_failure_ || signal_failure_ || preempted_;
       if (exited_with(c.status, kExitPreempted) && c.hung.empty()) {
         // It was told to stop (by us or by the scheduler directly) and
-        // checkpointed: the job stops, to be resumed, not restarted.
-        if (!stopping && !preempted_) {
-          forwarder_.line(options_.name, c.replica->label + " was preempted and checkpointed; stopping the others");
-          stop_all(options_.stop_grace);
+        // checkpointed: the job stops, to be resumed, not restarted. The
+        // other workers agreed on the same step and are checkpointing it:
+        // a signal now would be their second, which exits at once. They get
+        // stop_grace before SIGKILL.
+        if (!stopping) {
+          forwarder_.line(options_.name, c.replica->label + " was preempted and checkpointed; the others stop at "
+                                         "the same step");
+          if (!kill_at_) kill_at_ = Clock::now() + options_.stop_grace;
         }
         preempted_ = true;
         continue;
@@ -553,7 +579,17 @@ class Supervisor {
     }
     const std::optional<Failure>& f = signal_failure_ ? signal_failure_ : group_failure_ ? group_failure_ : aux_failure_;
     if (!f) {
-      if (preempted_) result_.exit_code = kExitPreempted;
+      if (!preempted_) return;
+      // Preempted, but a worker ended otherwise: its checkpoint is missing.
+      for (const auto& c : children_)
+        if (c.replica->kind == ReplicaKind::Worker && !exited_with(c.status, kExitPreempted) &&
+            !exited_with(c.status, 0)) {
+          result_.exit_code = exit_code_of(c.status);
+          result_.failure = "preempted, but " + describe(c.replica->label, c.status) +
+                            " before its checkpoint was written";
+          forwarder_.line(options_.name, result_.failure + "; the job resumes from its newest complete checkpoint");
+          return;
+        }
       return;
     }
     result_.exit_code = f->code;
@@ -615,6 +651,7 @@ class Supervisor {
   bool culprit_killed_ = false;  // ... and the culprit killed on a stale heartbeat
   bool preempted_ = false;                 // a worker exited with kExitPreempted
   bool forwarded_second_ = false;          // a second signal to us went on to the replicas
+  bool services_stopped_ = false;          // after a preemption, once the workers ended
 };
 
 }  // namespace

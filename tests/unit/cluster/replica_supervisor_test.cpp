@@ -133,23 +133,34 @@ TEST(ReplicaSupervisor, ADivergedWorkerIsNotRestarted) {
       << r.output;
 }
 
-// A worker the scheduler signalled directly checkpoints and exits 4: the
-// others are stopped, nothing is restarted, and the job's status is 4.
+// A worker the scheduler signalled directly checkpoints and exits 4; the
+// others agreed on the same step and follow without a signal from us (one
+// would be their second, which exits at once). Nothing is restarted, and the
+// services are stopped once the workers ended.
 TEST(ReplicaSupervisor, APreemptedWorkerStopsTheJobWithoutARestart) {
   SupervisorOptions options = test_options();
   options.max_restarts = 3;
   options.stop_grace = 5000ms;
-  // Worker 0 checkpoints and exits 4 on SIGTERM, as the trainer does.
-  Outcome r = supervise_with({sh("worker 0", "trap 'exit 4' TERM; while :; do sleep 0.05; done"),
-                              sh("worker 1", "sleep 0.3; exit 4")},
+  Outcome r = supervise_with({sh("worker 0", "trap 'exit 143' TERM; sleep 0.8; exit 4"),
+                              sh("worker 1", "sleep 0.3; exit 4"),
+                              sh("server 0", "sleep 30", ReplicaKind::Service)},
                              options);
   EXPECT_EQ(r.result.exit_code, kExitPreempted) << r.output;
   EXPECT_EQ(r.result.restarts, 0);
   EXPECT_TRUE(r.result.failures.empty()) << r.output;
-  EXPECT_NE(r.output.find("worker 1 was preempted and checkpointed; stopping the others"), std::string::npos)
+  EXPECT_NE(r.output.find("worker 1 was preempted and checkpointed; the others stop at the same step"),
+            std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("preempted: every worker wrote a checkpoint"), std::string::npos) << r.output;
-  EXPECT_LT(r.seconds, 4) << "worker 0 exited on SIGTERM, not on SIGKILL after the grace";
+  EXPECT_LT(r.seconds, 4) << "the server was stopped when the workers ended, not after the grace";
+}
+
+TEST(ReplicaSupervisor, APreemptionWithoutEveryCheckpointIsNotAPreemption) {
+  SupervisorOptions options = test_options();
+  options.stop_grace = 5000ms;
+  Outcome r = supervise_with({sh("worker 0", "sleep 0.6; exit 1"), sh("worker 1", "sleep 0.2; exit 4")}, options);
+  EXPECT_EQ(r.result.exit_code, 1) << r.output;
+  EXPECT_NE(r.result.failure.find("preempted, but worker 0 exited with status 1"), std::string::npos)
+      << r.result.failure;
 }
 
 TEST(ReplicaSupervisor, AFailedServiceStopsTheWorkers) {

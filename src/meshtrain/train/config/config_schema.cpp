@@ -229,8 +229,8 @@ const std::vector<Field>& fields() {
                "`meshtrain run`: a worker that has not finished a step for this long (or its first within "
                "max(this, 60 s)) is killed as hung and the job restarted; 0: off"),
       MT_FIELD(parallel, stop_grace_s, Float, closed(0, 86400),
-               "`meshtrain run`: time the workers get to checkpoint and exit after SIGTERM (a preemption or a failed "
-               "peer) before SIGKILL"),
+               "`meshtrain run`: time the workers get to checkpoint and exit after a preemption (SIGTERM, SIGUSR1) "
+               "before SIGKILL; a failed peer's survivors get 5 s"),
   };
   return table;
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <mutex>
@@ -15,6 +16,7 @@ namespace meshtrain {
 namespace {
 
 std::atomic<int> g_first_signal{0};
+constexpr std::chrono::milliseconds kSameNotice{1000};  // a second signal sooner is the same notice
 
 sigset_t stop_signals() {
   sigset_t set;
@@ -25,11 +27,18 @@ sigset_t stop_signals() {
 }
 
 [[noreturn]] void wait_for_signals(sigset_t set) {
+  std::chrono::steady_clock::time_point first;
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
     int none = 0;
-    if (g_first_signal.compare_exchange_strong(none, sig)) continue;
+    if (g_first_signal.compare_exchange_strong(none, sig)) {
+      first = std::chrono::steady_clock::now();
+      continue;
+    }
+    // One notice often arrives twice: a scheduler signals every process
+    // while the supervisor passes its own signal on too.
+    if (std::chrono::steady_clock::now() - first < kSameNotice) continue;
     // The second: the user or the scheduler will not wait.
     static const char kLine[] = "meshtrain: second stop signal: exiting now, without a checkpoint of this step\n";
     (void)!write(STDERR_FILENO, kLine, sizeof kLine - 1);

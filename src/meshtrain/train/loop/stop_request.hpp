@@ -4,8 +4,11 @@
 // of either only records itself: the loop finishes the step in flight, every
 // worker agrees on the step to stop at, and the last checkpoint is written
 // before the process exits with kExitPreempted (core/error.hpp). A second
-// signal exits at once with status 128 + signal: checkpoints appear by an
-// atomic rename, so the newest complete one stays as it was.
+// signal, a second or more after the first, exits at once with status
+// 128 + signal: checkpoints appear by an atomic rename, so the newest
+// complete one stays as it was. (Sooner, it is the same notice delivered
+// twice: the scheduler signals every process and the supervisor passes its
+// own signal on.)
 //
 // The signals are blocked in every thread and taken by one thread of their
 // own (sigwait): a handler would interrupt whichever thread it lands on, in

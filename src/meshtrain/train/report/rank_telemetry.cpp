@@ -53,6 +53,7 @@ StragglerReport StragglerWatch::assess(const std::vector<RankInterval>& ranks) {
   if (ranks.empty()) return out;
   best_busy_ms_.resize(ranks.size(), 0);
   slow_intervals_.resize(ranks.size(), 0);
+  const bool judged = ++intervals_ > 2;
   double fastest = ranks[0].busy_ms;
   for (const RankInterval& r : ranks) fastest = std::min(fastest, r.busy_ms);
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -60,7 +61,7 @@ StragglerReport StragglerWatch::assess(const std::vector<RankInterval>& ranks) {
     if (best_busy_ms_[i] <= 0 || (busy > 0 && busy < best_busy_ms_[i])) best_busy_ms_[i] = busy;
     out.vs_fastest.push_back(fastest > 0 ? busy / fastest : 1);
     out.vs_best.push_back(best_busy_ms_[i] > 0 ? busy / best_busy_ms_[i] : 1);
-    const bool slow = out.vs_fastest.back() > threshold_ && busy - fastest >= min_gap_ms_;
+    const bool slow = judged && out.vs_fastest.back() > threshold_ && busy - fastest >= min_gap_ms_;
     slow_intervals_[i] = slow ? slow_intervals_[i] + 1 : 0;
     if (slow_intervals_[i] >= 2) out.stragglers.push_back(static_cast<int>(i));
     if (slow_intervals_[i] == 2) out.new_stragglers.push_back(static_cast<int>(i));

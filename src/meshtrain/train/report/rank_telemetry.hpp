@@ -8,7 +8,8 @@
 // computing, exposed communication, checkpointing) over a log interval; the
 // lead gathers them every interval, and a rank whose busy time per step
 // exceeds the fastest rank's by `threshold` times, and by at least
-// `min_gap_ms`, in two intervals in a row is a straggler: a warning and a
+// `min_gap_ms`, in two intervals in a row (after the first two, the
+// warm-up) is a straggler: a warning and a
 // metrics record, never a stop. (One interval alone is noise on a shared
 // machine: a clean run of sub-millisecond steps showed 2x for one interval.)
 //
@@ -68,6 +69,7 @@ class StragglerWatch {
   double threshold_, min_gap_ms_;
   std::vector<double> best_busy_ms_;
   std::vector<int> slow_intervals_;  // per rank: consecutive slow intervals up to now
+  int intervals_ = 0;                // assessed so far: the first two (warm-up) are not judged
 
 };
 

@@ -1,27 +1,20 @@
 #include "meshtrain/cluster/replica_supervisor.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 
+#include "meshtrain/cluster/heartbeat_files.hpp"
 #include "meshtrain/cluster/output_forwarder.hpp"
+#include "meshtrain/cluster/replica_process.hpp"
+#include "meshtrain/cluster/supervisor_signals.hpp"
 #include "meshtrain/comm/flight/hang_report.hpp"
 #include "meshtrain/core/error.hpp"
-
-extern char** environ;
 
 namespace meshtrain {
 
@@ -36,29 +29,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-volatile std::sig_atomic_t g_signal = 0;   // the first SIGINT, SIGTERM or SIGUSR1 to us
-volatile std::sig_atomic_t g_signals = 0;  // how many
-void on_signal(int sig) {
-  if (!g_signal) g_signal = sig;
-  g_signals = g_signals + 1;
-}
-
-// One running replica: its pid, the read ends of its output pipes, and the
-// partial line of each stream not yet forwarded.
-struct Child {
-  const Replica* replica = nullptr;
-  std::string heartbeat_file;  // empty: no heartbeats
-  pid_t pid = -1;
-  int fds[2] = {-1, -1};  // stdout, stderr
-  std::string pending[2];
-  bool exited = false;
-  bool stopped = false;  // we sent it SIGTERM: its status is not a failure
-  int status = 0;
-  int restarted = 0;     // times started again alone after a failure, in this group
-  Clock::time_point started;
-  std::string hung;      // set when we killed it for missing heartbeats: why
-};
-
 // A failure that decides the job's outcome.
 struct Failure {
   int index = -1;
@@ -67,132 +37,8 @@ struct Failure {
   bool retryable = true;  // false: bad configuration or input (kExitBadInput), or diverged (kExitDiverged)
 };
 
-bool exited_with(int status, int code) { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
-
-std::string describe(const std::string& label, int status) {
-  if (WIFEXITED(status)) return label + " exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status))
-    return label + " killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  return label + " ended with status " + std::to_string(status);
-}
-
-bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
-int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
-
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g s", s);
-  return buf;
-}
-
-// The child's environment: ours without the launch variables, then its own
-// (`own`: the replica's env as this group runs it).
-// Workers whose output reaches a terminal through us may draw a progress bar.
-std::vector<std::string> child_environment(const Replica& r, const std::vector<std::string>& own, bool terminal) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    const std::string name = kv.substr(0, kv.find('='));
-    bool drop = name == "MESHTRAIN_HEARTBEAT_FILE";  // an outer supervisor's: never ours to touch
-    for (const auto& v : kLaunchVariables) drop = drop || name == v;
-    for (const auto& mine : own) drop = drop || mine.compare(0, name.size() + 1, name + "=") == 0;
-    if (!drop) env.push_back(std::move(kv));
-  }
-  env.insert(env.end(), own.begin(), own.end());
-  if (terminal && r.kind == ReplicaKind::Worker) env.push_back("MESHTRAIN_PROGRESS_BAR=1");
-  return env;
-}
-
-void spawn(Child& c, const std::vector<std::string>& own_env, bool terminal) {
-  if (c.replica->argv.empty()) throw Error(c.replica->label + ": no command to run");
-  // Everything the child needs is built before fork: between fork and exec
-  // only async-signal-safe calls.
-  const std::vector<std::string> env = child_environment(*c.replica, own_env, terminal);
-  std::vector<char*> argv, envp;
-  for (const auto& a : c.replica->argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& kv : env) envp.push_back(const_cast<char*>(kv.c_str()));
-  envp.push_back(nullptr);
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    throw Error(std::string("pipe failed: ") + std::strerror(errno));
-  }
-  pid_t pid = fork();
-  if (pid < 0) throw Error(std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(err_pipe[1], STDERR_FILENO);
-    // The supervisor's signal handlers must not carry over as "ignored".
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGUSR1, SIG_DFL);
-    execvpe(argv[0], argv.data(), envp.data());
-    const char* why = strerror(errno);
-    (void)!write(STDERR_FILENO, "cannot run '", 12);
-    (void)!write(STDERR_FILENO, argv[0], strlen(argv[0]));
-    (void)!write(STDERR_FILENO, "': ", 3);
-    (void)!write(STDERR_FILENO, why, strlen(why));
-    (void)!write(STDERR_FILENO, "\n", 1);
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  c.pid = pid;
-  c.fds[0] = out_pipe[0];
-  c.fds[1] = err_pipe[0];
-  c.started = Clock::now();
-}
-
-// Installs on_signal for SIGINT, SIGTERM and SIGUSR1 (Slurm's
-// `--signal=B:USR1@120`) for the supervisor's lifetime.
-class SignalScope {
- public:
-  SignalScope() {
-    g_signal = 0;
-    g_signals = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-    sigaction(SIGUSR1, &sa, &old_usr1_);
-  }
-  ~SignalScope() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-    sigaction(SIGUSR1, &old_usr1_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ {}, old_term_ {}, old_usr1_ {};
-};
-
-// A private directory for the workers' heartbeat files, removed at the end.
-class HeartbeatDir {
- public:
-  HeartbeatDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/meshtrain-heartbeats.XXXXXX";
-    if (!mkdtemp(tmpl.data())) throw Error("cannot create a directory for heartbeats: " + tmpl + ": " + std::strerror(errno));
-    path_ = tmpl;
-  }
-  ~HeartbeatDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  // "worker 1" -> "<dir>/worker-1.hb"
-  std::string file_for(std::string label) const {
-    for (char& ch : label)
-      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
-    return path_ + "/" + label + ".hb";
-  }
-
- private:
-  std::string path_;
-};
+// The job's outcome when signal `sig` stops it.
+Failure signalled(int sig) { return Failure{-1, "stopped by signal " + std::to_string(sig), 128 + sig}; }
 
 class Supervisor {
  public:
@@ -211,7 +57,7 @@ class Supervisor {
   }
 
   SupervisorResult run() {
-    SignalScope signals;
+    SupervisorSignals signals;
     for (;;) {
       run_group();
       if (signal_failure_ || !group_failure_) break;
@@ -226,9 +72,9 @@ class Supervisor {
                                          " (restart " + std::to_string(result_.restarts) + " of " +
                                          std::to_string(options_.max_restarts) + ")");
       const auto until = Clock::now() + backoff;
-      while (Clock::now() < until && !g_signal) usleep(20000);
-      if (g_signal) {
-        signal_failure_ = Failure{-1, "stopped by signal " + std::to_string(g_signal), 128 + g_signal};
+      while (Clock::now() < until && !SupervisorSignals::first()) usleep(20000);
+      if (SupervisorSignals::first()) {
+        signal_failure_ = signalled(SupervisorSignals::first());
         break;
       }
     }
@@ -257,15 +103,15 @@ class Supervisor {
       throw Error(options_.name + ": cannot start the job's processes: " + e.what());
     }
     while (running() > 0) {
-      pump(100);
+      pump_output(children_, forwarder_, 100);
       reap();
       check_heartbeats();
-      if (g_signal && !signal_failure_) {
-        signal_failure_ = Failure{-1, "stopped by signal " + std::to_string(g_signal), 128 + g_signal};
-        forwarder_.line(options_.name, std::string(strsignal(g_signal)) + ": stopping the workers (they "
+      if (const int sig = SupervisorSignals::first(); sig && !signal_failure_) {
+        signal_failure_ = signalled(sig);
+        forwarder_.line(options_.name, std::string(strsignal(sig)) + ": stopping the workers (they "
                                        "checkpoint the step in flight; SIGKILL in " +
                                        seconds_text(options_.stop_grace.count() / 1000.0) + ")");
-        stop_workers(g_signal == SIGUSR1 ? SIGUSR1 : SIGTERM);
+        stop_workers(sig == SIGUSR1 ? SIGUSR1 : SIGTERM);
       }
       // The services (reducers, servers) serve the workers' last step: they
       // are stopped once every worker has ended.
@@ -273,7 +119,7 @@ class Supervisor {
         services_stopped_ = true;
         stop_all();
       }
-      if (g_signals > 1 && !forwarded_second_) {
+      if (SupervisorSignals::received() > 1 && !forwarded_second_) {
         // A second signal: the workers exit at once (stop_request.hpp).
         forwarded_second_ = true;
         for (auto& c : children_)
@@ -295,15 +141,15 @@ class Supervisor {
   }
 
   // A child to start again: the same replica, nothing of the old process.
-  static Child fresh(const Child& old) {
-    Child c;
+  static ReplicaProcess fresh(const ReplicaProcess& old) {
+    ReplicaProcess c;
     c.replica = old.replica;
     c.heartbeat_file = old.heartbeat_file;
     return c;
   }
 
   // Starts (or starts again) one replica, as this group runs it.
-  void start(Child& c) {
+  void start(ReplicaProcess& c) {
     std::vector<std::string> env = c.replica->env;
     if (result_.restarts > 0)
       for (auto& kv : env)
@@ -313,7 +159,7 @@ class Supervisor {
       env.push_back("MESHTRAIN_HEARTBEAT_FILE=" + c.heartbeat_file);
     }
     forwarder_.forget_recent_lines(c.replica->label);
-    spawn(c, env, terminal_);
+    spawn_replica(c, env, terminal_);
   }
 
   int running() const {
@@ -374,20 +220,7 @@ class Supervisor {
     if (culprit_killed_) return;  // the group goes down with its hang's culprit
     for (auto& c : children_) {
       if (c.heartbeat_file.empty() || c.exited || c.stopped || !c.hung.empty()) continue;
-      struct stat st {};
-      std::string why;
-      if (stat(c.heartbeat_file.c_str(), &st) == 0) {
-        // mtime is wall-clock time; the file system stamps it from the same clock.
-        const auto last = std::chrono::system_clock::time_point(
-            std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
-        const auto quiet = std::chrono::system_clock::now() - last;
-        if (quiet > timeout)
-          why = "sent no heartbeat for " + seconds_text(std::chrono::duration<double>(quiet).count()) +
-                " (parallel.heartbeat_timeout_s " + seconds_text(timeout.count() / 1000.0) + ")";
-      } else if (Clock::now() - c.started > first) {
-        why = "sent no first heartbeat within " + seconds_text(first.count() / 1000.0) + " of its start";
-      }
+      const std::string why = overdue_heartbeat(c.heartbeat_file, c.started, timeout, first);
       if (why.empty()) continue;
       // The peers waiting for a hung worker stop beating too: the flight
       // recorder's rings tell which one the others wait for.
@@ -448,37 +281,6 @@ class Supervisor {
     return -1;
   }
 
-  // Forwards whatever output is ready, waiting up to timeout_ms for some.
-  void pump(int timeout_ms) {
-    std::vector<pollfd> pfds;
-    std::vector<std::pair<size_t, int>> owner;  // (child, stream) per pollfd
-    for (size_t i = 0; i < children_.size(); ++i)
-      for (int s = 0; s < 2; ++s)
-        if (children_[i].fds[s] >= 0) {
-          pfds.push_back({children_[i].fds[s], POLLIN, 0});
-          owner.push_back({i, s});
-        }
-    if (pfds.empty()) {
-      usleep(static_cast<useconds_t>(timeout_ms) * 1000);
-      return;
-    }
-    poll(pfds.data(), pfds.size(), timeout_ms);
-    char buf[65536];
-    for (size_t k = 0; k < pfds.size(); ++k) {
-      if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      auto [i, s] = owner[k];
-      Child& c = children_[i];
-      ssize_t n = read(pfds[k].fd, buf, sizeof buf);
-      if (n > 0) {
-        forwarder_.feed(c.replica->label, c.pending[s], {buf, static_cast<size_t>(n)});
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        forwarder_.flush(c.replica->label, c.pending[s]);
-        close(c.fds[s]);
-        c.fds[s] = -1;
-      }
-    }
-  }
-
   // Collects exited children and acts on their status.
   void reap() {
     // Collect first, then act: when a rank dies its peers fail on their own a
@@ -487,14 +289,14 @@ class Supervisor {
     // first. A failure while the group is being stopped is a consequence.
     std::vector<size_t> ended;
     for (size_t i = 0; i < children_.size(); ++i) {
-      Child& c = children_[i];
+      ReplicaProcess& c = children_[i];
       if (c.exited || c.pid <= 0 || waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
       c.exited = true;
       ended.push_back(i);
     }
     std::stable_partition(ended.begin(), ended.end(), [&](size_t i) { return WIFSIGNALED(children_[i].status); });
     for (size_t i : ended) {
-      Child& c = children_[i];
+      ReplicaProcess& c = children_[i];
       const bool stopping = c.stopped || group_failure_ || signal_failure_ || preempted_;
       if (exited_with(c.status, kExitPreempted) && c.hung.empty()) {
         // It was told to stop (by us or by the scheduler directly) and
@@ -550,8 +352,8 @@ class Supervisor {
   }
 
   // Counts a failure of c and keeps its last lines for the summary.
-  void record_failure(Child& c, const std::string& what) {
-    drain_output(c);  // its last words are still in the pipe
+  void record_failure(ReplicaProcess& c, const std::string& what) {
+    drain_output(c, forwarder_);  // its last words are still in the pipe
     auto it = std::find_if(result_.failures.begin(), result_.failures.end(),
                            [&](const ReplicaFailures& f) { return f.label == c.replica->label; });
     if (it == result_.failures.end()) {
@@ -618,21 +420,7 @@ class Supervisor {
   // Output a child wrote just before exiting; a grandchild that still holds
   // the pipe open must not keep us waiting.
   void flush_remaining() {
-    for (auto& c : children_) drain_output(c);
-  }
-
-  void drain_output(Child& c) {
-    char buf[65536];
-    for (int s = 0; s < 2; ++s) {
-      if (c.fds[s] < 0) continue;
-      fcntl(c.fds[s], F_SETFL, fcntl(c.fds[s], F_GETFL) | O_NONBLOCK);
-      ssize_t n;
-      while ((n = read(c.fds[s], buf, sizeof buf)) > 0)
-        forwarder_.feed(c.replica->label, c.pending[s], {buf, static_cast<size_t>(n)});
-      forwarder_.flush(c.replica->label, c.pending[s]);
-      close(c.fds[s]);
-      c.fds[s] = -1;
-    }
+    for (auto& c : children_) drain_output(c, forwarder_);
   }
 
   SupervisorOptions options_;
@@ -640,7 +428,7 @@ class Supervisor {
   bool terminal_;
   OutputForwarder forwarder_;
   std::optional<HeartbeatDir> heartbeats_;
-  std::vector<Child> children_;
+  std::vector<ReplicaProcess> children_;
   SupervisorResult result_;
   std::optional<Clock::time_point> kill_at_, drain_until_;
   std::optional<Failure> group_failure_;   // the failure that stops the running group

@@ -32,6 +32,7 @@
 #include "meshtrain/train/loop/heartbeat.hpp"
 #include "meshtrain/train/loop/init_from.hpp"
 #include "meshtrain/train/loop/run_dir_lock.hpp"
+#include "meshtrain/train/loop/step_record.hpp"
 #include "meshtrain/train/loop/stop_request.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 #include "meshtrain/train/loop/training_device.hpp"
@@ -100,41 +101,6 @@ std::optional<std::string> agree_on_resume_checkpoint(WorkerGroup& workers, cons
                           " that worker 0 resumes from: checkpoint.dir must be shared by all workers");
   return path;
 }
-
-// Peak tracked bytes of each kind so far, in MiB, as peak_<kind>_mb.
-void add_memory_peaks(nlohmann::json& record) {
-  const auto& tracker = MemoryTracker::global();
-  for (size_t k = 0; k < kMemoryKindCount; ++k) {
-    const auto kind = static_cast<MemoryKind>(k);
-    record["peak_" + std::string(memory_kind_name(kind)) + "_mb"] = double(tracker.peak(kind)) / (1 << 20);
-  }
-  record["peak_total_mb"] = double(tracker.peak_total()) / (1 << 20);
-}
-
-// The mixture-of-experts layers' routing (moe_balancing.hpp): the step's
-// totals beside the loss, and per layer the load of each expert.
-void add_moe_metrics(nlohmann::json& record, const std::vector<MoeLayerReport>& layers) {
-  double aux = 0, z = 0, dropped = 0;
-  nlohmann::json per_layer = nlohmann::json::array();
-  for (const MoeLayerReport& l : layers) {
-    aux += l.aux_loss;
-    z += l.z_loss;
-    dropped += l.dropped;
-    per_layer.push_back({{"layer", l.layer}, {"load", l.load}, {"tokens", l.tokens}, {"dropped", l.dropped},
-                         {"aux_loss", l.aux_loss}, {"z_loss", l.z_loss}});
-  }
-  record["aux_loss"] = aux;
-  record["z_loss"] = z;
-  record["dropped_tokens"] = dropped;
-  record["moe"] = per_layer;
-}
-
-// How one step went, beside its StepResult.
-struct StepTiming {
-  double step_s = 0;
-  double per_s = 0;         // tokens or samples of the global batch per second
-  uint64_t comm_bytes = 0;  // sent by this worker during the step
-};
 
 // A synchronous worker's run, alone or one of a group. The constructor
 // resolves the job config into each part's settings and builds everything
@@ -398,30 +364,17 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
                         {"batch_size", batch_size},
                         {"global_batch", batch_size * workers_.size()},
                         {"elapsed_s", seconds_since(run_start)}};
-  if (std::isfinite(r.loss)) {  // a step of training.skip_steps computes neither
-    rec["loss"] = r.loss;
-    rec["grad_norm"] = r.grad_norm;
-  }
-  if (r.skipped) rec["skipped"] = r.skipped;
+  add_step_fields(rec, r);
   if (skipped_steps_ || guard_.window().enabled()) rec["skipped_steps"] = skipped_steps_;
   rec[unit_.metric] = timing.per_s;
   rec["gflop_per_s"] = timing.per_s * model_->flops_per_sample() / 1e9;  // per prediction (token or image)
   rec["effective_lr"] = step_.base_lr;  // peak lr after the scaling rule
   if (workers_.workers() > 1) {
-    rec["workers"] = workers_.workers();
-    rec["data_parallel"] = workers_.size();
-    rec["tensor_parallel"] = workers_.tensor_size();
-    rec["pipeline_parallel"] = workers_.pipeline_size();
-    rec["expert_parallel"] = workers_.expert_size();
-    rec["zero_stage"] = step_.zero_stage;
+    add_layout_fields(rec, workers_.mesh(), step_.zero_stage);
     rec["comm_bytes"] = timing.comm_bytes;  // sent by this worker in the step (loss and norm sums included)
     rec["comm_exposed_ms"] = r.comm.exposed_s * 1e3;
   }
-  if (machinery_.sync) {
-    rec["comm_ms"] = r.comm.busy_s * 1e3;
-    rec["comm_hidden_share"] = r.comm.hidden_share();
-  }
-  if (!r.moe.empty()) add_moe_metrics(rec, r.moe);
+  if (machinery_.sync) add_overlap_fields(rec, r.comm);
   add_memory_peaks(rec);
   rec.update(ranks);
   metrics_->write(rec);

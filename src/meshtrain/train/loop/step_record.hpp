@@ -1,0 +1,35 @@
+#pragma once
+// The parts of a synchronous step's metrics record (metrics.jsonl, and from
+// it TensorBoard and /metrics) that come from the step and the job rather
+// than from the loop: the step's result, the job's layout, the gradient
+// all-reduce's overlap, the memory peaks. The trainer assembles the record.
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "meshtrain/comm/mesh/device_mesh.hpp"
+#include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
+#include "meshtrain/train/engine/train_step.hpp"
+
+namespace meshtrain {
+
+// How one step went, beside its StepResult: its wall time, throughput and
+// bytes sent.
+struct StepTiming {
+  double step_s = 0;
+  double per_s = 0;         // tokens or samples of the global batch per second
+  uint64_t comm_bytes = 0;  // sent by this worker during the step
+};
+
+// loss and grad_norm (not for a step of training.skip_steps, which computes
+// neither), why the update was skipped, and the MoE layers' routing:
+// the totals beside the loss, and per layer the load of each expert.
+void add_step_fields(nlohmann::json& record, const StepResult& r);
+// The job's shape: workers and the ways of each axis, the ZeRO stage.
+void add_layout_fields(nlohmann::json& record, const comm::DeviceMesh& mesh, int zero_stage);
+// The data-parallel all-reduce's busy time and the share of it hidden behind backward.
+void add_overlap_fields(nlohmann::json& record, const parallel::GradientSyncStats& comm);
+// Peak tracked bytes of each kind so far, in MiB, as peak_<kind>_mb.
+void add_memory_peaks(nlohmann::json& record);
+
+}  // namespace meshtrain

@@ -5,7 +5,8 @@
 #   skip   skips the first collective of step 3       (MESHTRAIN_FAULT, a testing knob:
 #   other  calls a barrier in its place               comm/flight/fault_injection.hpp)
 #   size   calls it with half the bytes
-# on shm and TCP, under DP, ZeRO-3, TP, PP and EP. In every case the
+# on shm and TCP, under DP, ZeRO-3, TP, PP and EP (and 4-worker DP, TP x DP
+# and PP x DP over shm). In every case the
 # supervisor's failure summary starts with "hang culprit: rank 1", `meshtrain
 # why-hung OUT_DIR` names rank 1 first (exit status 0) and lists both ranks'
 # rings (rank 1's read after SIGKILL where the supervisor killed it), a
@@ -89,11 +90,18 @@ run_case() {  # FAULT LAYOUT TRANSPORT
   echo "== $name: culprit rank $v named in $ms ms: ${first:0:150}"
 }
 
+# Every fault x transport x 2-worker layout, and the 4-worker layouts over
+# shm with a stopped and a skipping rank: 46 cells, for CI's time. The other
+# 18 of the full 64 pass too; run them by name, e.g.
+# WHY_HUNG_CASES="other-dp4-tcp size-pp2dp2-shm".
 cases=()
 for transport in shm tcp; do
-  for layout in dp zero3 tp pp ep dp4 tp2dp2 pp2dp2; do
+  for layout in dp zero3 tp pp ep; do
     for fault in stop skip other size; do cases+=("$fault-$layout-$transport"); done
   done
+done
+for layout in dp4 tp2dp2 pp2dp2; do
+  for fault in stop skip; do cases+=("$fault-$layout-shm"); done
 done
 for c in ${WHY_HUNG_CASES:-${cases[@]}}; do
   IFS=- read -r fault layout transport <<< "$c"

@@ -30,13 +30,20 @@ reached() { [ "$(latest_step "$1")" -ge "$2" ]; }
 # logged STEP in METRICS (a metrics file it writes), kill -9 its replica with
 # RANK=RANK (the supervisor's children are the replicas; their RANK tells them
 # apart), and print the step logged then. Fails when either never happens.
+# worker_pid RUN_PID RANK: the pid of the replica of supervisor RUN_PID whose
+# environment says RANK=RANK (empty when there is none).
+worker_pid() {
+  local pid
+  for pid in $(pgrep -P "$1"); do
+    if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=$2"; then echo "$pid"; return; fi
+  done
+}
+
 kill_at() {
-  local run_pid=$1 out=$2 at=$3 rank=$4 victim="" pid
+  local run_pid=$1 out=$2 at=$3 rank=$4 victim
   while kill -0 "$run_pid" 2> /dev/null && ! reached "$out" "$at"; do sleep 0.05; done
   reached "$out" "$at" || { fail "the job ended before $out reached step $at"; return 1; }
-  for pid in $(pgrep -P "$run_pid"); do
-    if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=$rank"; then victim=$pid; fi
-  done
+  victim=$(worker_pid "$run_pid" "$rank")
   [ -n "$victim" ] || { fail "the job in $out has no process with RANK=$rank (finished already?)"; return 1; }
   kill -9 "$victim"
   latest_step "$out"

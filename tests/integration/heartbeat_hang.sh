@@ -16,10 +16,7 @@ start=$(date +%s)
 "$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/hung" > hung.txt 2>&1 &
 run_pid=$!
 while kill -0 "$run_pid" 2> /dev/null && ! reached "$WORK/hung/metrics.jsonl" 7; do sleep 0.05; done
-victim=""
-for pid in $(pgrep -P "$run_pid"); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=1"; then victim=$pid; fi
-done
+victim=$(worker_pid "$run_pid" 1)
 [ -n "$victim" ] || { cat hung.txt; fail "no worker 1 to hang"; }
 kill -STOP "$victim"
 wait "$run_pid" || { cat hung.txt; fail "the job failed after worker 1 hung"; }

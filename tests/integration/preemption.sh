@@ -39,9 +39,7 @@ preempt() {
   if [ "$target" = supervisor ]; then
     victim=$run_pid
   else
-    for pid in $(pgrep -P "$run_pid"); do
-      if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=$target"; then victim=$pid; fi
-    done
+    victim=$(worker_pid "$run_pid" "$target")
   fi
   [ -n "${victim:-}" ] || { cat "$name.txt"; fail "$name: no process to signal"; }
   local signalled_at; signalled_at=$(latest_step "$WORK/$name/metrics.jsonl")

@@ -17,10 +17,7 @@ n=$(grep -c "\"ranks\"" "$WORK/clean/metrics.jsonl"); [ "$n" -eq 100 ] || { tail
   --training.out_dir="$WORK/slow" > slow.txt 2>&1 &
 run_pid=$!
 while kill -0 "$run_pid" 2> /dev/null && ! reached "$WORK/slow/metrics.jsonl" 40; do sleep 0.05; done
-victim=""
-for pid in $(pgrep -P "$run_pid"); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=1"; then victim=$pid; fi
-done
+victim=$(worker_pid "$run_pid" 1)
 [ -n "$victim" ] || { cat slow.txt; fail "no worker 1 to throttle"; }
 from=$(latest_step "$WORK/slow/metrics.jsonl")
 while kill -0 "$victim" 2> /dev/null && ! grep -q "worker 1 is a straggler" slow.txt; do

@@ -50,9 +50,7 @@ run_case() {  # FAULT LAYOUT TRANSPORT
     "$MESHTRAIN" run job.toml "${args[@]}" --training.steps=100000 > "$name.txt" 2>&1 &
     run_pid=$!
     while kill -0 "$run_pid" 2> /dev/null && ! reached "$out/metrics.jsonl" 3; do sleep 0.05; done
-    for pid in $(pgrep -P "$run_pid"); do
-      if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "RANK=$v"; then victim=$pid; fi
-    done
+    victim=$(worker_pid "$run_pid" "$v")
     [ -n "$victim" ] || { cat "$name.txt"; fail "$name: no worker $v to stop"; }
     kill -STOP "$victim"
     start=$(date +%s%N)

@@ -7,7 +7,7 @@
 # runs proves little: this alternates PAIRS pairs, prints each pair's busbw
 # per size, then per size both medians, the ratio of the medians, the worst
 # pair's ratio and in how many pairs meshtrain reached 1.2x.
-# Results: bench/RESULTS.md, section "Collectives".
+# Results: bench/RESULTS.md, rows 12-13 (every run: bench/log/03-collectives.md).
 #
 # Environment knobs (defaults in brackets):
 #   BUILD [build]  NPROC [2]  SIZES [64M:256M]  PAIRS [8]  ITERS [20]

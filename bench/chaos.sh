@@ -19,7 +19,7 @@
 # The tiny GPT of tests/integration (n_embd 128, context 128, batch 8),
 # $STEPS steps (default 40), a checkpoint every $EVERY (default 5), restart
 # backoff 0.2 s. Runtime: ~4 min for 20 trials. Results: bench/RESULTS.md,
-# section "Chaos".
+# rows 24-25 (every run: bench/log/08-chaos.md, bench/log/15-chaos-four-axes.md).
 #   Usage: bench/chaos.sh [TRIALS]     knobs: SEED, STEPS, EVERY, MESHTRAIN, OUT [bench/out/chaos],
 #          STRATEGIES [dp zero3 rs ps1 4d ep4tp2] (drawn from at random)
 set -uo pipefail

@@ -14,7 +14,7 @@
 #   (time with checkpoints / time without) - 1
 # and, scaled to one checkpoint every 50 steps (the target: at most 5%):
 #   extra seconds per checkpoint / (50 x median step time without checkpoints)
-# Results: bench/RESULTS.md, section "Checkpoint overhead". ~6 min with the defaults.
+# Results: bench/RESULTS.md, row 23 (bench/log/07-checkpoint-overhead.md). ~6 min with the defaults.
 #
 # Knobs: CONFIG [b] STEPS [60] EVERY [20] SKIP [5] MODES ["none async sync"]
 #   MESHTRAIN [build/src/meshtrain/meshtrain] OUT [bench/out/checkpoint] IDLE_WAIT [120] IDLE_PCT [10]

@@ -15,7 +15,7 @@
 # ratios: shm ring / OpenMPI, shm ring / gloo best, tcp best / gloo best
 # (tcp best: the better of tcp ring and tcp auto, as gloo best is Gloo's best
 # algorithm at each size).
-# Results: bench/RESULTS.md, section "Collectives". Takes ~3-5 minutes.
+# Results: bench/RESULTS.md, rows 14-15 (bench/log/03-collectives.md). Takes ~3-5 minutes.
 #
 # Environment knobs (defaults in brackets):
 #   BUILD [build]  NPROCS ["2 4"]  SIZES [4K:256M]  ITERS [40]

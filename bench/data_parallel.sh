@@ -18,7 +18,7 @@
 # token = 6*N + 12*L*d*ctx, N = 12*L*d^2 + (256+ctx)*d) and the ratios
 #   meshtrain 2x1 / meshtrain 1x1     (target >= 1.9x)
 #   meshtrain 2x1 / best DDP 2x1      (target >= 1.5x)
-# Results: bench/RESULTS.md, section "Data parallelism". Runtime with the
+# Results: bench/RESULTS.md, rows 18-19 (every run: bench/log/04-data-parallelism.md). Runtime with the
 # defaults, config B: ~6 min (measured 327 s of runs; 2 meshtrain runs of ~30 s,
 # 5 DDP runs of ~45 s (torch.compile: +15-70 s of compilation), 1 PyTorch
 # 1x1 run), plus the waits for idle CPUs.
@@ -63,63 +63,46 @@ case "$CONFIG" in
   *) echo "CONFIG must be a or b"; exit 2 ;;
 esac
 toml="examples/gpt-bench-$CONFIG.toml"
-export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
-mkdir -p "$OUT"
-results="$OUT/results.jsonl"
-: > "$results"
-source bench/idle.sh
+source bench/bench_lib.sh
+bench_threads "$THREADS"
+bench_results
 
 echo "data_parallel: $(date -u +%Y-%m-%dT%H:%M:%SZ), config $CONFIG (L=$L d=$D heads=$H ctx=$C, batch $B per worker)," \
      "$THREADS thread(s) per worker, $(getconf _NPROCESSORS_ONLN) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)," \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}"
 
-record() {  # runner json-line
-  python3 -c 'import json,sys; r=json.loads(sys.argv[2]); r["runner"]=sys.argv[1]; print(json.dumps(r))' "$1" "$2" >> "$results"
-}
-
 # run_meshtrain LABEL NPROC TRANSPORT
 run_meshtrain() {
   local label="$1" nproc="$2" transport="$3"
-  [ -x "$MESHTRAIN" ] || { echo "  $label: SKIPPED: $MESHTRAIN not found (MESHTRAIN=...)"; return; }
+  bench_need "$label" "$MESHTRAIN" "MESHTRAIN=..." || return
   local dir="$OUT/$label"; rm -rf "$dir"; mkdir -p "$dir"
   local train=("$MESHTRAIN" train "$toml" "--training.steps=$MT_STEPS" "--training.threads=$THREADS"
                "--training.log_every=1" "--training.out_dir=$dir/run" "--metrics.path=$dir/metrics.jsonl")
-  local cmd=("${train[@]}")
-  if [ "$nproc" -gt 1 ]; then
-    cmd=("$MESHTRAIN" launch --nproc "$nproc" --transport "$transport" -- "${train[@]}"
-         --parallel.data=allreduce "--parallel.transport=$transport" "--parallel.bucket_mb=$MT_BUCKET_MB"
-         "--parallel.all_reduce=$MT_ALGO")
-  fi
-  echo "  $label: ${cmd[*]//$root\//}"
-  wait_idle
-  local t0=$SECONDS
-  if ! "${cmd[@]}" > "$dir/log" 2>&1; then
-    echo "    FAILED, see $dir/log:"; tail -n 5 "$dir/log" | sed 's/^/      /'; return
-  fi
+  local dp=()
+  [ "$nproc" -gt 1 ] && mapfile -t dp < <(bench_mt_dp_flags "$transport" "$MT_BUCKET_MB" "$MT_ALGO")
+  bench_mt_cmd "$nproc" "$transport" "${train[@]}" "${dp[@]}"
+  bench_run "$label" "$dir/log" "${mt_cmd[@]}" || return
   local line
-  line="$(python3 bench/dp_metrics.py "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C")" || { echo "    no metrics"; return; }
-  record "$label" "$line"
+  line="$(bench_mt_metrics "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C")" || { echo "    no metrics"; return; }
+  bench_record "$line" "runner=$label"
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])
 extra = "" if "comm_ms" not in r else ", comm busy %.0f ms/step, exposed %.0f ms, hidden %.0f%%" % (r["comm_ms"], r["comm_exposed_ms"], 100*(r["hidden_median"] or 0))
-print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms over %d steps%s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms"], r["steps_timed"], extra, sys.argv[2]))' "$line" "$((SECONDS - t0))"
+print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms over %d steps%s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms"], r["steps_timed"], extra, sys.argv[2]))' "$line" "$(bench_elapsed)"
 }
 
-# run_torch LABEL COMMAND...
+# run_torch LABEL PEER ARGS...: the peer bench/peers/PEER under $VENV_PY
 run_torch() {
   local label="$1"; shift
-  [ -x "$VENV_PY" ] || { echo "  $label: SKIPPED: $VENV_PY not found (run bench/setup-venv.sh)"; return; }
-  echo "  $label: ${*//$root\//}"
-  wait_idle
-  local t0=$SECONDS line
-  if line="$("$@" 2> "$OUT/$label.err" | grep '^{' | tail -n 1)" && [ -n "$line" ]; then
-    record "$label" "$line"
-    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms (first step %.1f s, warm-up %.1f s)  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms_median"], r["first_step_s"] or 0, r["warmup_s"], sys.argv[2]))' "$line" "$((SECONDS - t0))"
+  bench_need "$label" "$VENV_PY" "run bench/setup-venv.sh" || return
+  if bench_run_peer "$label" "$OUT/$label" "$VENV_PY" "$@"; then
+    bench_record "$peer_line" "runner=$label"
+    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms (first step %.1f s, warm-up %.1f s)  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms_median"], r["first_step_s"] or 0, r["warmup_s"], sys.argv[2]))' "$peer_line" "$(bench_elapsed)"
   else
-    echo "    FAILED, see $OUT/$label.err:"; grep -v '^\[rank' "$OUT/$label.err" | tail -n 5 | sed 's/^/      /'
+    bench_failed "$OUT/$label.err"
   fi
 }
 
-model=(--layers "$L" --d "$D" --heads "$H" --ctx "$C" --batch "$B" --threads "$THREADS" --wait "$TORCH_WAIT" --attn sdpa)
+mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$TORCH_WAIT" sdpa)
 for p in $PEERS; do
   case "$p" in
     meshtrain)
@@ -128,14 +111,14 @@ for p in $PEERS; do
     ddp)
       for s in $DDP_SETTINGS; do
         IFS=: read -r cap gv sg mode <<< "$s"
-        args=("$VENV_PY" bench/peers/torch_ddp_gpt.py --nproc 2 "${model[@]}" --steps "$STEPS" --mode "$mode"
+        args=(torch_ddp_gpt.py --nproc 2 "${model[@]}" --steps "$STEPS" --mode "$mode"
               --warmup "$([ "$mode" = compile ] && echo "$COMPILE_WARMUP" || echo "$WARMUP")" --bucket-cap-mb "$cap" --json)
         [ "$gv" = 1 ] && args+=(--grad-as-view)
         [ "$sg" = 1 ] && args+=(--static-graph)
         run_torch "ddp-2x$THREADS-b$cap-gv$gv-sg$sg-$mode" "${args[@]}"
       done ;;
     torch1)
-      run_torch "torch-1x$THREADS-eager" "$VENV_PY" bench/peers/torch_gpt.py "${model[@]}" --steps "$STEPS" \
+      run_torch "torch-1x$THREADS-eager" torch_gpt.py "${model[@]}" --steps "$STEPS" \
         --warmup "$WARMUP" --mode eager --json ;;
     *) echo "unknown peer $p (meshtrain ddp torch1)"; exit 2 ;;
   esac

@@ -9,8 +9,8 @@
 #   * meshtrain (build/src/meshtrain/meshtrain train examples/gpt-bench-{a,b}.toml)
 # and prints tokens/s (median over timed steps), GFLOP/s (FLOPs per token =
 # 6*N + 12*L*d*ctx, N = 12*L*d^2 + (256+ctx)*d; see bench/peers/torch_gpt.py)
-# and meshtrain's ratio to each peer. Results: bench/RESULTS.md, section
-# "GPT training throughput". Set up the peers first with bench/setup-venv.sh.
+# and meshtrain's ratio to each peer. Results: bench/RESULTS.md, rows 1-2 (every run:
+# bench/log/02-gpt-throughput-fp32.md). Set up the peers first with bench/setup-venv.sh.
 #
 # Environment knobs (defaults in brackets):
 #   THREADS [2]  CONFIGS ["a b"]  PEERS ["eager compile debian meshtrain"]
@@ -21,7 +21,7 @@
 #   IDLE_WAIT [120] IDLE_PCT [10]  before each run, wait up to IDLE_WAIT s for
 #                the CPUs to be under IDLE_PCT % busy (other work skews figures)
 #   TORCH_WAIT [unset] DEBIAN_WAIT [passive]  OMP_WAIT_POLICY for each PyTorch
-#                (the best measured for each; see RESULTS.md)
+#                (the best measured for each; see bench/log/02-gpt-throughput-fp32.md)
 #   TORCH_ATTN [sdpa]  TORCH_OPTIM [auto]  VENV_PY [bench/.venv/bin/python]
 #   DEBIAN_PY [/usr/bin/python3]  MESHTRAIN [build/src/meshtrain/meshtrain]
 #   OUT [bench/out/gpt_throughput]  (raw JSON / JSONL, git-ignored)
@@ -55,17 +55,15 @@ PEER="$root/bench/peers/torch_gpt.py"
 # A python for this script's own JSON handling (any python3 will do).
 JPY="$(command -v python3 || echo "$DEBIAN_PY")"
 
-mkdir -p "$OUT"
-results="$OUT/results.jsonl"
-: > "$results"
+BENCH_PY="$JPY"
+source bench/bench_lib.sh  # the script runs from the repository root
+bench_results
 
 # Same thread-pool bounds for every runner, meshtrain included.
-export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
+bench_threads "$THREADS"
 
 echo "gpt_throughput: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, threads=$THREADS," \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: OpenBLAS picks its kernels itself>}"
-
-source bench/idle.sh  # the script runs from the repository root
 
 cfg_dims() {  # layers d heads ctx batch
   case "$1" in
@@ -75,77 +73,39 @@ cfg_dims() {  # layers d heads ctx batch
   esac
 }
 
-record() {  # config runner json-line
-  "$JPY" -c 'import json,sys; r=json.loads(sys.argv[3]); r["config"]=sys.argv[1]; r["runner"]=sys.argv[2]; print(json.dumps(r))' \
-    "$1" "$2" "$3" >> "$results"
-}
-
 run_torch() {  # config runner python mode wait attn steps warmup
   local cfg="$1" runner="$2" py="$3" mode="$4" wait="$5" attn="$6" steps="$7" warm="$8"
   read -r L D H C B < <(cfg_dims "$cfg")
-  if [ ! -x "$py" ] && ! command -v "$py" >/dev/null; then
-    echo "  $runner: skipped ($py not found; run bench/setup-venv.sh)"; return
-  fi
-  local cmd=("$py" "$PEER" --layers "$L" --d "$D" --heads "$H" --ctx "$C" --batch "$B"
-             --steps "$steps" --warmup "$warm" --threads "$THREADS" --mode "$mode"
-             --wait "$wait" --attn "$attn" --json)
-  [ "$runner" != "torch-1.13-eager" ] && cmd+=(--optim "$TORCH_OPTIM")
-  echo "  $runner: ${cmd[*]#$root/}"
-  wait_idle
-  local line
-  if line="$("${cmd[@]}" 2> "$OUT/$cfg-$runner.err" | tail -n 1)" && [ -n "$line" ]; then
-    echo "$line" > "$OUT/$cfg-$runner.json"
-    record "$cfg" "$runner" "$line"
-    "$JPY" -c 'import json,sys; r=json.loads(sys.argv[1]); print("    torch %s: %.0f tokens/s, %.1f GFLOP/s (warmup %.1f s)" % (r["torch"], r["tokens_per_s"], r["gflops"], r["warmup_s"]))' "$line"
+  bench_need "$runner" "$py" "run bench/setup-venv.sh" || return
+  local optim=""  # PyTorch 1.13's peer keeps its default optimizer
+  [ "$runner" != "torch-1.13-eager" ] && optim="$TORCH_OPTIM"
+  local model
+  mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$wait" "$attn" "$optim")
+  if bench_run_peer "$runner" "$OUT/$cfg-$runner" "$py" "$PEER" "${model[@]}" --steps "$steps" --warmup "$warm" \
+       --mode "$mode" --json; then
+    echo "$peer_line" > "$OUT/$cfg-$runner.json"
+    bench_record "$peer_line" "config=$cfg" "runner=$runner"
+    "$JPY" -c 'import json,sys; r=json.loads(sys.argv[1]); print("    torch %s: %.0f tokens/s, %.1f GFLOP/s (warmup %.1f s)" % (r["torch"], r["tokens_per_s"], r["gflops"], r["warmup_s"]))' "$peer_line"
   else
-    echo "    FAILED, see $OUT/$cfg-$runner.err:"; tail -n 5 "$OUT/$cfg-$runner.err" | sed 's/^/    /'
+    bench_failed "$OUT/$cfg-$runner.err"
   fi
 }
 
 run_meshtrain() {  # config steps
   local cfg="$1" steps="$2"
   local toml="examples/gpt-bench-$cfg.toml"
-  if [ ! -x "$MESHTRAIN" ]; then
-    echo "  meshtrain: SKIPPED: binary $MESHTRAIN not found (build it first)"; return
-  fi
+  bench_need meshtrain "$MESHTRAIN" "MESHTRAIN=..." || return
   if [ ! -f "$toml" ]; then
     echo "  meshtrain: SKIPPED: $toml not found"; return
   fi
   read -r L D H C B < <(cfg_dims "$cfg")
   local metrics="$OUT/$cfg-meshtrain.jsonl"
   rm -f "$metrics"
-  local cmd=("$MESHTRAIN" train "$toml" "--training.steps=$steps" "--metrics.path=$metrics")
-  echo "  meshtrain: ${cmd[*]#$root/}"
-  wait_idle
-  if ! "${cmd[@]}" > "$OUT/$cfg-meshtrain.log" 2>&1; then
-    echo "    FAILED, see $OUT/$cfg-meshtrain.log:"; tail -n 5 "$OUT/$cfg-meshtrain.log" | sed 's/^/    /'; return
-  fi
+  bench_run meshtrain "$OUT/$cfg-meshtrain.log" "$MESHTRAIN" train "$toml" "--training.steps=$steps" \
+    "--metrics.path=$metrics" || return
   local line
-  line="$("$JPY" - "$metrics" "$MT_SKIP" "$L" "$D" "$C" <<'EOF'
-import json, statistics, sys
-path, skip, L, d, ctx = sys.argv[1], int(sys.argv[2]), *map(int, sys.argv[3:6])
-rows = []
-with open(path) as f:
-    for ln in f:
-        ln = ln.strip()
-        if ln:
-            r = json.loads(ln)
-            if "tokens_per_s" in r:
-                rows.append(r)
-rows.sort(key=lambda r: r.get("step", 0))
-timed = rows[skip:] if len(rows) > skip else rows
-if not timed:
-    sys.exit("no metric lines with tokens_per_s in " + path)
-tps = statistics.median(r["tokens_per_s"] for r in timed)
-n = 12 * L * d * d + (256 + ctx) * d
-fpt = 6 * n + 12 * L * d * ctx
-print(json.dumps({"peer": "meshtrain", "tokens_per_s": round(tps, 1),
-                  "gflops": round(tps * fpt / 1e9, 2), "N": n, "flops_per_token": fpt,
-                  "steps_timed": len(timed), "steps_skipped": len(rows) - len(timed),
-                  "loss_last": timed[-1].get("loss")}))
-EOF
-  )" || { echo "    FAILED to read $metrics"; return; }
-  record "$cfg" meshtrain "$line"
+  line="$(bench_mt_metrics "$metrics" "$MT_SKIP" "$L" "$D" "$C" peer=meshtrain)" || { echo "    FAILED to read $metrics"; return; }
+  bench_record "$line" "config=$cfg" runner=meshtrain
   "$JPY" -c 'import json,sys; r=json.loads(sys.argv[1]); print("    %.0f tokens/s, %.1f GFLOP/s over %d steps" % (r["tokens_per_s"], r["gflops"], r["steps_timed"]))' "$line"
 }
 

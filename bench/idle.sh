@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the benchmark scripts: wait for the CPUs to be idle before a run.
 # Other processes on 2 cores ruin the figures, so wait_idle waits up to
 # IDLE_WAIT seconds for the CPUs to be under IDLE_PCT % busy, and says so when

@@ -6,7 +6,7 @@
 # while the host is loaded, for a few seconds at a time), and drifts within
 # minutes, so a single pair of runs proves nothing: this
 # alternates PAIRS pairs and prints each pair, then both medians and minima.
-# Results: bench/RESULTS.md, section "Collectives", "4 KiB latency".
+# Results: bench/RESULTS.md, rows 16-17 (every run: bench/log/03-collectives.md).
 #
 # Environment knobs (defaults in brackets):
 #   BUILD [build]  NPROC [2]  SIZE [4K]  PAIRS [12]  ITERS [5000]

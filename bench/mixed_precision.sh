@@ -105,10 +105,8 @@ OUT="${OUT:-$root/bench/out/mixed_precision}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 IDLE_PCT="${IDLE_PCT:-10}"
 
-mkdir -p "$OUT"
-results="$OUT/results.jsonl"
-: > "$results"
-source bench/idle.sh  # the script runs from the repository root
+source bench/bench_lib.sh  # the script runs from the repository root
+bench_results
 
 cfg_dims() {  # config -> layers d heads ctx batch
   case "$1" in
@@ -119,37 +117,24 @@ cfg_dims() {  # config -> layers d heads ctx batch
 }
 for cfg in $CONFIGS $DP_CONFIG; do cfg_dims "$cfg" > /dev/null || exit 2; done
 
-cpu_model="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2- | tr ' ' '\n' |
-             grep -E '^(avx2|fma|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_bf16|amx_int8)$' |
-             paste -sd' ')"
+cpu_model="$(bench_cpu_model)"
+cpu_flags="$(bench_cpu_flags avx2 fma avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_bf16 amx_int8)"
 bf16_flags=""
 for f in avx512_bf16 amx_tile amx_bf16; do
   if grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -qx "$f"; then bf16_flags+=" $f=yes"; else bf16_flags+=" $f=no"; fi
 done
-torch_version="$([ -x "$VENV_PY" ] && "$VENV_PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo "not found")"
+torch_version="$(bench_torch_version "$VENV_PY" "not found")"
 echo "mixed_precision: $(date -u +%Y-%m-%dT%H:%M:%SZ), parts: $PARTS, $ROUNDS round(s)," \
      "$(getconf _NPROCESSORS_ONLN) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "CPU: $cpu_model; flags: ${cpu_flags:-none of avx2/avx512/amx}; bf16:$bf16_flags;" \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: OpenBLAS picks its kernels itself>}; PyTorch (bench/.venv): $torch_version"
-
-record() {  # part config runner round json-line
-  python3 -c 'import json,sys
-r = json.loads(sys.argv[5])
-r.update(part=sys.argv[1], config=sys.argv[2], runner=sys.argv[3], round=int(sys.argv[4]))
-print(json.dumps(r))' "$@" >> "$results"
-}
-
-# mt_line METRICS SKIP L D CTX [key=value ...]: one JSON line from a meshtrain metrics.jsonl, medians
-# after SKIP steps (bench/dp_metrics.py: tokens/s, GFLOP/s with the benchmark's FLOP count, step_ms).
-mt_line() { python3 bench/dp_metrics.py "$@"; }
 
 # run_meshtrain PART CONFIG RUNNER ROUND NPROC THREADS STEPS PRECISION [extra meshtrain flags...]
 run_meshtrain() {
   local part="$1" cfg="$2" runner="$3" round="$4" nproc="$5" threads="$6" steps="$7" prec="$8"
   shift 8
   local label="$part-$cfg-$runner"
-  [ -x "$MESHTRAIN" ] || { echo "  $label: SKIPPED: $MESHTRAIN not found (MESHTRAIN=...)"; return; }
+  bench_need "$label" "$MESHTRAIN" "MESHTRAIN=..." || return
   local toml="examples/gpt-bench-$cfg.toml"
   [ -f "$toml" ] || { echo "  $label: SKIPPED: $toml not found"; return; }
   local L D H C B
@@ -157,22 +142,15 @@ run_meshtrain() {
   local dir="$OUT/$label-r$round"; rm -rf "$dir"; mkdir -p "$dir"
   local train=("$MESHTRAIN" train "$toml" "--training.steps=$steps" "--training.threads=$threads"
                "--metrics.path=$dir/metrics.jsonl" "--training.out_dir=$dir/run")
-  local cmd
   if [ "$nproc" -gt 1 ]; then
-    train+=("--training.log_every=1" --parallel.data=allreduce "--parallel.transport=$MT_TRANSPORT"
-            "--parallel.bucket_mb=$MT_BUCKET_MB" "--parallel.all_reduce=$MT_ALGO" "$@" "--training.precision=$prec")
-    cmd=("$MESHTRAIN" launch --nproc "$nproc" --transport "$MT_TRANSPORT" -- "${train[@]}")
-  else
-    train+=("$@" "--training.precision=$prec")
-    cmd=("${train[@]}")
+    local dp
+    mapfile -t dp < <(bench_mt_dp_flags "$MT_TRANSPORT" "$MT_BUCKET_MB" "$MT_ALGO")
+    train+=("--training.log_every=1" "${dp[@]}")
   fi
-  echo "  $label: ${cmd[*]//$root\//}"
-  wait_idle
-  local t0=$SECONDS
+  bench_mt_cmd "$nproc" "$MT_TRANSPORT" "${train[@]}" "$@" "--training.precision=$prec"
   # the same thread-pool bounds as the PyTorch peers set for themselves
   if ! OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" \
-       "${cmd[@]}" > "$dir/log" 2>&1; then
-    echo "    FAILED, see ${dir#"$root"/}/log:"; grep -v '^\s*$' "$dir/log" | tail -n 3 | sed 's/^/      /'
+       bench_run "$label" "$dir/log" "${mt_cmd[@]}"; then
     if grep -q 'training.precision: unknown key' "$dir/log"; then
       echo "    (this meshtrain build has no training.precision yet: rebuild it, then rerun with PARTS/…_RUNNERS as needed)"
     fi
@@ -183,47 +161,40 @@ run_meshtrain() {
   local kv=("peer=meshtrain" "precision=$prec" "nproc=$nproc" "threads=$threads")
   [ -n "$how" ] && kv+=("precision_log=$how")
   [ "$nproc" -gt 1 ] && [ -n "$MT_REDUCE_DTYPE" ] && kv+=("reduce_dtype=$MT_REDUCE_DTYPE")
-  line="$(mt_line "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" "${kv[@]}")" || { echo "    no metrics"; return; }
-  record "$part" "$cfg" "$runner" "$round" "$line"
+  line="$(bench_mt_metrics "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" "${kv[@]}")" || { echo "    no metrics"; return; }
+  bench_record "$line" "part=$part" "config=$cfg" "runner=$runner" "round:=$round"
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])
 print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms over %d steps, loss %s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms"], r["steps_timed"], "%.3f" % r["loss_last"] if r.get("loss_last") is not None else "?", sys.argv[2]))' \
-    "$line" "$((SECONDS - t0))"
+    "$line" "$(bench_elapsed)"
   [ "$round" = 1 ] && [ -n "$how" ] && echo "    meshtrain: $how"
 }
 
-# run_torch PART CONFIG RUNNER ROUND COMMAND...
+# run_torch PART CONFIG RUNNER ROUND PEER ARGS...: the peer bench/peers/PEER under $VENV_PY
 run_torch() {
   local part="$1" cfg="$2" runner="$3" round="$4"
   shift 4
   local label="$part-$cfg-$runner"
-  [ -x "$VENV_PY" ] || { echo "  $label: SKIPPED: $VENV_PY not found (run bench/setup-venv.sh)"; return; }
-  echo "  $label: ${*//$root\//}"
+  bench_need "$label" "$VENV_PY" "run bench/setup-venv.sh" || return
   local out="$OUT/$label-r$round"
-  wait_idle
-  local t0=$SECONDS rc line
-  "$@" > "$out.out" 2> "$out.err"; rc=$?
-  line="$(grep '^{' "$out.out" | tail -n 1)"
-  if [ "$rc" = 3 ]; then  # torch_zero_gpt.py's "cannot run here" status (FSDP on CPU/gloo)
-    echo "    CANNOT RUN: $(grep -v '^{' "$out.out" | tail -n 1)"
-  elif [ "$rc" = 0 ] && [ -n "$line" ]; then
-    record "$part" "$cfg" "$runner" "$round" "$line"
+  if bench_run_peer "$label" "$out" "$VENV_PY" "$@"; then
+    bench_record "$peer_line" "part=$part" "config=$cfg" "runner=$runner" "round:=$round"
     python3 -c 'import json,sys; r=json.loads(sys.argv[1])
 how = r.get("bf16") or r.get("precision", "?")
 if r.get("fsdp_api"):
     how = "%s, %s" % (r["fsdp_api"], how)
 print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms (first step %.1f s, warm-up %.1f s), loss %.3f -> %.3f, %s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms_median"], r["first_step_s"] or 0, r["warmup_s"], r["loss_first"], r["loss_last"], how, sys.argv[2]))' \
-      "$line" "$((SECONDS - t0))"
+      "$peer_line" "$(bench_elapsed)"
+  elif [ "$peer_rc" = 3 ]; then  # torch_zero_gpt.py's "cannot run here" status (FSDP on CPU/gloo)
+    echo "    CANNOT RUN: $(grep -v '^{' "$out.out" | tail -n 1)"
   else
-    echo "    FAILED (status $rc), see ${out#"$root"/}.err:"
-    grep -v '^\[rank[0-9]*\]:\? *$' "$out.err" | grep -v '^\s*$' | tail -n 5 | sed 's/^/      /'
+    bench_failed "$out.err" 5 "(status $peer_rc)"
   fi
 }
 
-torch_model() {  # config threads -> the model and thread arguments of the PyTorch peers
+torch_model() {  # config threads -> the model and thread arguments of the PyTorch peers, one a line
   local L D H C B
   read -r L D H C B < <(cfg_dims "$1")
-  echo --layers "$L" --d "$D" --heads "$H" --ctx "$C" --batch "$B" --threads "$2" --wait "$TORCH_WAIT" \
-       --attn "$TORCH_ATTN" --optim "$TORCH_OPTIM"
+  bench_peer_model "$L" "$D" "$H" "$C" "$B" "$2" "$TORCH_WAIT" "$TORCH_ATTN" "$TORCH_OPTIM"
 }
 
 run_single() {  # round config runner
@@ -231,14 +202,14 @@ run_single() {  # round config runner
   up="$(echo "$cfg" | tr a-z A-Z)"
   steps="STEPS_$up"; mt_steps="MT_STEPS_$up"
   local model
-  read -r -a model < <(torch_model "$cfg" "$THREADS")
+  mapfile -t model < <(torch_model "$cfg" "$THREADS")
   case "$runner" in
     mt-fp32|mt-bf16)
       run_meshtrain single "$cfg" "$runner" "$round" 1 "$THREADS" "${!mt_steps}" "${runner#mt-}" ;;
     eager-bf16|eager-fp32|compile-bf16|compile-fp32)
       local mode="${runner%-*}" prec="${runner#*-}" warm="$WARMUP"
       [ "$mode" = compile ] && warm="$COMPILE_WARMUP"
-      run_torch single "$cfg" "$runner" "$round" "$VENV_PY" bench/peers/torch_gpt.py "${model[@]}" \
+      run_torch single "$cfg" "$runner" "$round" torch_gpt.py "${model[@]}" \
         --steps "${!steps}" --warmup "$warm" --mode "$mode" --precision "$prec" --json ;;
     *) echo "unknown single runner $runner (mt-fp32 mt-bf16 eager-bf16 compile-bf16 eager-fp32 compile-fp32)"; exit 2 ;;
   esac
@@ -247,7 +218,7 @@ run_single() {  # round config runner
 run_dp() {  # round part runner
   local round="$1" part="$2" runner="$3" cfg="$DP_CONFIG"
   local model zero=()
-  read -r -a model < <(torch_model "$cfg" "$DP_THREADS")
+  mapfile -t model < <(torch_model "$cfg" "$DP_THREADS")
   [ "$part" = zero3 ] && zero=(--parallel.zero_stage=3)
   [ -n "$MT_REDUCE_DTYPE" ] && zero+=("--parallel.reduce_dtype=$MT_REDUCE_DTYPE")
   case "$part:$runner" in
@@ -255,13 +226,13 @@ run_dp() {  # round part runner
       run_meshtrain "$part" "$cfg" "$runner" "$round" 2 "$DP_THREADS" "$DP_MT_STEPS" "${runner#mt-}" "${zero[@]}" ;;
     dp:ddp-bf16|dp:ddp-fp32)
       # shellcheck disable=SC2086  # DDP_ARGS is a list of flags
-      run_torch "$part" "$cfg" "$runner" "$round" "$VENV_PY" bench/peers/torch_ddp_gpt.py --nproc 2 "${model[@]}" \
+      run_torch "$part" "$cfg" "$runner" "$round" torch_ddp_gpt.py --nproc 2 "${model[@]}" \
         --steps "$DP_STEPS" --warmup "$WARMUP" --precision "${runner#ddp-}" $DDP_ARGS --json ;;
     zero3:fsdp-bf16|zero3:fsdp-fp32|zero3:fsdp-bf16-autocast)
       local extra=() prec=bf16
       [ "$runner" = fsdp-fp32 ] && prec=fp32
       [ "$runner" = fsdp-bf16-autocast ] && extra=(--fsdp-autocast)
-      run_torch "$part" "$cfg" "$runner" "$round" "$VENV_PY" bench/peers/torch_zero_gpt.py --mode fsdp --nproc 2 \
+      run_torch "$part" "$cfg" "$runner" "$round" torch_zero_gpt.py --mode fsdp --nproc 2 \
         "${model[@]}" --steps "$DP_STEPS" --warmup "$WARMUP" --precision "$prec" "${extra[@]}" --json ;;
     *) echo "unknown $part runner $runner"; exit 2 ;;
   esac

@@ -46,16 +46,15 @@ IDLE_WAIT="${IDLE_WAIT:-60}"
 IDLE_PCT="${IDLE_PCT:-15}"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$OUT"
-source bench/idle.sh
+source bench/bench_lib.sh
 [ -x "$PEER_PYTHON" ] || { echo "moe_peer: no Python at $PEER_PYTHON (run bench/setup-venv.sh, or set PEER_PYTHON)" >&2; exit 1; }
 data="$root/data/kjv.txt"
 [ -s "$data" ] || { echo "moe_peer: prepare data/kjv.txt first (scripts/quickstart.sh)" >&2; exit 1; }
 
-cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2- | tr ' ' '\n' |
-             grep -E '^(avx2|fma|avx512f|avx512_bf16|amx_bf16)$' | paste -sd' ')"
+cpu_flags="$(bench_cpu_flags avx2 fma avx512f avx512_bf16 amx_bf16)"
 echo "moe_peer: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(getconf _NPROCESSORS_ONLN) CPUs," \
-     "CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); flags: ${cpu_flags:-none};" \
-     "load $(cut -d' ' -f1-3 /proc/loadavg); torch $("$PEER_PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+     "CPU: $(bench_cpu_model); flags: ${cpu_flags:-none};" \
+     "load $(cut -d' ' -f1-3 /proc/loadavg); torch $(bench_torch_version "$PEER_PYTHON")"
 
 # Which dispatchers the peer's Python can run.
 peers=()
@@ -77,12 +76,13 @@ done
 run_meshtrain() {
   local dir="$1"
   rm -rf "$dir"; mkdir -p "$dir"
-  wait_idle >&2
-  "$MESHTRAIN" launch --nproc 2 --transport shm -- "$MESHTRAIN" train examples/gpt-bench-b.toml \
+  bench_mt_cmd 2 shm "$MESHTRAIN" train examples/gpt-bench-b.toml \
     --training.threads=1 --training.steps="$MT_STEPS" --training.log_every=1 --training.eval_every=0 \
     --checkpoint.every=0 --data.path="$data" --model.n_expert="$EXPERTS" --model.top_k="$TOP_K" \
     --parallel.data=allreduce --parallel.expert=2 --training.batch_size=4 \
-    --training.out_dir="$dir/run" --metrics.path="$dir/metrics.jsonl" > "$dir/log" 2>&1 ||
+    --training.out_dir="$dir/run" --metrics.path="$dir/metrics.jsonl"
+  wait_idle >&2
+  "${mt_cmd[@]}" > "$dir/log" 2>&1 ||
     { echo "FAILED: ${dir#$root/}/log" >&2; echo 0 0; return; }
   python3 -c 'import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if "\"tokens_per_s\"" in l][int(sys.argv[2]):]
@@ -95,10 +95,12 @@ print(statistics.median(r["tokens_per_s"] for r in rows), round(statistics.mean(
 peer() {
   local dir="$1" dispatch="$2"
   rm -rf "$dir"; mkdir -p "$dir"
-  wait_idle >&2
-  DS_ACCELERATOR=cpu "$PEER_PYTHON" bench/peers/torch_moe_gpt.py --nproc 2 --threads 1 --batch 4 \
+  bench_peer_cmd "$PEER_PYTHON" torch_moe_gpt.py --nproc 2 --threads 1 --batch 4 \
     --layers 6 --d 384 --heads 6 --ctx 256 --experts "$EXPERTS" --top-k "$TOP_K" --ep 2 --dispatch "$dispatch" \
-    --steps "$PEER_STEPS" --warmup "$PEER_WARMUP" --data "$data" --json > "$dir/log" 2>&1 ||
+    --steps "$PEER_STEPS" --warmup "$PEER_WARMUP" --data "$data" --json
+  wait_idle >&2
+  # stdout carries this function's answer, so the log takes all of the peer's output (no bench_run_peer)
+  DS_ACCELERATOR=cpu "${peer_cmd[@]}" > "$dir/log" 2>&1 ||
     { echo "FAILED: ${dir#$root/}/log" >&2; echo 0 0; return; }
   grep '^{' "$dir/log" | tail -n 1 | python3 -c 'import json, sys
 r = json.load(sys.stdin); print(r["tokens_per_s"], r["routing_imbalance"])'

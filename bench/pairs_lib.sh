@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the alternating-pairs benchmarks (latency_pairs.sh,
 # bandwidth_pairs.sh): one all-reduce run of meshtrain over shared memory or
 # of OpenMPI, JSON lines on stdout. Needs BUILD set by the caller.

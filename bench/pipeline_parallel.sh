@@ -43,17 +43,14 @@ OUT="${OUT:-$root/bench/out/pipeline_parallel}"
 IDLE_WAIT="${IDLE_WAIT:-60}"
 IDLE_PCT="${IDLE_PCT:-15}"
 export MESHTRAIN OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-mkdir -p "$OUT"
-results="$OUT/results.jsonl"
-: > "$results"
-source bench/idle.sh
+source bench/bench_lib.sh
+bench_results
 toml=examples/gpt-bench-b.toml
 
-cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2- | tr ' ' '\n' |
-             grep -E '^(avx2|fma|avx512f|avx512_bf16|amx_bf16)$' | paste -sd' ')"
+cpu_flags="$(bench_cpu_flags avx2 fma avx512f avx512_bf16 amx_bf16)"
 echo "pipeline_parallel: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(getconf _NPROCESSORS_ONLN) CPUs," \
-     "CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); flags: ${cpu_flags:-none};" \
-     "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; PyTorch: $("$VENV_PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
+     "CPU: $(bench_cpu_model); flags: ${cpu_flags:-none};" \
+     "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; PyTorch: $(bench_torch_version "$VENV_PY" none)"
 
 # mt LABEL ROUND NPROC [train overrides...]: one meshtrain run; appends its summary to $results.
 mt() {
@@ -76,16 +73,17 @@ mt() {
     tail -n 1 "$results" | python3 bench/pipeline_bubbles.py show
 }
 
-# torch LABEL ROUND ARGS...: one PyTorch run (its JSON line) appended to $results.
+# torch LABEL ROUND PEER ARGS...: one run of the PyTorch peer PEER (its JSON line) appended to $results.
+# (Not bench_run_peer: this script prints no command lines.)
 torch() {
   local label="$1" round="$2"
   shift 2
   [ -x "$VENV_PY" ] || { echo "  $label: SKIPPED: no $VENV_PY (bench/setup-venv.sh)"; return; }
+  bench_peer_cmd "$VENV_PY" "$@" --json
   wait_idle
   local line
-  if line="$("$VENV_PY" "$@" --json 2> "$OUT/$label-r$round.err" | grep '^{' | tail -n 1)" && [ -n "$line" ]; then
-    python3 -c 'import json,sys; r=json.loads(sys.argv[3]); r.update(label=sys.argv[1], round=int(sys.argv[2]), runner="torch"); print(json.dumps(r))' \
-      "$label" "$round" "$line" >> "$results"
+  if line="$("${peer_cmd[@]}" 2> "$OUT/$label-r$round.err" | grep '^{' | tail -n 1)" && [ -n "$line" ]; then
+    bench_record "$line" "label=$label" "round:=$round" runner=torch
     tail -n 1 "$results" | python3 bench/pipeline_bubbles.py show
   else
     echo "  $label: FAILED ($OUT/$label-r$round.err)"; tail -n 3 "$OUT/$label-r$round.err"
@@ -118,7 +116,7 @@ for round in $(seq 1 "$ROUNDS"); do
   fi
   if [[ " $PARTS " == *" torch "* ]]; then
     mt "mt-one" "$round" 1
-    torch "torch-one" "$round" bench/peers/torch_gpt.py --layers 6 --d 384 --heads 6 --ctx 256 --batch 8 --threads 1 \
+    torch "torch-one" "$round" torch_gpt.py --layers 6 --d 384 --heads 6 --ctx 256 --batch 8 --threads 1 \
       --steps "$TORCH_STEPS" --warmup "$TORCH_WARMUP" --wait unset
     for S in $SCHEDULES; do
       mt "mt-pp2-$S" "$round" 2 --parallel.pipeline=2 --parallel.micro_batches=4 --parallel.schedule="$S" \
@@ -126,7 +124,7 @@ for round in $(seq 1 "$ROUNDS"); do
     done
     for S in gpipe 1f1b interleaved "zero_bubble --virtual-stages 1" zero_bubble zbv; do
       read -r name rest <<< "$S"
-      torch "torch-pp2-$name${rest:+-v1}" "$round" bench/peers/torch_pp_gpt.py --config b --procs 2 --micro-batches 4 \
+      torch "torch-pp2-$name${rest:+-v1}" "$round" torch_pp_gpt.py --config b --procs 2 --micro-batches 4 \
         --schedule $S --steps "$TORCH_STEPS" --warmup "$TORCH_WARMUP"
     done
   fi

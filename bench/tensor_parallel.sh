@@ -76,26 +76,18 @@ esac
 [ -n "$MODEL" ] && read -r L D H C B <<< "$MODEL"
 if [ $((H % TP)) -ne 0 ] || [ $((D % TP)) -ne 0 ]; then echo "heads $H and d $D must divide by TP=$TP"; exit 2; fi
 toml="examples/gpt-bench-$CONFIG.toml"
-export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
-mkdir -p "$OUT"
-results="$OUT/results.jsonl"
-: > "$results"
-source bench/idle.sh
+source bench/bench_lib.sh
+bench_threads "$THREADS"
+bench_results
 
-cpu_model="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2- | tr ' ' '\n' |
-             grep -E '^(avx2|fma|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_bf16)$' | paste -sd' ')"
-torch_version="$([ -x "$VENV_PY" ] && "$VENV_PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo "not found")"
+cpu_model="$(bench_cpu_model)"
+cpu_flags="$(bench_cpu_flags avx2 fma avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_bf16)"
+torch_version="$(bench_torch_version "$VENV_PY" "not found")"
 echo "tensor_parallel: $(date -u +%Y-%m-%dT%H:%M:%SZ), config $CONFIG (L=$L d=$D heads=$H ctx=$C, batch $B)," \
      "tensor $TP on $TP processes x $THREADS thread(s) against 1 process, $ROUNDS round(s)," \
      "$(getconf _NPROCESSORS_ONLN) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "CPU: $cpu_model; flags: ${cpu_flags:-none of avx2/avx512/amx}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>};" \
      "PyTorch (bench/.venv): $torch_version"
-
-record() {  # runner round json-line
-  python3 -c 'import json,sys; r=json.loads(sys.argv[3]); r["runner"]=sys.argv[1]; r["round"]=int(sys.argv[2]); print(json.dumps(r))' \
-    "$1" "$2" "$3" >> "$results"
-}
 
 # The tensor-parallel job: the config with threads and a [parallel] table (the example has none).
 tp_toml="$OUT/tp$TP.toml"
@@ -106,7 +98,9 @@ tp_toml="$OUT/tp$TP.toml"
 
 # One meshtrain run's figures from its metrics: medians over the step records after MT_SKIP, tokens/s
 # from step_ms (tokens per step = batch * data ways * ctx; data ways = workers / tensor = 1 here), the
-# metrics' own tokens_per_s beside it, and the last ("memory": "peak") record's peaks of rank 0.
+# metrics' own tokens_per_s beside it, and the last ("memory": "peak") record's peaks of rank 0. (Not
+# bench_mt_metrics, which takes the metrics' tokens_per_s: a tensor-parallel job's may count another
+# number of tokens per step; the run's line says so when it does.)
 mt_summary() {  # metrics.jsonl tokens_per_step [key=value ...]
   python3 - "$@" <<'EOF'
 import json, statistics, sys
@@ -151,7 +145,7 @@ EOF
 # run_meshtrain LABEL ROUND NPROC
 run_meshtrain() {
   local label="$1" round="$2" nproc="$3"
-  [ -x "$MESHTRAIN" ] || { echo "  $label: SKIPPED: $MESHTRAIN not found (MESHTRAIN=...)"; return; }
+  bench_need "$label" "$MESHTRAIN" "MESHTRAIN=..." || return
   local dir="$OUT/$label-r$round"; rm -rf "$dir"; mkdir -p "$dir"
   local job="$toml"
   [ "$nproc" -gt 1 ] && job="$tp_toml"
@@ -159,23 +153,14 @@ run_meshtrain() {
                "--training.log_every=1" "--training.out_dir=$dir/run" "--metrics.path=$dir/metrics.jsonl")
   [ -n "$MODEL" ] && train+=("--model.n_layer=$L" "--model.n_embd=$D" "--model.n_head=$H" "--model.block_size=$C"
                              "--training.batch_size=$B")
-  local cmd=("${train[@]}")
-  [ "$nproc" -gt 1 ] && cmd=("$MESHTRAIN" launch --nproc "$nproc" --transport "$MT_TRANSPORT" -- "${train[@]}")
-  echo "  $label: ${cmd[*]//$root\//}"
-  # GNU time's %M is the largest resident set among launch and the ranks it waited for
-  local timer=()
-  [ -x /usr/bin/time ] && timer=(/usr/bin/time -f %M -o "$dir/maxrss_kib")
-  wait_idle
-  local t0=$SECONDS
-  if ! "${timer[@]}" "${cmd[@]}" > "$dir/log" 2>&1; then
-    echo "    FAILED, see ${dir#$root/}/log:"; grep -v '^\s*$' "$dir/log" | tail -n 5 | sed 's/^/      /'; return
-  fi
+  bench_mt_cmd "$nproc" "$MT_TRANSPORT" "${train[@]}"
+  bench_run --rss "$dir/maxrss_kib" "$label" "$dir/log" "${mt_cmd[@]}" || return
   local line rss
   rss="$(tail -n 1 "$dir/maxrss_kib" 2>/dev/null)"
   line="$(mt_summary "$dir/metrics.jsonl" "$((B * C))" "skip=$MT_SKIP" "L=$L" "d=$D" "ctx=$C" "nproc=$nproc" \
           "tensor=$([ "$nproc" -gt 1 ] && echo "$TP" || echo 1)" ${rss:+"peak_rss_kib=$rss"})" \
     || { echo "    no metrics"; return; }
-  record "$label" "$round" "$line"
+  bench_record "$line" "runner=$label" "round:=$round"
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])
 extra = ""
 if "peak_parameters_mb" in r:
@@ -185,36 +170,32 @@ if "peak_rss_kib" in r:
 m = r.get("metrics_tokens_per_s")
 if m and abs(m / r["tokens_per_s"] - 1) > 0.02:
     extra += " (the metrics say %.0f tokens/s: they count another number of tokens per step)" % m
-print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms over %d steps, loss %.3f -> %.3f%s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms"], r["steps_timed"], r["loss_first"] or 0, r["loss_last"] or 0, extra, sys.argv[2]))' "$line" "$((SECONDS - t0))"
+print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms over %d steps, loss %.3f -> %.3f%s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms"], r["steps_timed"], r["loss_first"] or 0, r["loss_last"] or 0, extra, sys.argv[2]))' "$line" "$(bench_elapsed)"
 }
 
-# run_torch LABEL ROUND COMMAND...
+# run_torch LABEL ROUND PEER ARGS...: the peer bench/peers/PEER under $VENV_PY
 run_torch() {
   local label="$1" round="$2"; shift 2
-  [ -x "$VENV_PY" ] || { echo "  $label: SKIPPED: $VENV_PY not found (run bench/setup-venv.sh)"; return; }
-  echo "  $label: ${*//$root\//}"
-  local err="$OUT/$label-r$round.err"
-  wait_idle
-  local t0=$SECONDS line
-  if line="$("$@" 2> "$err" | grep '^{' | tail -n 1)" && [ -n "$line" ]; then
-    record "$label" "$round" "$line"
+  bench_need "$label" "$VENV_PY" "run bench/setup-venv.sh" || return
+  if bench_run_peer "$label" "$OUT/$label-r$round" "$VENV_PY" "$@"; then
+    bench_record "$peer_line" "runner=$label" "round:=$round"
     python3 -c 'import json,sys; r=json.loads(sys.argv[1])
 extra = ""
 if "param_mib_per_rank" in r:
     extra = ", rank 0 params %.1f + AdamW %.1f MiB (%.0f%% of the whole model'"'"'s), peak RSS %s MiB" % (r["param_mib_per_rank"][0], r["optim_state_mib_per_rank"][0], 100 * r["param_optim_share_rank0"], "/".join("%.0f" % x for x in r["peak_rss_mib_per_rank"]))
 if r.get("compiled") == "each block":
     extra += ", compiled per block"
-print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms (first step %.1f s), loss %.3f -> %.3f%s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms_median"], r["first_step_s"] or 0, r["loss_first"], r["loss_last"], extra, sys.argv[2]))' "$line" "$((SECONDS - t0))"
+print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms (first step %.1f s), loss %.3f -> %.3f%s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms_median"], r["first_step_s"] or 0, r["loss_first"], r["loss_last"], extra, sys.argv[2]))' "$peer_line" "$(bench_elapsed)"
   else
-    echo "    FAILED, see ${err#$root/}:"; grep -v '^\[rank[0-9]*\]:\? *$' "$err" | grep -v '^\s*$' | tail -n 5 | sed 's/^/      /'
+    bench_failed "$OUT/$label-r$round.err"
   fi
 }
 
-model=(--layers "$L" --d "$D" --heads "$H" --ctx "$C" --batch "$B" --threads "$THREADS" --wait "$TORCH_WAIT" --attn sdpa)
+mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$TORCH_WAIT" sdpa)
 run_tp_setting() {  # round vocab:mode:optim
   local vocab mode optim
   IFS=: read -r vocab mode optim <<< "$2"
-  run_torch "torchtp-${TP}x$THREADS-$vocab-$mode-$optim" "$1" "$VENV_PY" bench/peers/torch_tp_gpt.py --nproc "$TP" \
+  run_torch "torchtp-${TP}x$THREADS-$vocab-$mode-$optim" "$1" torch_tp_gpt.py --nproc "$TP" \
     "${model[@]}" --steps "$STEPS" --warmup "$([ "$mode" = compile ] && echo "$COMPILE_WARMUP" || echo "$WARMUP")" \
     --mode "$mode" --vocab "$vocab" --optim "$optim" --json
 }
@@ -243,7 +224,7 @@ for round in $(seq 1 "$ROUNDS"); do
           if [ -n "$best" ]; then run_tp_setting "$round" "$best"; else echo "  PyTorch TP: no setting ran in round 1"; fi
         fi ;;
       torch1)
-        [ "$round" = 1 ] && run_torch "torch-1x$THREADS-eager" "$round" "$VENV_PY" bench/peers/torch_gpt.py "${model[@]}" \
+        [ "$round" = 1 ] && run_torch "torch-1x$THREADS-eager" "$round" torch_gpt.py "${model[@]}" \
           --steps "$STEPS" --warmup "$WARMUP" --mode eager --json ;;
       *) echo "unknown peer $p (meshtrain torchtp torch1)"; exit 2 ;;
     esac

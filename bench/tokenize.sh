@@ -15,7 +15,7 @@
 # Every round checks that all three give the same ids. Prints each time and
 # the ratio of each tokenizers figure to meshtrain's whole process (> 1:
 # meshtrain is faster), medians over the rounds. Results: bench/RESULTS.md,
-# section "Tokenizing".
+# row 36 (bench/log/16-tokenize.md).
 #
 # Environment knobs (defaults in brackets):
 #   VOCAB [8192]  ROUNDS [3]  THREADS [2]  TEXT [data/kjv.txt]

@@ -65,72 +65,52 @@ case "$CONFIG" in
   *) echo "CONFIG must be a or b"; exit 2 ;;
 esac
 toml="examples/gpt-bench-$CONFIG.toml"
-export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
-mkdir -p "$OUT"
-results="$OUT/results.jsonl"
-: > "$results"
-source bench/idle.sh
+source bench/bench_lib.sh
+bench_threads "$THREADS"
+bench_results
 
 echo "zero: $(date -u +%Y-%m-%dT%H:%M:%SZ), config $CONFIG (L=$L d=$D heads=$H ctx=$C, batch $B per worker)," \
      "2 workers x $THREADS thread(s), $(getconf _NPROCESSORS_ONLN) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)," \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}"
 
-record() {  # runner json-line
-  python3 -c 'import json,sys; r=json.loads(sys.argv[2]); r["runner"]=sys.argv[1]; print(json.dumps(r))' "$1" "$2" >> "$results"
-}
-
 # run_meshtrain STAGE  (none: without --parallel.zero_stage)
 run_meshtrain() {
   local stage="$1" label="meshtrain-2x$THREADS-z$1"
-  [ -x "$MESHTRAIN" ] || { echo "  $label: SKIPPED: $MESHTRAIN not found (MESHTRAIN=...)"; return; }
+  bench_need "$label" "$MESHTRAIN" "MESHTRAIN=..." || return
   local dir="$OUT/$label"; rm -rf "$dir"; mkdir -p "$dir"
-  local cmd=("$MESHTRAIN" launch --nproc 2 --transport "$MT_TRANSPORT" --
-             "$MESHTRAIN" train "$toml" "--training.steps=$MT_STEPS" "--training.threads=$THREADS"
-             "--training.log_every=1" "--training.out_dir=$dir/run" "--metrics.path=$dir/metrics.jsonl"
-             --parallel.data=allreduce "--parallel.transport=$MT_TRANSPORT" "--parallel.bucket_mb=$MT_BUCKET_MB"
-             "--parallel.all_reduce=$MT_ALGO")
-  [ "$stage" = none ] || cmd+=("--parallel.zero_stage=$stage")
-  echo "  $label: ${cmd[*]//$root\//}"
-  # GNU time's %M is the largest resident set among launch and the ranks it waited for
-  local timer=()
-  [ -x /usr/bin/time ] && timer=(/usr/bin/time -f %M -o "$dir/maxrss_kib")
-  wait_idle
-  local t0=$SECONDS
-  if ! "${timer[@]}" "${cmd[@]}" > "$dir/log" 2>&1; then
-    echo "    FAILED, see $dir/log:"; tail -n 5 "$dir/log" | sed 's/^/      /'; return
-  fi
+  local dp
+  mapfile -t dp < <(bench_mt_dp_flags "$MT_TRANSPORT" "$MT_BUCKET_MB" "$MT_ALGO")
+  bench_mt_cmd 2 "$MT_TRANSPORT" "$MESHTRAIN" train "$toml" "--training.steps=$MT_STEPS" "--training.threads=$THREADS" \
+    "--training.log_every=1" "--training.out_dir=$dir/run" "--metrics.path=$dir/metrics.jsonl" "${dp[@]}"
+  [ "$stage" = none ] || mt_cmd+=("--parallel.zero_stage=$stage")
+  bench_run --rss "$dir/maxrss_kib" "$label" "$dir/log" "${mt_cmd[@]}" || return
   local line rss
   rss="$(tail -n 1 "$dir/maxrss_kib" 2>/dev/null)"
-  line="$(python3 bench/dp_metrics.py "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" \
+  line="$(bench_mt_metrics "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" \
           "zero_stage=$stage" ${rss:+"peak_rss_kib=$rss"})" || { echo "    no metrics"; return; }
-  record "$label" "$line"
+  bench_record "$line" "runner=$label"
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])
 extra = "" if r.get("comm_bytes") is None else ", comm %.1f MB/step (rank 0)" % (r["comm_bytes"] / 1e6)
 extra += "" if "peak_rss_kib" not in r else ", peak RSS %.0f MiB" % (int(r["peak_rss_kib"]) / 1024)
-print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms over %d steps%s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms"], r["steps_timed"], extra, sys.argv[2]))' "$line" "$((SECONDS - t0))"
+print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms over %d steps%s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms"], r["steps_timed"], extra, sys.argv[2]))' "$line" "$(bench_elapsed)"
 }
 
 # run_torch MODE
 run_torch() {
   local mode="$1" label="torch-$1-2x$THREADS"
-  [ -x "$VENV_PY" ] || { echo "  $label: SKIPPED: $VENV_PY not found (run bench/setup-venv.sh)"; return; }
-  local cmd=("$VENV_PY" bench/peers/torch_zero_gpt.py --mode "$mode" --nproc 2 --layers "$L" --d "$D"
-             --heads "$H" --ctx "$C" --batch "$B" --threads "$THREADS" --wait "$TORCH_WAIT" --attn sdpa
-             --steps "$STEPS" --warmup "$WARMUP" --json)
-  echo "  $label: ${cmd[*]//$root\//}"
-  wait_idle
-  local t0=$SECONDS rc line
-  "${cmd[@]}" > "$OUT/$label.out" 2> "$OUT/$label.err"; rc=$?
-  line="$(grep '^{' "$OUT/$label.out" | tail -n 1)"
-  if [ "$rc" = 3 ]; then  # the peer's "cannot run here" status (FSDP on CPU/gloo)
+  bench_need "$label" "$VENV_PY" "run bench/setup-venv.sh" || return
+  local model
+  mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$TORCH_WAIT" sdpa)
+  if bench_run_peer "$label" "$OUT/$label" "$VENV_PY" torch_zero_gpt.py --mode "$mode" --nproc 2 "${model[@]}" \
+       --steps "$STEPS" --warmup "$WARMUP" --json; then
+    bench_record "$peer_line" "runner=$label"
+    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms (first step %.1f s)%s, peak RSS %s MiB, local params %s MiB, AdamW state %s MiB  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms_median"], r["first_step_s"] or 0, ", " + r["fsdp_api"] if r["fsdp_api"] else "", "/".join("%.0f" % x for x in r["peak_rss_mib_per_rank"]), "/".join("%.1f" % x for x in r["param_mib_per_rank"]), "/".join("%.1f" % x for x in r["optim_state_mib_per_rank"]), sys.argv[2]))' "$peer_line" "$(bench_elapsed)"
+  elif [ "$peer_rc" = 3 ]; then  # the peer's "cannot run here" status (FSDP on CPU/gloo)
     local why; why="$(grep -v '^{' "$OUT/$label.out" | tail -n 1)"
     echo "    CANNOT RUN: $why"
-    record "$label" "$(python3 -c 'import json,sys; print(json.dumps({"mode": sys.argv[1], "unsupported": sys.argv[2]}))' "$mode" "$why")"
-  elif [ "$rc" = 0 ] && [ -n "$line" ]; then
-    record "$label" "$line"
-    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms (first step %.1f s)%s, peak RSS %s MiB, local params %s MiB, AdamW state %s MiB  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms_median"], r["first_step_s"] or 0, ", " + r["fsdp_api"] if r["fsdp_api"] else "", "/".join("%.0f" % x for x in r["peak_rss_mib_per_rank"]), "/".join("%.1f" % x for x in r["param_mib_per_rank"]), "/".join("%.1f" % x for x in r["optim_state_mib_per_rank"]), sys.argv[2]))' "$line" "$((SECONDS - t0))"
+    bench_record "$(python3 -c 'import json,sys; print(json.dumps({"mode": sys.argv[1], "unsupported": sys.argv[2]}))' "$mode" "$why")" "runner=$label"
   else
-    echo "    FAILED (status $rc), see $OUT/$label.err:"; grep -v '^\[rank' "$OUT/$label.err" | tail -n 5 | sed 's/^/      /'
+    bench_failed "$OUT/$label.err" 5 "(status $peer_rc)"
   fi
 }
 

@@ -31,13 +31,13 @@ so the ranks run in lock-step). Rank 0 prints one JSON line with --json.
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import peer_launch  # noqa: E402  (the ranks' launcher; imports no torch)
 
 
 def parse_args():
@@ -68,36 +68,9 @@ def parse_args():
 
 
 def launch(args):
-    """Starts args.nproc ranks of this script, like torchrun; returns rank 0's status."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for r in range(args.nproc):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(r),
-                   LOCAL_WORLD_SIZE=str(args.nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        procs.append(subprocess.Popen([sys.executable] + sys.argv, env=env))
-    deadline = time.time() + args.timeout
-    status = [None] * len(procs)
-    while any(s is None for s in status):
-        for i, p in enumerate(procs):
-            if status[i] is None:
-                status[i] = p.poll()
-        failed = [i for i, s in enumerate(status) if s not in (None, 0)]
-        if failed or time.time() > deadline:
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-            for p in procs:
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-            why = "rank %d exited with %s" % (failed[0], status[failed[0]]) if failed else "timeout"
-            sys.exit("torch_ddp_gpt: " + why)
-        time.sleep(0.1)
-    return 0
+    """Starts args.nproc ranks of this script, like torchrun (peer_launch.py); returns 0 when
+    all succeed. torch_pp_gpt, torch_tp_gpt and torch_zero_gpt start their ranks through it."""
+    return peer_launch.launch(args, "torch_ddp_gpt")
 
 
 def worker(args):

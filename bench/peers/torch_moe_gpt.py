@@ -46,7 +46,7 @@ flat all-reduce), each expert's divided by ep (its rows came from every rank
 of its group: the sum of their local-mean losses).
 
 Started without RANK in the environment, it starts --nproc copies of itself
-(as bench/peers/torch_ddp_gpt.py does) and waits for them.
+(bench/peers/peer_launch.py, as torch_ddp_gpt.py does) and waits for them.
 
 Throughput: global tokens/s = nproc * batch * ctx / step time, median over the
 timed steps after --warmup untimed ones; rank 0's step time (each step ends
@@ -57,13 +57,13 @@ busier expert rank's rows over an even share, averaged over layers and steps).
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import peer_launch  # noqa: E402  (the ranks' launcher; imports no torch)
 
 
 def parse_args():
@@ -93,39 +93,6 @@ def parse_args():
     if a.ep not in (1, a.nproc) or a.experts % a.ep or a.top_k > a.experts:
         p.error("--ep must be 1 or --nproc and divide --experts; --top-k at most --experts")
     return a
-
-
-def launch(args):
-    """Starts args.nproc ranks of this script, like torchrun; returns 0 when all succeed."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for r in range(args.nproc):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(r),
-                   LOCAL_WORLD_SIZE=str(args.nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        procs.append(subprocess.Popen([sys.executable] + sys.argv, env=env))
-    deadline = time.time() + args.timeout
-    status = [None] * len(procs)
-    while any(s is None for s in status):
-        for i, p in enumerate(procs):
-            if status[i] is None:
-                status[i] = p.poll()
-        failed = [i for i, s in enumerate(status) if s not in (None, 0)]
-        if failed or time.time() > deadline:
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-            for p in procs:
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-            why = "rank %d exited with %s" % (failed[0], status[failed[0]]) if failed else "timeout"
-            sys.exit("torch_moe_gpt: " + why)
-        time.sleep(0.1)
-    return 0
 
 
 def worker(args):
@@ -384,7 +351,7 @@ def worker(args):
 def main():
     args = parse_args()
     if "RANK" not in os.environ:
-        sys.exit(launch(args))
+        sys.exit(peer_launch.launch(args, "torch_moe_gpt"))
     worker(args)
 
 

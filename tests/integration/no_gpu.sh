@@ -30,7 +30,7 @@ done
 # Under a launcher, "cuda" takes LOCAL_RANK; the message still names the reason.
 LOCAL_RANK=1 expect_status 3 "$reason" "$MESHTRAIN" train job.toml --training.device=cuda
 # A malformed value is a config error naming the key and the accepted forms.
-expect_status 3 "training.device: device \"gpu0\" is not one of \"cpu\", \"cuda\" or \"cuda:N\"" \
+expect_status 3 "training.device: device \"gpu0\" is not one of \"cpu\", \"cuda\", \"cuda:N\"" \
   "$MESHTRAIN" train job.toml --training.device=gpu0
 
 # meshtrain run does not restart a worker that stopped for this (status 3).

@@ -10,8 +10,8 @@
 // Values cross only through upload() and download(): initialisation,
 // checkpoints, Hugging Face interop, logging.
 //
-// Bytes are counted per MemoryKind in MemoryTracker::device(), beside the
-// host's MemoryTracker::global().
+// Bytes are counted per MemoryKind in the allocator's tracker():
+// MemoryTracker::device() for a GPU, beside the host's MemoryTracker::global().
 #include <cstddef>
 #include <span>
 #include <string>
@@ -33,6 +33,9 @@ class DeviceAllocator {
   virtual void upload(void* device_dst, const void* host_src, size_t bytes) = 0;    // waits until done
   virtual void download(void* host_dst, const void* device_src, size_t bytes) = 0;  // waits until done
   virtual std::string name() const = 0;  // "cuda:0", ...
+  // Where its bytes are counted: the device's tracker, except for the
+  // CPU's own memory, which is the host's (MemoryTracker::global()).
+  virtual MemoryTracker& tracker() { return MemoryTracker::device(); }
 };
 
 // A pointer into device memory (see the header comment).
@@ -59,7 +62,7 @@ class DeviceBuffer {
   DeviceBuffer(DeviceAllocator& allocator, size_t count, MemoryKind kind) : allocator_(&allocator), kind_(kind) {
     if (count) data_ = static_cast<T*>(allocator.allocate(count * sizeof(T)));
     size_ = count;
-    MemoryTracker::device().add(kind_, bytes());
+    allocator.tracker().add(kind_, bytes());
   }
   ~DeviceBuffer() { reset(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -100,7 +103,7 @@ class DeviceBuffer {
   void check_fits(size_t count) const;
   void reset() noexcept {
     if (allocator_) {
-      MemoryTracker::device().sub(kind_, bytes());
+      allocator_->tracker().sub(kind_, bytes());
       if (data_) allocator_->release(data_);
     }
     allocator_ = nullptr;

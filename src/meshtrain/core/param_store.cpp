@@ -177,6 +177,25 @@ void ParamStore::download_grads(std::span<float> flat) const {
     device_grads_.download(flat);
 }
 
+void ParamStore::fill_params_on_host(FunctionRef<void()> fill) {
+  if (on_host()) return fill();
+  AlignedBuffer<float> host(flat_size_, MemoryKind::Parameters);
+  download_params(host.span());
+  std::vector<float*> on_device(views_.size());
+  for (size_t v = 0; v < views_.size(); ++v) {
+    on_device[v] = param_ptr_[v];
+    param_ptr_[v] = host.data() + views_[v].offset;
+  }
+  try {
+    fill();
+  } catch (...) {
+    param_ptr_ = on_device;
+    throw;
+  }
+  param_ptr_ = std::move(on_device);
+  upload_params(host.span());
+}
+
 namespace {
 void point_views_at(std::vector<float*>& ptrs, const std::vector<ParamView>& views, const ParamUnit& unit, float* base) {
   for (size_t v = unit.first_view; v < unit.end_view; ++v)

@@ -36,6 +36,7 @@
 
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/device.hpp"
+#include "meshtrain/core/function_ref.hpp"
 #include "meshtrain/core/device_buffer.hpp"
 #include "meshtrain/core/precision.hpp"
 #include "meshtrain/core/shape.hpp"
@@ -145,6 +146,10 @@ class ParamStore {
   void upload_params(std::span<const float> flat);
   void download_params(std::span<float> flat) const;
   void download_grads(std::span<float> flat) const;
+  // Runs `fill` with param(i) pointing into a host copy of the parameters,
+  // then uploads it: initialisation on any device (on the CPU, fill writes
+  // the store itself).
+  void fill_params_on_host(FunctionRef<void()> fill);
 
   // The precision the layers' matrix products run in (core/precision.hpp):
   // the parameters themselves stay fp32. Set once, before the first forward.
@@ -199,6 +204,15 @@ class ParamStore {
     require_host("grads()");
     return grads_.span();
   }
+  // The flat buffers wherever they live (device memory off the CPU): for a
+  // backend call (kernels/backend.hpp) only, never a host loop.
+  std::span<float> kernel_params() {
+    return on_host() ? params_.span() : std::span<float>(device_params_.ptr().raw(), device_params_.size());
+  }
+  std::span<float> kernel_grads() {
+    return on_host() ? grads_.span() : std::span<float>(device_grads_.ptr().raw(), device_grads_.size());
+  }
+  std::span<const float> kernel_params() const { return const_cast<ParamStore*>(this)->kernel_params(); }
   void zero_grads() {
     if (on_host())
       grads_.zero();

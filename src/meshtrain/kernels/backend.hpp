@@ -18,6 +18,7 @@
 
 #include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/device.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/device_buffer.hpp"
 #include "meshtrain/core/function_ref.hpp"
 #include "meshtrain/kernels/adamw_math.hpp"
@@ -30,14 +31,18 @@ namespace meshtrain::kernels {
 // `size` elements each (optim/chunks.hpp cuts them).
 // What attention's forward keeps for its backward, laid out by the backend
 // that runs it: the CPU keeps the probabilities (B, NH, T, T), in `f32` or,
-// under bf16 products, `b16` (host memory, which a recomputation pool may
+// under bf16 products, `b16` (which a recomputation pool may
 // hold instead: nn/recompute.hpp); a flash-style GPU kernel keeps only the
-// per-row log-sum-exp (B, NH, T) in `lse`, device memory. The layer holds
+// per-row log-sum-exp (B, NH, T) in `lse`. All in the backend's memory; the layer holds
 // it and never reads it.
 struct AttentionSaved {
-  AlignedBuffer<float> f32{MemoryKind::Activations};
-  AlignedBuffer<Bf16> b16{MemoryKind::Activations};
-  DeviceBuffer<float> lse;
+  explicit AttentionSaved(DeviceAllocator& memory)
+      : f32(memory, MemoryKind::Activations),
+        b16(memory, MemoryKind::Activations),
+        lse(memory, MemoryKind::Activations) {}
+  DeviceArray<float> f32;
+  DeviceArray<Bf16> b16;
+  DeviceArray<float> lse;
 };
 
 struct AdamWChunk {

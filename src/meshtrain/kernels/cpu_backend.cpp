@@ -18,6 +18,7 @@
 #include "meshtrain/kernels/embedding.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/kernels/gemm_bf16.hpp"
+#include "meshtrain/kernels/guarded_backend.hpp"
 #include "meshtrain/kernels/layernorm.hpp"
 #include "meshtrain/kernels/norm.hpp"
 
@@ -36,6 +37,7 @@ class HostMemory final : public DeviceAllocator {
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   std::string name() const override { return "cpu"; }
+  MemoryTracker& tracker() override { return MemoryTracker::global(); }
 };
 
 class CpuBackend final : public Backend {
@@ -129,11 +131,11 @@ class CpuBackend final : public Backend {
     if (bf16) {
       AttentionBf16 b = *bf16;
       saved.b16.ensure(probs);
-      b.att = saved.b16.data();
+      b.att = saved.b16.raw();
       kernels::attention_forward(nullptr, nullptr, nullptr, B, T, C, NH, causal, &b);
     } else {
       saved.f32.ensure(probs);
-      kernels::attention_forward(out, saved.f32.data(), qkv, B, T, C, NH, causal);
+      kernels::attention_forward(out, saved.f32.raw(), qkv, B, T, C, NH, causal);
     }
   }
   void attention_recompute(AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
@@ -151,10 +153,10 @@ class CpuBackend final : public Backend {
                           const AttentionBf16* bf16) override {
     if (bf16) {
       AttentionBf16 b = *bf16;
-      b.att = saved.b16.data();
+      b.att = saved.b16.raw();
       kernels::attention_backward(dqkv, nullptr, nullptr, nullptr, nullptr, B, T, C, NH, causal, &b);
     } else {
-      kernels::attention_backward(dqkv, scratch, dout, saved.f32.data(), qkv, B, T, C, NH, causal);
+      kernels::attention_backward(dqkv, scratch, dout, saved.f32.raw(), qkv, B, T, C, NH, causal);
     }
   }
   // fp32 keeps the score gradients (B, NH, T, T); bf16 a per-thread row
@@ -241,7 +243,11 @@ Backend& cpu_backend() {
 }
 
 Backend& backend_for(const Device& device) {
-  if (device.is_cpu()) return cpu_backend();
+  switch (device.kind) {
+    case DeviceKind::Cpu: return cpu_backend();
+    case DeviceKind::GuardedCpu: return guarded_backend();
+    case DeviceKind::Cuda: break;
+  }
   return cuda_backend(device.index);
 }
 

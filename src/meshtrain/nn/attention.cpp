@@ -46,7 +46,7 @@ float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const floa
     // rounded: no fp32 copy of either is made.
     qkv_ = nullptr;
     qkv16_.ensure(B * T * 3 * C_);
-    c_attn_.forward_rounded_output(inp, B * T, qkv16_.data());
+    c_attn_.forward_rounded_output(inp, B * T, qkv16_.raw());
     kernels::AttentionBf16 bf16 = bf16_operands();
     bf16.out = c_proj_.rounded_input(B * T);
     backend.attention_forward(nullptr, saved_, nullptr, B, T, C_, NH_, causal_, &bf16);
@@ -54,8 +54,8 @@ float* SelfAttention::forward(const float* inp, int64_t B, int64_t T, const floa
   }
   qkv_ = c_attn_.forward(inp, B * T);  // (B, T, 3C)
   y_.ensure(B * T * C_);
-  backend.attention_forward(y_.data(), saved_, qkv_, B, T, C_, NH_, causal_);
-  return c_proj_.forward(y_.data(), B * T, residual);
+  backend.attention_forward(y_.raw(), saved_, qkv_, B, T, C_, NH_, causal_);
+  return c_proj_.forward(y_.raw(), B * T, residual);
 }
 
 void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
@@ -68,19 +68,19 @@ void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
     // The heads read their output gradient rounded: c_proj writes it so
     // (the bits of rounding its fp32 product after).
     dy16_.ensure(B_ * T_ * C_);
-    c_proj_.backward_rounded_input_grad(dy16_.data(), dout);
+    c_proj_.backward_rounded_input_grad(dy16_.raw(), dout);
     kernels::AttentionBf16 bf16 = bf16_operands();
     // The same kernel on the same rounded q, k, v: the saved state comes
     // out bit for bit as in forward.
     if (recompute_scores_) backend.attention_recompute(saved_, nullptr, B_, T_, C_, NH_, causal_, &bf16);
     bf16.out = c_proj_.rounded_input(B_ * T_);
-    bf16.dout = dy16_.data();
+    bf16.dout = dy16_.raw();
     backend.attention_backward(dqkv, nullptr, nullptr, saved_, nullptr, B_, T_, C_, NH_, causal_, scratch, &bf16);
   } else {
     float* dy = Workspace::get(ws.dy, B_ * T_ * C_);  // (B, T, C)
     c_proj_.backward(dy, dout);
     if (recompute_scores_) backend.attention_recompute(saved_, qkv_, B_, T_, C_, NH_, causal_);
-    backend.attention_backward(dqkv, dy, y_.data(), saved_, qkv_, B_, T_, C_, NH_, causal_, scratch);
+    backend.attention_backward(dqkv, dy, y_.raw(), saved_, qkv_, B_, T_, C_, NH_, causal_, scratch);
   }
   c_attn_.backward(dinp, dqkv);
 }

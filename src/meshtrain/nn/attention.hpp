@@ -5,7 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
 #include "meshtrain/kernels/attention.hpp"
@@ -83,7 +84,7 @@ class SelfAttention {
  private:
   // bf16 products (ParamStore::bf16_products): the heads' products take
   // qkv16_, and in backward dy16_, rounded copies (kernels/attention.hpp).
-  kernels::AttentionBf16 bf16_operands() { return {.qkv = qkv16_.data()}; }
+  kernels::AttentionBf16 bf16_operands() { return {.qkv = qkv16_.raw()}; }
   // What forward saves for backward lives in the pool's "attn.att" buffers,
   // one set for every attention layer: the backend decides what it is.
   void share_saved(SharedActivations& pool) {
@@ -98,10 +99,10 @@ class SelfAttention {
   int64_t B_ = 0, T_ = 0;
   bool recompute_scores_ = false;
   const float* qkv_ = nullptr;                         // (B, T, 3C), owned by c_attn_; fp32 only
-  kernels::AttentionSaved saved_;                      // forward's state for backward, the backend's layout
-  AlignedBuffer<float> y_{MemoryKind::Activations};    // (B, T, C) heads side by side, fp32 only
-  AlignedBuffer<Bf16> qkv16_{MemoryKind::Activations};  // (B, T, 3C) bf16 only
-  AlignedBuffer<Bf16> dy16_{MemoryKind::Activations};   // (B, T, C) bf16 only, backward's
+  kernels::AttentionSaved saved_{memory_of(store_)};                    // forward's state for backward, the backend's layout
+  DeviceArray<float> y_{memory_of(store_), MemoryKind::Activations};    // (B, T, C) heads side by side, fp32 only
+  DeviceArray<Bf16> qkv16_{memory_of(store_), MemoryKind::Activations};  // (B, T, 3C) bf16 only
+  DeviceArray<Bf16> dy16_{memory_of(store_), MemoryKind::Activations};   // (B, T, C) bf16 only, backward's
 };
 
 }  // namespace meshtrain::nn

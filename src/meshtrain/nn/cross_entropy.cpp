@@ -15,20 +15,21 @@ ForwardResult SoftmaxCrossEntropy::forward(const float* logits, const int32_t* t
   lse_.ensure(N);
   loss_.ensure(N);
   logits_ = logits;
+  targets = staged_input(backend_, targets, static_cast<size_t>(N), targets_staged_);
   targets_ = targets;
   N_ = N;
   V_ = V;
   ForwardResult r;
-  r.correct = backend_.softmax_xent_forward(lse_.data(), loss_.data(), logits, targets, N, V);
+  r.correct = backend_.softmax_xent_forward(lse_.raw(), loss_.raw(), logits, targets, N, V);
   r.count = N;
   // Summed serially in double: the same loss whatever the thread count.
-  r.loss = static_cast<float>(backend_.sum_in_order(loss_.data(), static_cast<size_t>(N)) / N);
+  r.loss = static_cast<float>(backend_.sum_in_order(loss_.raw(), static_cast<size_t>(N)) / N);
   return r;
 }
 
 void SoftmaxCrossEntropy::backward(float* dlogits) {
   if (!logits_) throw Error("SoftmaxCrossEntropy::backward called before forward");
-  backend_.softmax_xent_backward(dlogits, logits_, lse_.data(), targets_, N_, V_, 1.0f / N_);
+  backend_.softmax_xent_backward(dlogits, logits_, lse_.raw(), targets_, N_, V_, 1.0f / N_);
 }
 
 }  // namespace meshtrain::nn

@@ -2,8 +2,9 @@
 // Softmax cross-entropy with integer targets, mean over rows.
 #include <cstdint>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/kernels/backend.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/model.hpp"
 
 namespace meshtrain::nn {
@@ -15,6 +16,7 @@ class SoftmaxCrossEntropy {
 
   // Mean loss over N rows of V logits, and how many argmaxes hit the target.
   // Throws if a target is outside [0, V). Remembers logits and targets.
+  // targets: host memory (uploaded where the backend is not the CPU).
   ForwardResult forward(const float* logits, const int32_t* targets, int64_t N, int64_t V);
 
   // dlogits (N, V) = d(mean loss) / d logits, written; may alias the logits
@@ -24,10 +26,11 @@ class SoftmaxCrossEntropy {
  private:
   kernels::Backend& backend_;
   const float* logits_ = nullptr;
-  const int32_t* targets_ = nullptr;
+  const int32_t* targets_ = nullptr;  // borrowed (on the CPU) or targets_staged_'s
   int64_t N_ = 0, V_ = 0;
-  AlignedBuffer<float> lse_{MemoryKind::Activations};   // (N)
-  AlignedBuffer<float> loss_{MemoryKind::Activations};  // (N)
+  DeviceArray<float> lse_{backend_.allocator(), MemoryKind::Activations};   // (N)
+  DeviceArray<float> loss_{backend_.allocator(), MemoryKind::Activations};  // (N)
+  DeviceArray<int32_t> targets_staged_{backend_.allocator(), MemoryKind::Activations};
 };
 
 }  // namespace meshtrain::nn

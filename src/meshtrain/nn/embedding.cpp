@@ -38,10 +38,11 @@ float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
   const bool seq = sequence_parallel(tp_);
   const int64_t rows = seq ? sequence_rows(*tp_, N) : N;
   out_.ensure(rows * C_);
+  tokens = staged_input(backend_of(store_), tokens, static_cast<size_t>(N), tokens_staged_);
   tokens_ = tokens;
   B_ = B;
   T_ = T;
-  float* out = out_.data();
+  float* out = out_.raw();
   if (!tp_) {
     backend_of(store_).encoder_forward(out, tokens, store_.param(wte_), store_.param(wpe_), B, T, C_);
     return out;
@@ -53,8 +54,8 @@ float* Embedding::forward(const int32_t* tokens, int64_t B, int64_t T) {
     return out;
   }
   seq_.ensure(N * C_);
-  backend_of(store_).embedding_rows_forward(seq_.data(), tokens, store_.param(wte_), v0_, V_rows_, N, C_);
-  tp_->reduce_scatter_sum(seq_.data(), out, static_cast<size_t>(rows * C_));  // (N, C) -> (N/TP, C)
+  backend_of(store_).embedding_rows_forward(seq_.raw(), tokens, store_.param(wte_), v0_, V_rows_, N, C_);
+  tp_->reduce_scatter_sum(seq_.raw(), out, static_cast<size_t>(rows * C_));  // (N, C) -> (N/TP, C)
   backend_of(store_).position_add_rows_forward(out, store_.param(wpe_), tp_->rank() * rows, rows, T, C_);
   return out;
 }
@@ -66,8 +67,8 @@ void Embedding::backward(const float* dout) {
   } else {
     if (sequence_parallel(tp_)) {
       const int64_t N = B_ * T_;
-      tp_->all_gather(dout, seq_.data(), static_cast<size_t>(N / tp_->size() * C_));  // (N/TP, C) -> (N, C)
-      dout = seq_.data();
+      tp_->all_gather(dout, seq_.raw(), static_cast<size_t>(N / tp_->size() * C_));  // (N/TP, C) -> (N, C)
+      dout = seq_.raw();
     }
     backend_of(store_).embedding_rows_backward(store_.grad(wte_), dout, tokens_, v0_, V_rows_, B_ * T_, C_);
     backend_of(store_).position_add_backward(store_.grad(wpe_), dout, B_, T_, C_);

@@ -22,7 +22,8 @@
 #include <cstdint>
 #include <string>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
@@ -61,12 +62,13 @@ class Embedding {
   TensorParallelComm* tp_;
   size_t wte_, wpe_;
   int64_t v0_ = 0, V_rows_;
-  const int32_t* tokens_ = nullptr;  // (B, T), borrowed
+  const int32_t* tokens_ = nullptr;  // (B, T), borrowed (on the CPU) or tokens_staged_'s
+  DeviceArray<int32_t> tokens_staged_{memory_of(store_), MemoryKind::Activations};
   int64_t B_ = 0, T_ = 0;
-  AlignedBuffer<float> out_{MemoryKind::Activations};  // (B, T, C); sequence parallelism: (B T / TP, C)
+  DeviceArray<float> out_{memory_of(store_), MemoryKind::Activations};  // (B, T, C); sequence parallelism: (B T / TP, C)
   // Sequence parallelism only: the partial lookup (B, T, C) in forward, the
   // gathered dout (B, T, C) in backward.
-  AlignedBuffer<float> seq_{MemoryKind::Activations};
+  DeviceArray<float> seq_{memory_of(store_), MemoryKind::Activations};
 };
 
 }  // namespace meshtrain::nn

@@ -71,7 +71,12 @@ Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp) : Gpt(config, tp, 
 
 Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPiece> pieces,
          nn::ExpertParallelComm* ep)
-    : config_(checked(config, tp)), tp_(tp), ep_(ep) {
+    : Model(config.device),
+      config_(checked(config, tp)),
+      tp_(tp),
+      ep_(ep),
+      ws_{nn::memory_of(store_)},
+      recomputed_(nn::memory_of(store_)) {
   check_pieces(pieces, config_.n_layer);
   store_.set_compute_precision(config_.precision);  // first: the blocks choose what they keep by it
   const bool balancing = config_.moe.aux_loss_coef > 0;
@@ -112,7 +117,7 @@ Gpt::Gpt(const GptConfig& config, nn::TensorParallelComm* tp, std::vector<GptPie
 
 std::unique_ptr<Gpt::Slot> Gpt::make_slot(const GptPiece& piece) {
   const GptConfig& c = config_;
-  auto s = std::make_unique<Slot>();
+  auto s = std::make_unique<Slot>(nn::memory_of(store_));
   if (piece.embedding)
     s->embed = std::make_unique<nn::Embedding>(store_, "wte.weight", "wpe.weight", c.vocab_size, c.block_size,
                                                c.n_embd, tp_, split_wte_unit_);
@@ -156,7 +161,7 @@ bool Gpt::whole_model() const {
   return pieces_.size() == 1 && p.embedding && p.head && p.first_layer == 0 && p.end_layer == config_.n_layer;
 }
 
-void Gpt::init_parameters(Rng& rng) {
+void Gpt::draw_parameters(Rng& rng) {
   const float stddev = 0.02f;
   const float proj_stddev = 0.02f / std::sqrt(2.0f * config_.n_layer);
   bool embedding = false;
@@ -187,7 +192,7 @@ int64_t Gpt::activation_floats(int64_t B, int64_t T) const { return local_rows(B
 
 const float* Gpt::run_layers(Slot& s, const GptPiece& piece, const int32_t* tokens, int64_t B, int64_t T) {
   const int64_t rows = local_rows(B, T);
-  const float* x = piece.embedding ? s.embed->forward(tokens, B, T) : s.input.data();  // (B, T, C), this rank's rows
+  const float* x = piece.embedding ? s.embed->forward(tokens, B, T) : s.input.raw();  // (B, T, C), this rank's rows
   for (auto& block : s.blocks) x = block->forward(x, B, T);
   return s.ln_f ? s.ln_f->forward(x, rows) : x;
 }
@@ -196,8 +201,8 @@ ForwardResult Gpt::head_forward(Slot& s, const int32_t* targets) {
   const int64_t B = s.B, T = s.T, C = config_.n_embd, V = vocab_rows_;
   if (nn::sequence_parallel(tp_)) {
     s.lnf_all.ensure(B * T * C);
-    tp_->all_gather(s.lnf, s.lnf_all.data(), static_cast<size_t>(local_rows(B, T) * C));  // -> (B*T, C)
-    s.lnf = s.lnf_all.data();
+    tp_->all_gather(s.lnf, s.lnf_all.raw(), static_cast<size_t>(local_rows(B, T) * C));  // -> (B*T, C)
+    s.lnf = s.lnf_all.raw();
   }
   s.logits.ensure(B * T * V);
   // logits (B*T, V) = ln_f (B*T, C) wte^T (C, V), V: this rank's vocabulary rows
@@ -205,30 +210,30 @@ ForwardResult Gpt::head_forward(Slot& s, const int32_t* targets) {
   if (store_.bf16_products()) {  // both operands rounded once, kept for backward
     backend_of(store_).gemm_bf16(
         Trans::No, Trans::Yes, n, v, c, 1.0f, round_into(store_, s.lnf, size_t(B * T * C), s.lnf16), c,
-        round_into(store_, store_.param(head_wte_), size_t(V * C), s.wte16), c, 0.0f, s.logits.data(), v);
+        round_into(store_, store_.param(head_wte_), size_t(V * C), s.wte16), c, 0.0f, s.logits.raw(), v);
   } else {
     backend_of(store_).gemm(Trans::No, Trans::Yes, n, v, c, 1.0f, s.lnf, c, store_.param(head_wte_), c, 0.0f,
-                            s.logits.data(), v);
+                            s.logits.raw(), v);
   }
-  return s.xent->forward(s.logits.data(), targets, B * T);
+  return s.xent->forward(s.logits.raw(), targets, B * T);
 }
 
 void Gpt::head_backward(Slot& s, bool split) {
   const int64_t N = s.B * s.T, C = config_.n_embd, V = vocab_rows_, rows = local_rows(s.B, s.T);
   const bool seq = nn::sequence_parallel(tp_);
   const int n = static_cast<int>(N), c = static_cast<int>(C), v = static_cast<int>(V);
-  float* dlogits = s.logits.data();  // in place
+  float* dlogits = s.logits.raw();  // in place
   s.xent->backward(dlogits);
   // bf16: rounded once for both products (and a split backward's later weight half).
   if (store_.bf16_products()) round_into(store_, dlogits, static_cast<size_t>(N * V), s.dlogits16);
   float* dlnf = nn::Workspace::get(ws_.dln, rows * C);  // (B, T, C), this rank's rows
   // Under sequence parallelism the whole-row dlnf goes over the gathered
   // ln_f output, which the dwte GEMM reads first.
-  float* dlnf_all = seq ? s.lnf_all.data() : dlnf;  // (B*T, C)
+  float* dlnf_all = seq ? s.lnf_all.raw() : dlnf;  // (B*T, C)
   if (!split) head_backward_weight(s);
   // Tied output layer: dlnf = dlogits wte.
   if (store_.bf16_products())
-    backend_of(store_).gemm_bf16(Trans::No, Trans::No, n, c, v, 1.0f, s.dlogits16.data(), v, s.wte16.data(), c, 0.0f,
+    backend_of(store_).gemm_bf16(Trans::No, Trans::No, n, c, v, 1.0f, s.dlogits16.raw(), v, s.wte16.raw(), c, 0.0f,
                                  dlnf_all, c);
   else
     backend_of(store_).gemm(Trans::No, Trans::No, n, c, v, 1.0f, dlogits, v, store_.param(head_wte_), c, 0.0f, dlnf_all,
@@ -238,30 +243,30 @@ void Gpt::head_backward(Slot& s, bool split) {
     tp_->reduce_scatter_sum(dlnf_all, dlnf, static_cast<size_t>(rows * C));  // -> (B*T/TP, C)
   else if (tp_)
     tp_->all_reduce_sum(dlnf, static_cast<size_t>(N * C));
-  s.ln_f->backward(s.dres.data(), dlnf);
+  s.ln_f->backward(s.dres.raw(), dlnf);
 }
 
 void Gpt::head_backward_weight(Slot& s) {
   const int n = static_cast<int>(s.B * s.T), c = static_cast<int>(config_.n_embd), v = static_cast<int>(vocab_rows_);
   // dwte (V, C) += dlogits^T (V, N) lnf (N, C)
   if (store_.bf16_products())
-    backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, v, c, n, 1.0f, s.dlogits16.data(), v, s.lnf16.data(), c, 1.0f,
+    backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, v, c, n, 1.0f, s.dlogits16.raw(), v, s.lnf16.raw(), c, 1.0f,
                                  store_.grad(head_wte_), c);
   else
-    backend_of(store_).gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, s.logits.data(), v, s.lnf, c, 1.0f,
+    backend_of(store_).gemm(Trans::Yes, Trans::No, v, c, n, 1.0f, s.logits.raw(), v, s.lnf, c, 1.0f,
                             store_.grad(head_wte_), c);
 }
 
 float* Gpt::input_buffer(size_t piece, size_t index, int64_t B, int64_t T) {
   Slot& s = slot(piece, index);
   s.input.ensure(activation_floats(B, T));
-  return s.input.data();
+  return s.input.raw();
 }
 
 float* Gpt::output_gradient_buffer(size_t piece, size_t index, int64_t B, int64_t T) {
   Slot& s = slot(piece, index);
   s.dres.ensure(activation_floats(B, T));
-  return s.dres.data();
+  return s.dres.raw();
 }
 
 const float* Gpt::forward_piece(size_t piece, size_t index, const Batch& batch, ForwardResult* loss) {
@@ -291,7 +296,7 @@ const float* Gpt::backward_piece(size_t piece, size_t index, bool split) {
   if (!s.forwarded) throw Error("gpt: backward() called before forward()");
   const GptPiece& p = pieces_[piece].piece;
   s.dres.ensure(local_rows(s.B, s.T) * config_.n_embd);
-  float* dres = s.dres.data();  // (B, T, C) residual-stream gradient, this rank's rows
+  float* dres = s.dres.raw();  // (B, T, C) residual-stream gradient, this rank's rows
   if (p.head) head_backward(s, split);  // else the next stage's gradient is in dres already
   for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) {
     (*it)->defer_weight_gradients(split);
@@ -348,8 +353,12 @@ std::span<const float> Gpt::logits_from(std::span<const int32_t> tokens, int64_t
   // logits (rows, V) = lnf[first:T] (rows, C) wte^T.
   backend_of(store_).gemm(Trans::No, Trans::Yes, static_cast<int>(rows), static_cast<int>(V), static_cast<int>(C), 1.0f,
                           lnf + first * C, static_cast<int>(C), store_.param(head_wte_), static_cast<int>(C), 0.0f,
-                          s.logits.data(), static_cast<int>(V));
-  return {s.logits.data(), static_cast<size_t>(rows * V)};
+                          s.logits.raw(), static_cast<int>(V));
+  const size_t n = static_cast<size_t>(rows * V);
+  if (store_.on_host()) return {s.logits.raw(), n};
+  logits_host_.resize(n);
+  s.logits.download(logits_host_);
+  return logits_host_;
 }
 
 double Gpt::flops_per_sample() const {

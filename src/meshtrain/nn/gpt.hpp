@@ -46,7 +46,8 @@
 #include <span>
 #include <vector>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/nn/block.hpp"
 #include "meshtrain/nn/embedding.hpp"
 #include "meshtrain/nn/layernorm.hpp"
@@ -74,6 +75,9 @@ struct GptConfig {
   // The products' precision, set on the store; bf16 also keeps the blocks'
   // activations in bf16 (nn/recompute.hpp).
   Precision precision = Precision::Fp32;
+  // Where the parameters, gradients and activations live (training.device):
+  // the dense GPT on one device (docs/gpu.md).
+  Device device{};
 };
 
 // One mixture-of-experts block this rank holds: its step's routing sums
@@ -111,7 +115,7 @@ class Gpt final : public Model, public nn::PipelineModel {
   // GPT-2 init: weights ~ N(0, 0.02), the c_proj weights ~ N(0, 0.02 / sqrt(2 L)),
   // biases 0, layernorm weight 1 and bias 0. A piece draws exactly its
   // tensors' values of the whole model's init (nn/init.hpp).
-  void init_parameters(Rng& rng) override;
+  void draw_parameters(Rng& rng) override;
   // The whole model only (Error otherwise). Reads batch.tokens and
   // batch.targets (B, T) with T = batch.seq_len <= block_size.
   ForwardResult forward(const Batch& batch) override;
@@ -159,23 +163,24 @@ class Gpt final : public Model, public nn::PipelineModel {
   // One micro-batch's layers of a piece: replicas sharing the parameters,
   // each with its own activations.
   struct Slot {
+    DeviceAllocator& memory;  // the store's device's: where the activations below live
     std::unique_ptr<nn::Embedding> embed;  // the first stage's
     std::vector<std::unique_ptr<nn::Block>> blocks;
     std::unique_ptr<nn::LayerNorm> ln_f;  // the last stage's
     std::unique_ptr<nn::VocabParallelCrossEntropy> xent;
     int64_t B = 0, T = 0;
     const float* lnf = nullptr;                              // (B, T, C), owned by ln_f (or lnf_all)
-    AlignedBuffer<float> input{MemoryKind::Activations};     // (B, T, C) from the previous stage
-    AlignedBuffer<float> logits{MemoryKind::Activations};    // (B, T, V/TP); dlogits in place in backward
-    AlignedBuffer<float> dres{MemoryKind::Activations};      // (B, T, C) residual-stream gradient (rank's rows)
+    DeviceArray<float> input{memory, MemoryKind::Activations};     // (B, T, C) from the previous stage
+    DeviceArray<float> logits{memory, MemoryKind::Activations};    // (B, T, V/TP); dlogits in place in backward
+    DeviceArray<float> dres{memory, MemoryKind::Activations};      // (B, T, C) residual-stream gradient (rank's rows)
     // Sequence parallelism only: ln_f's output gathered (B, T, C), then in
     // backward the output layer's whole-row input gradient before its reduce-scatter.
-    AlignedBuffer<float> lnf_all{MemoryKind::Activations};
+    DeviceArray<float> lnf_all{memory, MemoryKind::Activations};
     // bf16 products only (ParamStore::compute_precision): the output layer's
     // rounded operands, wte (V/TP, C), ln_f's output (B*T, C) and dlogits (B*T, V/TP).
-    AlignedBuffer<Bf16> wte16{MemoryKind::WeightCopies};
-    AlignedBuffer<Bf16> lnf16{MemoryKind::Activations};
-    AlignedBuffer<Bf16> dlogits16{MemoryKind::Activations};
+    DeviceArray<Bf16> wte16{memory, MemoryKind::WeightCopies};
+    DeviceArray<Bf16> lnf16{memory, MemoryKind::Activations};
+    DeviceArray<Bf16> dlogits16{memory, MemoryKind::Activations};
     bool forwarded = false;       // forward ran, backward not yet
     bool weights_pending = false;  // a split backward ran, backward_piece_weights not yet
   };
@@ -215,6 +220,7 @@ class Gpt final : public Model, public nn::PipelineModel {
   // Recomputation: the activations every block of every slot shares (one
   // block's backward runs at a time).
   nn::SharedActivations recomputed_;
+  std::vector<float> logits_host_;  // logits_from's, downloaded from a device
 };
 
 }  // namespace meshtrain

@@ -24,9 +24,9 @@ float* LayerNorm::forward(const float* inp, int64_t N) {
   rstd_.ensure(N);
   inp_ = inp;
   N_ = N;
-  backend_of(store_).layernorm_forward(out_.data(), mean_.data(), rstd_.data(), inp, store_.param(weight_),
+  backend_of(store_).layernorm_forward(out_.raw(), mean_.raw(), rstd_.raw(), inp, store_.param(weight_),
                                        store_.param(bias_), N, C_);
-  return out_.data();
+  return out_.raw();
 }
 
 void LayerNorm::forward_rounded(const float* inp, int64_t N, Bf16* out16) {
@@ -34,7 +34,7 @@ void LayerNorm::forward_rounded(const float* inp, int64_t N, Bf16* out16) {
   rstd_.ensure(N);
   inp_ = inp;
   N_ = N;
-  backend_of(store_).layernorm_forward_rounded(out16, mean_.data(), rstd_.data(), inp, store_.param(weight_),
+  backend_of(store_).layernorm_forward_rounded(out16, mean_.raw(), rstd_.raw(), inp, store_.param(weight_),
                                                store_.param(bias_), N, C_);
 }
 
@@ -42,13 +42,13 @@ void LayerNorm::backward(float* dinp, const float* dout, const float* dresid) {
   if (!inp_) throw Error("LayerNorm::backward called before forward");
   if (!seq_tp_) {
     backend_of(store_).layernorm_backward(dinp, store_.grad(weight_), store_.grad(bias_), dout, inp_,
-                                          store_.param(weight_), mean_.data(), rstd_.data(), dresid, N_, C_);
+                                          store_.param(weight_), mean_.raw(), rstd_.raw(), dresid, N_, C_);
   } else {
     dpartial_.ensure(2 * C_);
-    float* dweight = dpartial_.data();  // (C), then dbias (C)
-    fill_constant(dweight, 2 * C_, 0.0f);
-    backend_of(store_).layernorm_backward(dinp, dweight, dweight + C_, dout, inp_, store_.param(weight_), mean_.data(),
-                                          rstd_.data(), dresid, N_, C_);
+    float* dweight = dpartial_.raw();  // (C), then dbias (C)
+    backend_of(store_).fill(dweight, static_cast<size_t>(2 * C_), 0.0f);
+    backend_of(store_).layernorm_backward(dinp, dweight, dweight + C_, dout, inp_, store_.param(weight_), mean_.raw(),
+                                          rstd_.raw(), dresid, N_, C_);
     seq_tp_->all_reduce_sum_fp32(dweight, static_cast<size_t>(2 * C_));
     backend_of(store_).residual_forward(store_.grad(weight_), store_.grad(weight_), dweight, C_);
     backend_of(store_).residual_forward(store_.grad(bias_), store_.grad(bias_), dweight + C_, C_);

@@ -12,7 +12,8 @@
 #include <cstdint>
 #include <string>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
@@ -59,10 +60,10 @@ class LayerNorm {
   size_t weight_, bias_;
   const float* inp_ = nullptr;  // (N, C), borrowed
   int64_t N_ = 0;
-  AlignedBuffer<float> out_{MemoryKind::Activations};   // (N, C)
-  AlignedBuffer<float> mean_{MemoryKind::Activations};  // (N)
-  AlignedBuffer<float> rstd_{MemoryKind::Activations};  // (N)
-  AlignedBuffer<float> dpartial_{MemoryKind::Activations};  // (2C) sequence parallelism: this rank's dweight, dbias
+  DeviceArray<float> out_{memory_of(store_), MemoryKind::Activations};   // (N, C)
+  DeviceArray<float> mean_{memory_of(store_), MemoryKind::Activations};  // (N)
+  DeviceArray<float> rstd_{memory_of(store_), MemoryKind::Activations};  // (N)
+  DeviceArray<float> dpartial_{memory_of(store_), MemoryKind::Activations};  // (2C) sequence parallelism: this rank's dweight, dbias
 };
 
 }  // namespace meshtrain::nn

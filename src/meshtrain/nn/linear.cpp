@@ -51,7 +51,7 @@ float* Linear::forward(const float* inp, int64_t M, const float* residual) {
   // A row shard's output is the residual side (this rank's rows under
   // sequence parallelism); a column shard's covers every row it gathered.
   out_buf_.ensure((shard_.kind == LinearShard::Kind::Row ? local_rows(M) : M) * out_);
-  return forward_into(inp, M, out_buf_.data(), residual);
+  return forward_into(inp, M, out_buf_.raw(), residual);
 }
 
 float* Linear::forward_into(const float* inp, int64_t M, float* out, const float* residual) {
@@ -68,8 +68,8 @@ const float* Linear::take_input(const float* inp, int64_t M) {
   }
   if (sequence_parallel() && shard_.kind == LinearShard::Kind::Column) {
     seq_.ensure(M * in_);
-    shard_.tp->all_gather(inp, seq_.data(), static_cast<size_t>(local_rows(M) * in_));  // (M/T, in) -> (M, in)
-    inp = seq_.data();
+    shard_.tp->all_gather(inp, seq_.raw(), static_cast<size_t>(local_rows(M) * in_));  // (M/T, in) -> (M, in)
+    inp = seq_.raw();
   }
   inp_ = inp;
   M_ = M;
@@ -85,7 +85,7 @@ void Linear::forward_rounded_output(const float* inp, int64_t M, kernels::Bf16* 
   take_input(inp, M);
   round_into(store_, store_.param(weight_), static_cast<size_t>(in_ * out_), weight_copy());
   const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
-  backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::No, m, n, k, in16_.data(), k, weight_copy().data(), n, out16,
+  backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::No, m, n, k, in16_.raw(), k, weight_copy().raw(), n, out16,
                                        n, has_bias_ ? store_.param(bias_) : nullptr);
 }
 
@@ -98,12 +98,12 @@ kernels::Bf16* Linear::rounded_input(int64_t M) {
   if (!takes_rounded_input())
     throw Error("Linear::rounded_input: a column shard under sequence parallelism gathers its fp32 input");
   in16_.ensure(M * in_);
-  return in16_.data();
+  return in16_.raw();
 }
 
 float* Linear::forward_rounded(int64_t M, const float* residual) {
   out_buf_.ensure((shard_.kind == LinearShard::Kind::Row ? local_rows(M) : M) * out_);
-  return forward_rounded_into(M, out_buf_.data(), residual);
+  return forward_rounded_into(M, out_buf_.raw(), residual);
 }
 
 float* Linear::forward_rounded_into(int64_t M, float* out, const float* residual) {
@@ -118,7 +118,7 @@ float* Linear::forward_products(const float* inp, int64_t M, float* out, const f
   const int64_t rows = local_rows(M);
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
   if (shard_.kind == LinearShard::Kind::Row) {
-    float* partial = seq ? (seq_.ensure(M * out_), seq_.data()) : out;  // (M, out)
+    float* partial = seq ? (seq_.ensure(M * out_), seq_.raw()) : out;  // (M, out)
     // The partial products sum over the group first; bias and residual are
     // then added once, not once per rank.
     gemm_forward(inp, M, 0.0f, partial);
@@ -156,8 +156,8 @@ void Linear::backward_fp32_dout(float* dinp, const float* dout, kernels::Bf16* d
   if (dout16_scratch_ && !store_.bf16_products())  // share_fp32_temporaries() ran
     throw Error("Linear: an fp32 backward after bf16 activations were set up (its fp32 input is not kept)");
   if (sequence_parallel() && shard_.kind != LinearShard::Kind::Column) {
-    shard_.tp->all_gather(dout, seq_.data(), static_cast<size_t>(local_rows(M_) * out_));  // (M/T, out) -> (M, out)
-    dout = seq_.data();
+    shard_.tp->all_gather(dout, seq_.raw(), static_cast<size_t>(local_rows(M_) * out_));  // (M/T, out) -> (M, out)
+    dout = seq_.raw();
   }
   if (!store_.bf16_products()) return backward_products(dinp, dout, nullptr, /*bias_from_dout=*/true);
   // bf16: dout rounded once for both products (and kept for a deferred
@@ -194,7 +194,7 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
                 "sequence parallelism reuses in backward");
   // A column shard under sequence parallelism writes its whole-row input
   // gradient over the gathered input, once the weight gradient has read it.
-  float* dinp_all = dinp && seq && column ? seq_.data() : dinp;  // (M, in)
+  float* dinp_all = dinp && seq && column ? seq_.raw() : dinp;  // (M, in)
   const int M = static_cast<int>(M_), in = static_cast<int>(in_), out = static_cast<int>(out_);
   // A shared weight copy holds another layer's weight by now: round this
   // one's again (the same bits as in forward; ZeRO-3 has gathered it).
@@ -212,10 +212,10 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
   // dinp (M, in) = dout (M, out) W^T (out, in)
   auto input_grad = [&] {
     if (dinp16)
-      backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::Yes, M, in, out, dout16, out, weight_copy().data(), out,
+      backend_of(store_).gemm_bf16_rounded(Trans::No, Trans::Yes, M, in, out, dout16, out, weight_copy().raw(), out,
                                            dinp16, in);
     else if (store_.bf16_products())
-      backend_of(store_).gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, weight_copy().data(), out,
+      backend_of(store_).gemm_bf16(Trans::No, Trans::Yes, M, in, out, 1.0f, dout16, out, weight_copy().raw(), out,
                                    0.0f, dinp_all, in);
     else
       backend_of(store_).gemm(Trans::No, Trans::Yes, M, in, out, 1.0f, dout, out, store_.param(weight_), out, 0.0f,
@@ -226,7 +226,7 @@ void Linear::backward_products(float* dinp, const float* dout, const kernels::Bf
     // bf16 the rounded dout16_ is that copy already.
     if (!store_.bf16_products()) {
       dout_saved_.ensure(M_ * out_);
-      backend_of(store_).copy(dout_saved_.data(), dout, static_cast<size_t>(M_ * out_));
+      backend_of(store_).copy(dout_saved_.raw(), dout, static_cast<size_t>(M_ * out_));
     }
     weight_pending_ = true;
     if (has_bias_) {
@@ -255,7 +255,7 @@ void Linear::gemm_forward(const float* inp, int64_t M, float beta, float* out, c
   // out (M, out) = inp (M, in) W (in, out) [+ bias] + beta out
   const int m = static_cast<int>(M), n = static_cast<int>(out_), k = static_cast<int>(in_);
   if (store_.bf16_products())
-    backend_of(store_).gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.data(), k, weight_copy().data(), n, beta,
+    backend_of(store_).gemm_bf16(Trans::No, Trans::No, m, n, k, 1.0f, in16_.raw(), k, weight_copy().raw(), n, beta,
                                  out, n, bias);
   else
     backend_of(store_).gemm(Trans::No, Trans::No, m, n, k, 1.0f, inp, k, store_.param(weight_), n, beta, out, n);
@@ -266,7 +266,7 @@ void Linear::gemm_weight_grad(const float* dout, const kernels::Bf16* dout16) {
   // dW (in, out) += inp^T (in, M) dout (M, out); written, not added, onto zeros.
   const float beta = store_.claim_zeroed_grad(weight_) ? 0.0f : 1.0f;
   if (store_.bf16_products())
-    backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.data(), in, dout16, out, beta,
+    backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, in, out, M, 1.0f, in16_.raw(), in, dout16, out, beta,
                                  store_.grad(weight_), out);
   else
     backend_of(store_).gemm(Trans::Yes, Trans::No, in, out, M, 1.0f, inp_, in, dout, out, beta, store_.grad(weight_),
@@ -276,7 +276,7 @@ void Linear::gemm_weight_grad(const float* dout, const kernels::Bf16* dout16) {
 void Linear::backward_weight() {
   if (!weight_pending_) throw Error("Linear::backward_weight called without a deferred backward before it");
   weight_pending_ = false;
-  gemm_weight_grad(dout_saved_.data(), dout16_.data());
+  gemm_weight_grad(dout_saved_.raw(), dout16_.raw());
   store_.grad_ready(weight_);
 }
 

@@ -11,7 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
 #include "meshtrain/kernels/bf16.hpp"
@@ -125,7 +126,7 @@ class Linear {
   int64_t in_features() const { return in_; }    // this rank's (Row: in/T)
   int64_t out_features() const { return out_; }  // this rank's (Column: out/T)
   size_t weight_index() const { return weight_; }
-  float* output() { return out_buf_.data(); }  // (M, out) of the last forward (not forward_into's)
+  float* output() { return out_buf_.raw(); }  // (M, out) of the last forward (not forward_into's)
 
   // Full recomputation (recompute.hpp): the output (when `output`) and the
   // sequence-parallel work area live in `pool`'s "<key>.out", "<key>.seq".
@@ -181,9 +182,9 @@ class Linear {
   // Where backward's rounded dout (M, out) goes: the layer's own buffer for a
   // deferred weight gradient, else the one the linear layers share, if any.
   kernels::Bf16* rounded_output_grad_buffer(int64_t M) {
-    AlignedBuffer<kernels::Bf16>& rounded = defer_weight_ || !dout16_scratch_ ? dout16_ : *dout16_scratch_;
+    DeviceArray<kernels::Bf16>& rounded = defer_weight_ || !dout16_scratch_ ? dout16_ : *dout16_scratch_;
     rounded.ensure(M * out_);
-    return rounded.data();
+    return rounded.raw();
   }
   // out (M, out) = inp W [+ bias (bf16 products only)] + beta out.
   void gemm_forward(const float* inp, int64_t M, float beta, float* out, const float* bias = nullptr);
@@ -193,24 +194,24 @@ class Linear {
   const float* inp_ = nullptr;  // (M, in), borrowed from the caller (Column under SP: seq_); null when rounded
   int64_t M_ = 0;
   bool forwarded_ = false;  // a forward has run (backward's precondition)
-  AlignedBuffer<float> out_buf_{MemoryKind::Activations};  // (M, out); Row under SP (M/T, out)
+  DeviceArray<float> out_buf_{memory_of(store_), MemoryKind::Activations};  // (M, out); Row under SP (M/T, out)
   // Sequence parallelism only. Column: the gathered input (M, in), then the
   // work area of backward's input-gradient reduce-scatter. Row: the partial
   // output (M, out), then backward's gathered dout (M, out).
-  AlignedBuffer<float> seq_{MemoryKind::Activations};
+  DeviceArray<float> seq_{memory_of(store_), MemoryKind::Activations};
   bool defer_weight_ = false;
   bool weight_pending_ = false;                               // backward() ran, backward_weight() not yet
-  AlignedBuffer<float> dout_saved_{MemoryKind::Activations};  // (M, out) deferral only, fp32
+  DeviceArray<float> dout_saved_{memory_of(store_), MemoryKind::Activations};  // (M, out) deferral only, fp32
   // bf16 products only: the rounded weight (in, out), input (M, in) and
   // output gradient (M, out), the last also a deferred weight gradient's.
-  AlignedBuffer<kernels::Bf16> w16_{MemoryKind::WeightCopies};
-  AlignedBuffer<kernels::Bf16> in16_{MemoryKind::Activations};
-  AlignedBuffer<kernels::Bf16> dout16_{MemoryKind::Activations};
+  DeviceArray<kernels::Bf16> w16_{memory_of(store_), MemoryKind::WeightCopies};
+  DeviceArray<kernels::Bf16> in16_{memory_of(store_), MemoryKind::Activations};
+  DeviceArray<kernels::Bf16> dout16_{memory_of(store_), MemoryKind::Activations};
   // Shared, for an undeferred backward; set by share_fp32_temporaries() only.
-  AlignedBuffer<kernels::Bf16>* dout16_scratch_ = nullptr;
-  AlignedBuffer<kernels::Bf16>* w16_scratch_ = nullptr;    // shared, for transient (ZeRO-3) weights
+  DeviceArray<kernels::Bf16>* dout16_scratch_ = nullptr;
+  DeviceArray<kernels::Bf16>* w16_scratch_ = nullptr;    // shared, for transient (ZeRO-3) weights
   // The rounded weight's buffer: the shared one when the weights are transient.
-  AlignedBuffer<kernels::Bf16>& weight_copy() {
+  DeviceArray<kernels::Bf16>& weight_copy() {
     return w16_scratch_ && store_.params_transient() ? *w16_scratch_ : w16_;
   }
 };

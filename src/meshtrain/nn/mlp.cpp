@@ -27,8 +27,8 @@ float* Mlp::forward(const float* inp, int64_t N, const float* residual) {
   }
   h_ = c_fc_.forward(inp, N);  // (N, H)
   gelu_.ensure(N * H);
-  backend_of(store_).gelu_forward(gelu_.data(), h_, N * H);
-  return c_proj_.forward(gelu_.data(), N, residual);
+  backend_of(store_).gelu_forward(gelu_.raw(), h_, N * H);
+  return c_proj_.forward(gelu_.raw(), N, residual);
 }
 
 float* Mlp::forward_into(const float* inp, int64_t N, float* h, float* gelu, float* out) {
@@ -47,8 +47,8 @@ void Mlp::gelu_rounded(const float* inp, int64_t N) {
   const int64_t H = c_fc_.out_features();
   h_ = nullptr;
   h16_.ensure(N * H);
-  c_fc_.forward_rounded_output(inp, N, h16_.data());
-  backend_of(store_).gelu_forward_bf16(c_proj_.rounded_input(N), h16_.data(), N * H);
+  c_fc_.forward_rounded_output(inp, N, h16_.raw());
+  backend_of(store_).gelu_forward_bf16(c_proj_.rounded_input(N), h16_.raw(), N * H);
 }
 
 void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
@@ -61,7 +61,7 @@ void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
     // either gradient is written and read back.
     Bf16* dh16 = Workspace::get(ws.dh16, N_ * H);
     c_proj_.backward_rounded_input_grad(dh16, dout);
-    backend_of(store_).gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.data(), dh16, N_,
+    backend_of(store_).gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.raw(), dh16, N_,
                                              H);
     c_fc_.backward_rounded(dinp);
     return;

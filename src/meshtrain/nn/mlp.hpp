@@ -4,7 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
 #include "meshtrain/nn/feed_forward.hpp"
@@ -85,11 +86,11 @@ class Mlp final : public FeedForward {
   Linear c_fc_, c_proj_;
   int64_t N_ = 0;
   const float* h_ = nullptr;                            // (N, 4C) pre-activation, owned by c_fc_ (fp32 only)
-  AlignedBuffer<float> gelu_{MemoryKind::Activations};  // (N, 4C)
+  DeviceArray<float> gelu_{memory_of(store_), MemoryKind::Activations};  // (N, 4C)
   // bf16 products only: the pre-activation, rounded by c_fc's product, what
   // the GELU's two passes read (as PyTorch's autocast keeps a bf16 linear's
   // output).
-  AlignedBuffer<Bf16> h16_{MemoryKind::Activations};  // (N, 4C)
+  DeviceArray<Bf16> h16_{memory_of(store_), MemoryKind::Activations};  // (N, 4C)
 };
 
 }  // namespace meshtrain::nn

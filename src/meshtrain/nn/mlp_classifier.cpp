@@ -29,15 +29,16 @@ std::vector<std::unique_ptr<nn::Linear>> make_hidden(ParamStore& store, const Ml
 }  // namespace
 
 MlpClassifier::MlpClassifier(const MlpConfig& config)
-    : config_(checked(config)),
+    : Model(config.device),
+      config_(checked(config)),
       fc_(make_hidden(store_, config_)),
       head_(store_, "head", config.hidden.empty() ? config.input_dim : config.hidden.back(), config.classes),
       xent_(nn::backend_of(store_)) {
-  for (size_t i = 0; i < fc_.size(); ++i) act_.emplace_back(MemoryKind::Activations);
+  for (size_t i = 0; i < fc_.size(); ++i) act_.emplace_back(nn::memory_of(store_), MemoryKind::Activations);
   store_.allocate();
 }
 
-void MlpClassifier::init_parameters(Rng& rng) {
+void MlpClassifier::draw_parameters(Rng& rng) {
   for (auto& fc : fc_) fc->init(rng, 1.0f / std::sqrt(static_cast<float>(fc->in_features())));
   head_.init(rng, 1.0f / std::sqrt(static_cast<float>(head_.in_features())));
 }
@@ -53,8 +54,8 @@ ForwardResult MlpClassifier::forward(const Batch& batch) {
   for (size_t i = 0; i < fc_.size(); ++i) {
     const float* h = fc_[i]->forward(x, B);  // (B, hidden[i]) pre-activation
     act_[i].ensure(B * config_.hidden[i]);
-    nn::backend_of(store_).gelu_forward(act_[i].data(), h, B * config_.hidden[i]);
-    x = act_[i].data();
+    nn::backend_of(store_).gelu_forward(act_[i].raw(), h, B * config_.hidden[i]);
+    x = act_[i].raw();
   }
   const float* logits = head_.forward(x, B);  // (B, classes)
   ready_ = true;
@@ -74,12 +75,12 @@ void MlpClassifier::backward() {
     return;
   }
   int cur = 0;
-  head_.backward(dbuf_[cur].data(), dlogits);  // d act_.back()
+  head_.backward(dbuf_[cur].raw(), dlogits);  // d act_.back()
   for (size_t k = fc_.size(); k-- > 0;) {
-    float* dact = dbuf_[cur].data();  // (B, hidden[k])
+    float* dact = dbuf_[cur].raw();  // (B, hidden[k])
     // GELU backward needs the pre-activation, which fc_[k] still holds.
     nn::backend_of(store_).gelu_backward(dact, fc_[k]->output(), dact, B_ * config_.hidden[k]);
-    fc_[k]->backward(k == 0 ? nullptr : dbuf_[1 - cur].data(), dact);
+    fc_[k]->backward(k == 0 ? nullptr : dbuf_[1 - cur].raw(), dact);
     cur = 1 - cur;
   }
 }

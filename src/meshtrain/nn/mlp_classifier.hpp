@@ -7,7 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/cross_entropy.hpp"
 #include "meshtrain/nn/linear.hpp"
 #include "meshtrain/nn/model.hpp"
@@ -18,6 +19,7 @@ struct MlpConfig {
   int64_t input_dim = 784;  // H * W
   std::vector<int64_t> hidden = {256, 256};
   int64_t classes = 10;
+  Device device{};  // training.device, as GptConfig's
 };
 
 class MlpClassifier final : public Model {
@@ -29,7 +31,7 @@ class MlpClassifier final : public Model {
 
   std::string kind() const override { return "mlp"; }
   // Weights ~ N(0, 1 / sqrt(fan_in)) (keeps activations at unit scale), biases 0.
-  void init_parameters(Rng& rng) override;
+  void draw_parameters(Rng& rng) override;
   // Reads batch.pixels (B, input_dim) and batch.targets (B).
   ForwardResult forward(const Batch& batch) override;
   void backward() override;
@@ -43,9 +45,9 @@ class MlpClassifier final : public Model {
   std::vector<std::unique_ptr<nn::Linear>> fc_;  // hidden layers
   nn::Linear head_;
   nn::SoftmaxCrossEntropy xent_;
-  std::vector<AlignedBuffer<float>> act_;  // (B, hidden[i]) GELU outputs
-  AlignedBuffer<float> dbuf_[2] = {AlignedBuffer<float>(MemoryKind::Activations),
-                                   AlignedBuffer<float>(MemoryKind::Activations)};  // ping-pong gradients
+  std::vector<DeviceArray<float>> act_;  // (B, hidden[i]) GELU outputs
+  DeviceArray<float> dbuf_[2] = {DeviceArray<float>(nn::memory_of(store_), MemoryKind::Activations),
+                                 DeviceArray<float>(nn::memory_of(store_), MemoryKind::Activations)};  // ping-pong gradients
   int64_t B_ = 0;
   bool ready_ = false;  // a forward() is waiting for its backward()
 };

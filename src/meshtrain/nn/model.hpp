@@ -6,6 +6,7 @@
 #include <string>
 
 #include "meshtrain/core/batch.hpp"
+#include "meshtrain/core/device.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
 
@@ -23,8 +24,11 @@ class Model {
   virtual std::string kind() const = 0;  // "gpt", "mlp", "vit"
   ParamStore& store() { return store_; }
   const ParamStore& store() const { return store_; }
-  // Fills the parameters from rng (deterministically).
-  virtual void init_parameters(Rng& rng) = 0;
+  // Fills the parameters from rng (deterministically), on any device: the
+  // values are drawn on the host (nn/init.hpp) and uploaded.
+  void init_parameters(Rng& rng) {
+    store_.fill_params_on_host([&] { draw_parameters(rng); });
+  }
   // Forward pass with loss; saves activations for backward().
   virtual ForwardResult forward(const Batch& batch) = 0;
   // Backward of the last forward(); grads += dloss/dparam, where loss is the mean loss.
@@ -33,6 +37,15 @@ class Model {
   virtual double flops_per_sample() const = 0;
 
  protected:
+  Model() = default;
+  // A model whose parameters, gradients and activations live on `device`
+  // (its backend's memory): set before any layer is built, which the base
+  // class's construction guarantees.
+  explicit Model(const Device& device);
+  // The parameters' values from rng, written through store_.param(i) (host
+  // memory while init_parameters runs).
+  virtual void draw_parameters(Rng& rng) = 0;
+
   ParamStore store_;
 };
 

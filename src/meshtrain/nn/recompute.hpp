@@ -28,7 +28,7 @@
 #include <memory>
 #include <string>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/kernels/bf16.hpp"
 
@@ -44,23 +44,27 @@ constexpr std::span<const EnumName<Recompute>> enum_names(Recompute) { return kR
 // ("attn.att", "ln_1.out", ...): one of each, grown to the largest use.
 class SharedActivations {
  public:
-  AlignedBuffer<float>& get(const std::string& name) {
+  // In `memory`: the model's device's (nn/backend.hpp, memory_of).
+  explicit SharedActivations(DeviceAllocator& memory) : memory_(memory) {}
+
+  DeviceArray<float>& get(const std::string& name) {
     auto& buffer = buffers_[name];
-    if (!buffer) buffer = std::make_unique<AlignedBuffer<float>>(MemoryKind::Activations);
+    if (!buffer) buffer = std::make_unique<DeviceArray<float>>(memory_, MemoryKind::Activations);
     return *buffer;
   }
 
   // The same for the bf16 operands of linear layers (training.precision =
   // "bf16"), counted as `kind` (the weights' copies: MemoryKind::WeightCopies).
-  AlignedBuffer<kernels::Bf16>& get_bf16(const std::string& name, MemoryKind kind = MemoryKind::Activations) {
+  DeviceArray<kernels::Bf16>& get_bf16(const std::string& name, MemoryKind kind = MemoryKind::Activations) {
     auto& buffer = bf16_buffers_[name];
-    if (!buffer) buffer = std::make_unique<AlignedBuffer<kernels::Bf16>>(kind);
+    if (!buffer) buffer = std::make_unique<DeviceArray<kernels::Bf16>>(memory_, kind);
     return *buffer;
   }
 
  private:
-  std::map<std::string, std::unique_ptr<AlignedBuffer<float>>> buffers_;
-  std::map<std::string, std::unique_ptr<AlignedBuffer<kernels::Bf16>>> bf16_buffers_;
+  DeviceAllocator& memory_;
+  std::map<std::string, std::unique_ptr<DeviceArray<float>>> buffers_;
+  std::map<std::string, std::unique_ptr<DeviceArray<kernels::Bf16>>> bf16_buffers_;
 };
 
 }  // namespace meshtrain::nn

@@ -41,7 +41,8 @@ std::vector<std::unique_ptr<nn::Block>> make_blocks(ParamStore& store, const Vit
 }  // namespace
 
 Vit::Vit(const VitConfig& config, nn::TensorParallelComm* tp)
-    : config_(checked(config, tp)),
+    : Model(config.device),
+      config_(checked(config, tp)),
       np_((config.image_size / config.patch_size) * (config.image_size / config.patch_size)),
       patch_dim_(config.channels * config.patch_size * config.patch_size),
       patch_embed_(store_, "patch_embed", patch_dim_, config.n_embd),
@@ -53,7 +54,7 @@ Vit::Vit(const VitConfig& config, nn::TensorParallelComm* tp)
   store_.allocate();
 }
 
-void Vit::init_parameters(Rng& rng) {
+void Vit::draw_parameters(Rng& rng) {
   const float stddev = 0.02f;
   patch_embed_.init(rng, stddev);
   nn::fill_normal(store_, pos_, rng, stddev);
@@ -73,15 +74,15 @@ ForwardResult Vit::forward(const Batch& batch) {
     throw Error("vit: batch needs " + std::to_string(need) + " pixels and " + std::to_string(B) + " targets");
   B_ = B;
   patches_.ensure(B * np_ * patch_dim_);
-  nn::backend_of(store_).patchify(patches_.data(), batch.pixels.data(), B, config_.channels, S, S, config_.patch_size);
-  float* x = patch_embed_.forward(patches_.data(), B * np_);  // (B, NP, C)
+  nn::backend_of(store_).patchify(patches_.raw(), batch.pixels.data(), B, config_.channels, S, S, config_.patch_size);
+  float* x = patch_embed_.forward(patches_.raw(), B * np_);  // (B, NP, C)
   nn::backend_of(store_).position_add_forward(x, store_.param(pos_), B, np_, C);
   const float* h = x;
   for (auto& block : blocks_) h = block->forward(h, B, np_);
   const float* lnf = ln_f_.forward(h, B * np_);  // (B, NP, C)
   pooled_.ensure(B * C);
-  nn::backend_of(store_).meanpool_forward(pooled_.data(), lnf, B, np_, C);
-  const float* logits = head_.forward(pooled_.data(), B);  // (B, classes)
+  nn::backend_of(store_).meanpool_forward(pooled_.raw(), lnf, B, np_, C);
+  const float* logits = head_.forward(pooled_.raw(), B);  // (B, classes)
   ready_ = true;
   return xent_.forward(logits, batch.targets.data(), B, config_.classes);
 }
@@ -93,11 +94,11 @@ void Vit::backward() {
   float* dlogits = head_.output();  // in place over the logits
   xent_.backward(dlogits);
   dpooled_.ensure(B * C);
-  head_.backward(dpooled_.data(), dlogits);
+  head_.backward(dpooled_.raw(), dlogits);
   float* dlnf = nn::Workspace::get(ws_.dln, B * np_ * C);  // (B, NP, C)
-  nn::backend_of(store_).meanpool_backward(dlnf, dpooled_.data(), B, np_, C);
+  nn::backend_of(store_).meanpool_backward(dlnf, dpooled_.raw(), B, np_, C);
   dres_.ensure(B * np_ * C);
-  float* dres = dres_.data();
+  float* dres = dres_.raw();
   ln_f_.backward(dres, dlnf);
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(dres, ws_);
   nn::backend_of(store_).position_add_backward(store_.grad(pos_), dres, B, np_, C);

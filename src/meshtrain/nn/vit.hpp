@@ -14,7 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/precision.hpp"
 #include "meshtrain/nn/block.hpp"
 #include "meshtrain/nn/cross_entropy.hpp"
@@ -37,6 +38,7 @@ struct VitConfig {
   // The products' precision, set on the store; bf16 also keeps the blocks'
   // activations in bf16 (nn/recompute.hpp).
   Precision precision = Precision::Fp32;
+  Device device{};  // training.device, as GptConfig's
 };
 
 class Vit final : public Model {
@@ -53,7 +55,7 @@ class Vit final : public Model {
   std::string kind() const override { return "vit"; }
   // Linear weights and pos_embed ~ N(0, 0.02), c_proj weights ~ N(0, 0.02 / sqrt(2 L)),
   // biases 0, layernorms 1 / 0.
-  void init_parameters(Rng& rng) override;
+  void draw_parameters(Rng& rng) override;
   // Reads batch.pixels (B, ch * H * W), planar per channel, and batch.targets (B).
   ForwardResult forward(const Batch& batch) override;
   void backward() override;
@@ -69,18 +71,18 @@ class Vit final : public Model {
   int64_t np_, patch_dim_;
   nn::Linear patch_embed_;
   size_t pos_;
-  nn::SharedActivations recomputed_;  // before the blocks, which share it
+  nn::SharedActivations recomputed_{nn::memory_of(store_)};  // before the blocks, which share it
   std::vector<std::unique_ptr<nn::Block>> blocks_;
   nn::LayerNorm ln_f_;
   nn::Linear head_;
   nn::SoftmaxCrossEntropy xent_;
-  nn::Workspace ws_;
+  nn::Workspace ws_{nn::memory_of(store_)};
   int64_t B_ = 0;
   bool ready_ = false;
-  AlignedBuffer<float> patches_{MemoryKind::Activations};  // (B, NP, ch*P*P)
-  AlignedBuffer<float> pooled_{MemoryKind::Activations};   // (B, C)
-  AlignedBuffer<float> dpooled_{MemoryKind::Activations};  // (B, C)
-  AlignedBuffer<float> dres_{MemoryKind::Activations};     // (B, NP, C)
+  DeviceArray<float> patches_{nn::memory_of(store_), MemoryKind::Activations};  // (B, NP, ch*P*P)
+  DeviceArray<float> pooled_{nn::memory_of(store_), MemoryKind::Activations};   // (B, C)
+  DeviceArray<float> dpooled_{nn::memory_of(store_), MemoryKind::Activations};  // (B, C)
+  DeviceArray<float> dres_{nn::memory_of(store_), MemoryKind::Activations};     // (B, NP, C)
 };
 
 }  // namespace meshtrain

@@ -6,24 +6,25 @@
 // output's gradient is made only rounded, in the layer's own copy, the MLP
 // hidden layer's in dh16, and the scores' in a per-thread row block of the
 // attention kernel).
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/bf16.hpp"
 
 namespace meshtrain::nn {
 
 struct Workspace {
-  AlignedBuffer<float> dln{MemoryKind::Activations};   // (B, T, C)  d of a layernorm output
-  AlignedBuffer<float> dy{MemoryKind::Activations};    // (B, T, C)  d of the attention output
-  AlignedBuffer<float> dqkv{MemoryKind::Activations};  // (B, T, 3C)
-  AlignedBuffer<float> dh{MemoryKind::Activations};    // (B, T, 4C) d of the MLP hidden layer
-  AlignedBuffer<Bf16> dh16{MemoryKind::Activations};   // (B, T, 4C) the same, bf16 products
-  AlignedBuffer<float> datt{MemoryKind::Activations};  // (B, NH, T, T), fp32 only
+  DeviceAllocator& memory;  // the model's device's (nn/backend.hpp, memory_of)
+  DeviceArray<float> dln{memory, MemoryKind::Activations};   // (B, T, C)  d of a layernorm output
+  DeviceArray<float> dy{memory, MemoryKind::Activations};    // (B, T, C)  d of the attention output
+  DeviceArray<float> dqkv{memory, MemoryKind::Activations};  // (B, T, 3C)
+  DeviceArray<float> dh{memory, MemoryKind::Activations};    // (B, T, 4C) d of the MLP hidden layer
+  DeviceArray<Bf16> dh16{memory, MemoryKind::Activations};   // (B, T, 4C) the same, bf16 products
+  DeviceArray<float> datt{memory, MemoryKind::Activations};  // (B, NH, T, T), fp32 only
 
-  // buf grown to n floats (never shrunk), as a raw pointer.
+  // buf grown to n elements (never shrunk), as a pointer for the backend.
   template <class T>
-  static T* get(AlignedBuffer<T>& buf, size_t n) {
+  static T* get(DeviceArray<T>& buf, size_t n) {
     buf.ensure(n);
-    return buf.data();
+    return buf.raw();
   }
 };
 

@@ -27,13 +27,13 @@ void AdamW::update(const UpdateBuffers& buffers, float lr) {
                              .eps = float(eps_)};
   batch_.clear();
   for (const UpdateChunk& ch : chunks_.chunks)
-    batch_.push_back({buffers.params_of(ch), buffers.grads_of(ch), exp_avg_.data() + ch.local,
-                      exp_avg_sq_.data() + ch.local, ch.size, ch.weight_decay});
+    batch_.push_back({buffers.params_of(ch), buffers.grads_of(ch), exp_avg_.raw() + ch.local,
+                      exp_avg_sq_.raw() + ch.local, ch.size, ch.weight_decay});
   backend_.adamw_update(batch_, s);
   ++steps_;
 }
 
-std::vector<std::pair<std::string, AlignedBuffer<float>*>> AdamW::state_buffers() {
+std::vector<std::pair<std::string, DeviceArray<float>*>> AdamW::state_buffers() {
   return {{"exp_avg", &exp_avg_}, {"exp_avg_sq", &exp_avg_sq_}};
 }
 

@@ -22,15 +22,15 @@ class AdamW final : public Optimizer {
   AdamW(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
   std::string name() const override { return enum_string(OptimizerKind::AdamW); }
   void update(const UpdateBuffers& buffers, float lr) override;
-  std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
+  std::vector<std::pair<std::string, DeviceArray<float>*>> state_buffers() override;
 
  private:
   kernels::Backend& backend_;  // the store's device's (kernels/backend.hpp)
   double weight_decay_, beta1_, beta2_, eps_;
   // update(): the chunks' pointers, rebuilt each step (ZeRO moves the buffers).
   std::vector<kernels::AdamWChunk> batch_;
-  AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (local_size)
-  AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (local_size)
+  DeviceArray<float> exp_avg_{memory_, MemoryKind::OptimizerState};     // m (local_size)
+  DeviceArray<float> exp_avg_sq_{memory_, MemoryKind::OptimizerState};  // v (local_size)
 };
 
 }  // namespace meshtrain

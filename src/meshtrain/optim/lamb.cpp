@@ -38,8 +38,8 @@ void Lamb::update(const UpdateBuffers& buffers, float lr) {
     const UpdateChunk& ch = chunks_.chunks[size_t(c)];
     const float* w = buffers.params_of(ch);
     const float* g = buffers.grads_of(ch);
-    float* m = exp_avg_.data() + ch.local;
-    float* v = exp_avg_sq_.data() + ch.local;
+    float* m = exp_avg_.raw() + ch.local;
+    float* v = exp_avg_sq_.raw() + ch.local;
     const float wd = ch.weight_decay ? float(weight_decay_) : 0.0f;
     double ws = 0, us = 0;
     for (size_t i = 0; i < ch.size; ++i) {
@@ -75,8 +75,8 @@ void Lamb::update(const UpdateBuffers& buffers, float lr) {
   for (long c = 0; c < n_chunks; ++c) {
     const UpdateChunk& ch = chunks_.chunks[size_t(c)];
     float* w = buffers.params_of(ch);
-    const float* m = exp_avg_.data() + ch.local;
-    const float* v = exp_avg_sq_.data() + ch.local;
+    const float* m = exp_avg_.raw() + ch.local;
+    const float* v = exp_avg_sq_.raw() + ch.local;
     const float wd = ch.weight_decay ? float(weight_decay_) : 0.0f;
     const float scale = float(double(lr) * trust_[ch.view]);
     for (size_t i = 0; i < ch.size; ++i) w[i] -= scale * update_of(m[i], v[i], w[i], wd);
@@ -84,7 +84,7 @@ void Lamb::update(const UpdateBuffers& buffers, float lr) {
   ++steps_;
 }
 
-std::vector<std::pair<std::string, AlignedBuffer<float>*>> Lamb::state_buffers() {
+std::vector<std::pair<std::string, DeviceArray<float>*>> Lamb::state_buffers() {
   return {{"exp_avg", &exp_avg_}, {"exp_avg_sq", &exp_avg_sq_}};
 }
 

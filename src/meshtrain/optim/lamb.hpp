@@ -26,14 +26,14 @@ class Lamb final : public Optimizer {
   Lamb(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
   std::string name() const override { return enum_string(OptimizerKind::Lamb); }
   void update(const UpdateBuffers& buffers, float lr) override;
-  std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
+  std::vector<std::pair<std::string, DeviceArray<float>*>> state_buffers() override;
   // Trust ratio of each view used by the last update() (1 for excluded views).
   const std::vector<double>& last_trust_ratios() const { return trust_; }
 
  private:
   double weight_decay_, beta1_, beta2_, eps_;
-  AlignedBuffer<float> exp_avg_{MemoryKind::OptimizerState};     // m (local_size)
-  AlignedBuffer<float> exp_avg_sq_{MemoryKind::OptimizerState};  // v (local_size)
+  DeviceArray<float> exp_avg_{memory_, MemoryKind::OptimizerState};     // m (local_size)
+  DeviceArray<float> exp_avg_sq_{memory_, MemoryKind::OptimizerState};  // v (local_size)
   std::vector<double> w_sq_, u_sq_;  // (chunks) partial sums of squares
   std::vector<double> view_sums_;    // (2 views): per view, sum of w^2 then of u^2 (LAMB) or g^2 (LARS)
   std::vector<char> decays_;         // (views) the view's weight_decay flag

@@ -56,7 +56,7 @@ void Lars::update(const UpdateBuffers& buffers, float lr) {
     const UpdateChunk& ch = chunks_.chunks[size_t(c)];
     float* w = buffers.params_of(ch);
     const float* g = buffers.grads_of(ch);
-    float* buf = use_momentum ? momentum_buffer_.data() + ch.local : nullptr;
+    float* buf = use_momentum ? momentum_buffer_.raw() + ch.local : nullptr;
     const float wd = ch.weight_decay ? float(weight_decay_) : 0.0f;
     const float trust = float(trust_[ch.view]);
     for (size_t i = 0; i < ch.size; ++i) {
@@ -71,7 +71,7 @@ void Lars::update(const UpdateBuffers& buffers, float lr) {
   ++steps_;
 }
 
-std::vector<std::pair<std::string, AlignedBuffer<float>*>> Lars::state_buffers() {
+std::vector<std::pair<std::string, DeviceArray<float>*>> Lars::state_buffers() {
   if (momentum_buffer_.size() == 0) return {};
   return {{"momentum_buffer", &momentum_buffer_}};
 }

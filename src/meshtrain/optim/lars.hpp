@@ -24,7 +24,7 @@ class Lars final : public Optimizer {
   Lars(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
   std::string name() const override { return enum_string(OptimizerKind::Lars); }
   void update(const UpdateBuffers& buffers, float lr) override;
-  std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
+  std::vector<std::pair<std::string, DeviceArray<float>*>> state_buffers() override;
   // Trust ratio of each view used by the last update() (1 for excluded views).
   const std::vector<double>& last_trust_ratios() const { return trust_; }
 
@@ -32,7 +32,7 @@ class Lars final : public Optimizer {
   double weight_decay_, eta_;
   float momentum_;
   bool nesterov_;
-  AlignedBuffer<float> momentum_buffer_{MemoryKind::OptimizerState};  // (local_size), empty if momentum == 0
+  DeviceArray<float> momentum_buffer_{memory_, MemoryKind::OptimizerState};  // (local_size), empty if momentum == 0
   std::vector<double> w_sq_, g_sq_;  // (chunks) partial sums of squares
   std::vector<double> view_sums_;    // (2 views): per view, sum of w^2 then of u^2 (LAMB) or g^2 (LARS)
   std::vector<char> decays_;         // (views) the view's weight_decay flag

@@ -8,6 +8,11 @@
 // Every optimizer here splits its elements into fixed chunks (chunks.hpp) and
 // updates them in an OpenMP loop. Chunk boundaries depend only on the layout,
 // so results are bitwise identical for any thread count.
+//
+// The state lives in the store's device's memory (DeviceArray). AdamW updates
+// through the device's backend and runs on every device; SGD, LAMB and LARS
+// loop over their state on the host and run on the CPU only (make_optimizer
+// refuses them elsewhere).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,9 +21,10 @@
 #include <utility>
 #include <vector>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/flat_segment.hpp"
 #include "meshtrain/core/param_store.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/optim/chunks.hpp"
 
 namespace meshtrain {
@@ -50,12 +56,12 @@ class Optimizer {
   // layout the optimizer was built for.
   void step(ParamStore& store, float lr) {
     chunks_.check_layout(store, name().c_str());
-    update({.params = store.params().data(), .grads = store.grads().data()}, lr);
+    update({.params = store.kernel_params().data(), .grads = store.kernel_grads().data()}, lr);
   }
   // Named state buffers, each local_size() long in the owned elements'
   // layout (e.g. "exp_avg", "exp_avg_sq"; "momentum_buffer"). Saved in
   // checkpoints. Empty when the optimizer keeps no state (SGD without momentum).
-  virtual std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() = 0;
+  virtual std::vector<std::pair<std::string, DeviceArray<float>*>> state_buffers() = 0;
   // Number of update() calls so far (Adam's bias correction uses it). Saved too.
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t steps) { steps_ = steps; }
@@ -69,11 +75,13 @@ class Optimizer {
   void set_view_sum_reducer(std::function<void(std::span<double>)> reducer) { reducer_ = std::move(reducer); }
 
  protected:
-  Optimizer(const ParamStore& store, std::span<const FlatSegment> segments) : chunks_(store, segments) {}
+  Optimizer(const ParamStore& store, std::span<const FlatSegment> segments)
+      : memory_(kernels::backend_for(store.device()).allocator()), chunks_(store, segments) {}
   void reduce_view_sums(std::span<double> sums) const {
     if (reducer_) reducer_(sums);
   }
 
+  DeviceAllocator& memory_;  // the store's device's: where the state lives
   UpdateChunks chunks_;
   int64_t steps_ = 0;
 

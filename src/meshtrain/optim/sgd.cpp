@@ -18,7 +18,7 @@ void Sgd::update(const UpdateBuffers& buffers, float lr) {
     const UpdateChunk& ch = chunks_.chunks[size_t(c)];
     float* w = buffers.params_of(ch);
     const float* g = buffers.grads_of(ch);
-    float* buf = use_momentum ? momentum_buffer_.data() + ch.local : nullptr;
+    float* buf = use_momentum ? momentum_buffer_.raw() + ch.local : nullptr;
     const float wd = ch.weight_decay ? weight_decay_ : 0.0f;
     for (size_t i = 0; i < ch.size; ++i) {
       float d = g[i] + wd * w[i];
@@ -32,7 +32,7 @@ void Sgd::update(const UpdateBuffers& buffers, float lr) {
   ++steps_;
 }
 
-std::vector<std::pair<std::string, AlignedBuffer<float>*>> Sgd::state_buffers() {
+std::vector<std::pair<std::string, DeviceArray<float>*>> Sgd::state_buffers() {
   if (momentum_buffer_.size() == 0) return {};
   return {{"momentum_buffer", &momentum_buffer_}};
 }

@@ -19,12 +19,12 @@ class Sgd final : public Optimizer {
   Sgd(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config);
   std::string name() const override { return enum_string(OptimizerKind::Sgd); }
   void update(const UpdateBuffers& buffers, float lr) override;
-  std::vector<std::pair<std::string, AlignedBuffer<float>*>> state_buffers() override;
+  std::vector<std::pair<std::string, DeviceArray<float>*>> state_buffers() override;
 
  private:
   float weight_decay_, momentum_;
   bool nesterov_;
-  AlignedBuffer<float> momentum_buffer_{MemoryKind::OptimizerState};  // (local_size), empty if momentum == 0
+  DeviceArray<float> momentum_buffer_{memory_, MemoryKind::OptimizerState};  // (local_size), empty if momentum == 0
 };
 
 }  // namespace meshtrain

@@ -32,7 +32,7 @@ TEST(CudaBackendAttention, OutputAndGradientMatchTheCpuBackend) {
   const std::vector<float> qkv = random_floats(size_t(B * T * 3 * C), 11);
   const std::vector<float> dout = random_floats(size_t(B * T * C), 12);
   // CPU
-  AttentionSaved cpu_saved;
+  AttentionSaved cpu_saved{cpu_backend().allocator()};
   std::vector<float> out(size_t(B * T * C)), dqkv(qkv.size());
   std::vector<float> scratch(cpu_backend().attention_backward_scratch(B, T, NH, false));
   cpu_backend().attention_forward(out.data(), cpu_saved, qkv.data(), B, T, C, NH, true);
@@ -43,7 +43,7 @@ TEST(CudaBackendAttention, OutputAndGradientMatchTheCpuBackend) {
   auto d_dout = test::to_device(gpu_memory(), dout);
   std::vector<float> first_dqkv;
   for (int run = 0; run < 2; ++run) {
-    AttentionSaved saved;
+    AttentionSaved saved{gpu_memory()};
     auto d_out = test::poisoned<float>(gpu_memory(), out.size());
     auto d_dqkv = test::poisoned<float>(gpu_memory(), dqkv.size());
     DeviceBuffer<float> d_scratch(gpu_memory(), gpu().attention_backward_scratch(B, T, NH, false), MemoryKind::Other);

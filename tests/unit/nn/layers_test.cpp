@@ -118,7 +118,7 @@ TEST_P(AttentionLayer, BackwardMatchesFiniteDifferences) {
   Rng rng(4 + causal);
   randomize(store, rng, 0.3f);
   auto x = random_vector(B * T * C, rng), w = random_vector(B * T * C, rng);
-  Workspace ws;
+  Workspace ws{kernels::cpu_backend().allocator()};
   auto loss = [&] { return dot(attn.forward(x.data(), B, T), w); };
   attn.forward(x.data(), B, T);
   std::vector<float> dx(B * T * C);
@@ -152,7 +152,7 @@ TEST(Mlp, BackwardMatchesFiniteDifferences) {
   Rng rng(6);
   randomize(store, rng, 0.4f);
   auto x = random_vector(N * C, rng), res = random_vector(N * C, rng), w = random_vector(N * C, rng);
-  Workspace ws;
+  Workspace ws{kernels::cpu_backend().allocator()};
   auto loss = [&] { return dot(mlp.forward(x.data(), N, res.data()), w); };
   mlp.forward(x.data(), N, res.data());
   std::vector<float> dx(N * C);
@@ -171,7 +171,7 @@ TEST_P(BlockLayer, BackwardMatchesFiniteDifferences) {
   Rng rng(7);
   randomize(store, rng, 0.3f);
   auto x = random_vector(B * T * C, rng), w = random_vector(B * T * C, rng);
-  Workspace ws;
+  Workspace ws{kernels::cpu_backend().allocator()};
   auto loss = [&] { return dot(block.forward(x.data(), B, T), w); };
   block.forward(x.data(), B, T);
   auto dres = w;  // in place: d out in, d x out

@@ -40,7 +40,7 @@ TEST_P(MoeGradients, BackwardMatchesFiniteDifferences) {
   Rng rng(11);
   randomize(store, rng, 0.4f);
   auto x = random_vector(N * C, rng), res = random_vector(N * C, rng), w = random_vector(N * C, rng);
-  Workspace ws;
+  Workspace ws{kernels::cpu_backend().allocator()};
   auto loss = [&] {
     sums.reset();
     const float* y = layer.forward(x.data(), B, T, res.data());
@@ -128,7 +128,7 @@ TEST(MoeMlp, CapacityDropsAndCountsOverflowDroplessCarriesAll) {
         else
           EXPECT_GT(change, 0.0) << "token " << t << " of sequence " << b << " reached its experts";
       }
-    Workspace ws;
+    Workspace ws{kernels::cpu_backend().allocator()};
     auto dout = random_vector(N * C, rng);
     std::vector<float> dx(N * C);
     layer.backward(dx.data(), dout.data(), ws);  // experts 2, 3 saw nothing: no crash, zero gradient

@@ -126,7 +126,7 @@ Result run_whole(const Problem& p, const OptimizerConfig& config) {
     opt->step(s, kLr[k]);
   }
   Result r{{s.params().begin(), s.params().end()}, {}, trust_of(*opt)};
-  for (auto& [name, buf] : opt->state_buffers()) r.state[name].assign(buf->data(), buf->data() + buf->size());
+  for (auto& [name, buf] : opt->state_buffers()) r.state[name] = buf->to_host();
   return r;
 }
 
@@ -288,8 +288,9 @@ TEST(ShardedUpdate, ElementwiseOptimizersMatchTheWholeStoreBitwise) {
           for (auto& [name, buf] : buffers) {
             ASSERT_EQ(buf->size(), opt.local_size()) << name;
             const std::vector<float>& flat = whole.state.at(name);
+            const std::vector<float> mine = buf->to_host();
             for (const FlatSegment& s : segs[size_t(r)])
-              EXPECT_EQ(std::memcmp(buf->data() + s.local, flat.data() + s.begin, s.size() * sizeof(float)), 0)
+              EXPECT_EQ(std::memcmp(mine.data() + s.local, flat.data() + s.begin, s.size() * sizeof(float)), 0)
                   << name << " of rank " << r << " in [" << s.begin << ", " << s.end << ")";
           }
         }

@@ -172,8 +172,8 @@ class CudaBackend final : public Backend {
   void attention_forward(float* out, AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C,
                          int64_t NH, bool causal, const AttentionBf16* bf16) override {
     const size_t rows = size_t(B * NH * T);
-    if (saved.lse.size() < rows) saved.lse = DeviceBuffer<float>(memory_, rows, MemoryKind::Activations);
-    float* lse = saved.lse.ptr().raw();
+    saved.lse.ensure(rows);
+    float* lse = saved.lse.raw();
     if (bf16)
       cuda::attention_forward(bf16->out, lse, bf16->qkv, B, T, C, NH, causal, stream_);
     else
@@ -185,10 +185,10 @@ class CudaBackend final : public Backend {
                           int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, float* scratch,
                           const AttentionBf16* bf16) override {
     if (bf16)
-      cuda::attention_backward(dqkv, scratch, bf16->dout, bf16->out, saved.lse.ptr().raw(), bf16->qkv, B, T, C, NH,
+      cuda::attention_backward(dqkv, scratch, bf16->dout, bf16->out, saved.lse.raw(), bf16->qkv, B, T, C, NH,
                                causal, stream_);
     else
-      cuda::attention_backward(dqkv, scratch, dout, out, saved.lse.ptr().raw(), qkv, B, T, C, NH, causal, stream_);
+      cuda::attention_backward(dqkv, scratch, dout, out, saved.lse.raw(), qkv, B, T, C, NH, causal, stream_);
   }
   size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool) override {
     return size_t(attention_backward_scratch_floats(B, T, NH));

@@ -129,7 +129,7 @@ std::string ServerState::finish(int64_t& step) {
   std::string out;
   out.reserve(bytes * (1 + buffers.size()));
   out.append(reinterpret_cast<const char*>(store_->params().data()), bytes);
-  for (auto& [name, buf] : buffers) out.append(reinterpret_cast<const char*>(buf->data()), bytes);
+  for (auto& [name, buf] : buffers) out.append(reinterpret_cast<const char*>(buf->raw()), bytes);
   return out;
 }
 

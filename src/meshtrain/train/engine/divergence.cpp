@@ -5,16 +5,27 @@
 #include <string>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/backend.hpp"
 
 namespace meshtrain {
 namespace {
 
 // The index of the first view (in the store's order) with a non-finite
-// gradient element in what this rank holds; -1 when all are finite.
+// gradient element in what this rank holds; -1 when all are finite. Off the
+// CPU the gradients are downloaded first (once, on the way out of a run).
 int64_t first_nonfinite_view(const ParamStore& store, const HeldGradients& held) {
+  std::vector<float> downloaded;
+  HeldGradients on_host = held;
+  if (!store.on_host()) {
+    downloaded.resize(held.values.size());
+    kernels::backend_for(store.device())
+        .allocator()
+        .download(downloaded.data(), held.values.data(), held.values.size_bytes());
+    on_host.values = downloaded;
+  }
   const std::vector<ParamView>& views = store.views();
   for (size_t v = 0; v < views.size(); ++v)
-    for (const HeldPart& part : held_parts(held, views[v]))
+    for (const HeldPart& part : held_parts(on_host, views[v]))
       for (float x : part.values)
         if (!std::isfinite(x)) return static_cast<int64_t>(v);
   return -1;

@@ -24,7 +24,7 @@ class SoloGradients : public GradientReduction {
   void begin_step() override { store_.zero_grads(); }
   void begin_micro_batch(int64_t, bool) override {}
   parallel::GradientSyncStats finish_backward() override { return {}; }
-  HeldGradients gradients() override { return {store_.grads(), whole_, false}; }
+  HeldGradients gradients() override { return {store_.kernel_grads(), whole_, false}; }
   void update(Optimizer& optimizer, float lr) override { optimizer.step(store_, lr); }
 
  protected:

@@ -23,7 +23,7 @@ std::unique_ptr<Model> make_model(const ModelSection& m, nn::TensorParallelComm*
 }
 
 ModelLayout model_layout(const ParallelSection& p, nn::TensorParallelComm* tp, int stage, nn::ExpertParallelComm* ep,
-                         nn::Recompute recompute, Precision precision) {
+                         nn::Recompute recompute, Precision precision, const Device& device) {
   return {.tp = tp,
           .ep = ep,
           .pipeline = static_cast<int>(p.pipeline),
@@ -31,7 +31,8 @@ ModelLayout model_layout(const ParallelSection& p, nn::TensorParallelComm* tp, i
           .stage = stage,
           .stage_layers = p.stage_layers,
           .recompute = recompute,
-          .precision = precision};
+          .precision = precision,
+          .device = device};
 }
 
 namespace {
@@ -51,7 +52,8 @@ std::unique_ptr<Model> make_layer_model(const ModelSection& m, const ModelLayout
                              .vocab_size = m.vocab_size,
                              .moe = gpt_moe_config(m),
                              .recompute = layout.recompute,
-                             .precision = layout.precision};
+                             .precision = layout.precision,
+                             .device = layout.device};
       if (P * V == 1)
         return std::make_unique<Gpt>(
             config, tp, std::vector<GptPiece>{{.first_layer = 0, .end_layer = m.n_layer, .embedding = true, .head = true}},
@@ -62,7 +64,10 @@ std::unique_ptr<Model> make_layer_model(const ModelSection& m, const ModelLayout
     case ModelKind::Mlp:
       if (tp && tp->size() > 1) throw ConfigError("model.kind 'mlp' has no tensor-parallel form (use gpt or vit)");
       return std::make_unique<MlpClassifier>(
-          MlpConfig{.input_dim = m.image_size * m.image_size, .hidden = m.hidden, .classes = m.classes});
+          MlpConfig{.input_dim = m.image_size * m.image_size,
+                    .hidden = m.hidden,
+                    .classes = m.classes,
+                    .device = layout.device});
     case ModelKind::Vit:
       return std::make_unique<Vit>(VitConfig{.image_size = m.image_size,
                                              .patch_size = m.patch_size,
@@ -72,7 +77,8 @@ std::unique_ptr<Model> make_layer_model(const ModelSection& m, const ModelLayout
                                              .n_head = m.n_head,
                                              .classes = m.classes,
                                              .recompute = layout.recompute,
-                                             .precision = layout.precision},
+                                             .precision = layout.precision,
+                                             .device = layout.device},
                                    tp);
   }
   throw ConfigError("model.kind: unknown model '" + enum_string(m.kind) + "' (expected " +

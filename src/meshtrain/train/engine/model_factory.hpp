@@ -23,6 +23,7 @@ struct ModelLayout {
   std::vector<int64_t> stage_layers{};  // empty: balanced
   nn::Recompute recompute = nn::Recompute::None;  // training.recompute
   Precision precision = Precision::Fp32;           // training.precision
+  Device device{};                                 // training.device, opened (train/loop/training_device.hpp)
 };
 
 std::unique_ptr<Model> make_model(const ModelSection& model, nn::TensorParallelComm* tp = nullptr);
@@ -30,7 +31,7 @@ std::unique_ptr<Model> make_model(const ModelSection& model, const ModelLayout& 
 // The layout of worker `stage` of a job's [parallel] section.
 ModelLayout model_layout(const ParallelSection& parallel, nn::TensorParallelComm* tp, int stage,
                          nn::ExpertParallelComm* ep = nullptr, nn::Recompute recompute = nn::Recompute::None,
-                         Precision precision = Precision::Fp32);
+                         Precision precision = Precision::Fp32, const Device& device = {});
 // The [model] section's mixture-of-experts keys.
 nn::MoeConfig gpt_moe_config(const ModelSection& model);
 

@@ -17,6 +17,7 @@ float gradient_norm(ParamStore& store, double max_norm) {
   return static_cast<float>(std::sqrt(squared_norm_range(store.grads(), 0, store.flat_size())));
 }
 
+
 namespace {
 
 // The global squared norm of the gradients the workers hold (the rule is

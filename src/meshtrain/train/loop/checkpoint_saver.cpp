@@ -7,6 +7,7 @@
 
 #include "meshtrain/checkpoint/checkpoint_dir.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 
 namespace meshtrain {
@@ -42,22 +43,25 @@ SavedShare CheckpointSaver::snapshot(bool copy) {
   SavedShare share{.segments = segments_, .optimizer_name = optimizer_.name(),
                    .optimizer_steps = optimizer_.steps_taken()};
   // Stage 3 keeps parameters only in the shard; otherwise they are whole.
-  const float* params = params_in_shard_ ? zero_->param_shard().data() : model_.store().params().data();
+  // Off the CPU they are the device's: always copied out (downloaded).
+  const ParamStore& store = model_.store();
+  const float* params = params_in_shard_ ? zero_->param_shard().data() : store.kernel_params().data();
   std::vector<checkpoint::ShardBuffer> live{{"params", params, params_in_shard_}};
-  for (auto& [name, buffer] : states) live.push_back({name, buffer->data(), state_in_shard_});
-  if (!copy) {
+  for (auto& [name, buffer] : states) live.push_back({name, buffer->raw(), state_in_shard_});
+  if (!copy && store.on_host()) {
     share.buffers = std::move(live);
     return share;
   }
   size_t local = 0;
   for (const auto& s : segments_) local = std::max(local, s.local + s.size());
   copies_.resize(live.size());
+  DeviceAllocator& memory = kernels::backend_for(store.device()).allocator();  // the CPU's: memcpy
   for (size_t i = 0; i < live.size(); ++i) {
     AlignedBuffer<float>& copy = copies_[i];
     if (copy.size() < local) copy = AlignedBuffer<float>(local, MemoryKind::Other);
     const checkpoint::ShardBuffer& src = live[i];
     for (const auto& s : segments_)
-      std::memcpy(copy.data() + s.local, src.data + (src.in_shard ? s.local : s.begin), s.size() * sizeof(float));
+      memory.download(copy.data() + s.local, src.data + (src.in_shard ? s.local : s.begin), s.size() * sizeof(float));
     share.buffers.push_back({src.name, copy.data(), true});
   }
   return share;

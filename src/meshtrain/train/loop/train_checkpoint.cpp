@@ -109,7 +109,7 @@ ExpertCoordinate expert_coordinate(const Model& model) {
 // one rank).
 std::unique_ptr<checkpoint::FlatRangeReader> open_saved_rank(
     const fs::path& dir, const SavedCoordinate& at, const ParamStore& layout,
-    const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
+    const std::vector<std::pair<std::string, DeviceArray<float>*>>& states) {
   if (auto shards = shard_files(dir, at); !shards.empty()) return checkpoint::open_flat_shards(shards, layout);
   if (at.tensor_ways > 1 || at.stages > 1 || at.expert_ways > 1)
     throw CheckpointError(dir.string() + ": holds no shard of tensor-parallel rank " + std::to_string(at.tensor_rank) +
@@ -148,7 +148,7 @@ std::vector<std::vector<GptPiece>> saved_stage_pieces(const JobConfig& saved) {
 // which every expert rank holds the same).
 std::unique_ptr<checkpoint::FlatRangeReader> open_resharded_checkpoint(
     const fs::path& dir, const JobConfig& saved, int saved_ways, int saved_experts, const ParamStore& store,
-    const std::vector<std::pair<std::string, AlignedBuffer<float>*>>& states) {
+    const std::vector<std::pair<std::string, DeviceArray<float>*>>& states) {
   parallel::SoloTensorGroup group(0, saved_ways);  // for the layout only
   const int stages = static_cast<int>(saved.parallel.pipeline);
   std::vector<checkpoint::SavedTensorRank> ranks;
@@ -170,11 +170,14 @@ std::unique_ptr<checkpoint::FlatRangeReader> open_resharded_checkpoint(
 }  // namespace
 
 SavedShare whole_share(const Model& model, Optimizer& optimizer) {
+  if (!model.store().on_host())
+    throw Error("whole_share: the parameters live on " + device_name(model.store().device()) +
+                "; CheckpointSaver downloads them");
   SavedShare share{.segments = {{.begin = 0, .end = model.store().flat_size(), .local = 0}},
                    .buffers = {{"params", model.store().params().data(), false}},
                    .optimizer_name = optimizer.name(),
                    .optimizer_steps = optimizer.steps_taken()};
-  for (auto& [name, buffer] : optimizer.state_buffers()) share.buffers.push_back({name, buffer->data(), false});
+  for (auto& [name, buffer] : optimizer.state_buffers()) share.buffers.push_back({name, buffer->raw(), false});
   return share;
 }
 
@@ -229,6 +232,12 @@ std::optional<checkpoint::CheckpointInfo> find_resume_checkpoint(const std::stri
 void read_parameters(const checkpoint::FlatRangeReader& reader, Model& model, parallel::ZeroEngine* zero) {
   ParamStore& store = model.store();
   auto param_shard = zero ? zero->param_shard() : std::span<float>{};
+  if (param_shard.empty() && !store.on_host()) {  // read on the host, then to the device
+    std::vector<float> host(store.flat_size());
+    reader.read("params", 0, store.flat_size(), host.data());
+    store.upload_params(host);
+    return;
+  }
   if (param_shard.empty()) {
     reader.read("params", 0, store.flat_size(), store.params().data());
     return;
@@ -255,7 +264,7 @@ TrainState load_train_checkpoint(const std::string& path, Model& model, Optimize
 
   // Opening checks every file against the model before anything is written.
   ParamStore& store = model.store();
-  std::vector<std::pair<std::string, AlignedBuffer<float>*>> states;
+  std::vector<std::pair<std::string, DeviceArray<float>*>> states;
   if (optimizer) {
     const std::string& saved = require(meta, "optimizer", meta_path);
     if (saved != optimizer->name())
@@ -291,8 +300,11 @@ TrainState load_train_checkpoint(const std::string& path, Model& model, Optimize
   // This worker's elements of the optimizer state: its ZeRO segments, or the whole store.
   const FlatSegments whole{{.begin = 0, .end = store.flat_size(), .local = 0}};
   const FlatSegments& owned = zero ? zero->layout().segments() : whole;
-  for (auto& [name, buffer] : states)
-    for (const FlatSegment& s : owned) reader->read(name, s.begin, s.end, buffer->data() + s.local);
+  for (auto& [name, buffer] : states) {
+    std::vector<float> host(buffer->size());  // read on the host, then to the state's memory
+    for (const FlatSegment& s : owned) reader->read(name, s.begin, s.end, host.data() + s.local);
+    buffer->upload(host);
+  }
   if (optimizer)
     optimizer->set_steps_taken(parse_int(require(meta, "optimizer_steps", meta_path), "optimizer_steps", meta_path));
   return state;

@@ -109,7 +109,7 @@ std::optional<std::string> agree_on_resume_checkpoint(WorkerGroup& workers, cons
 // finishes. Only the lead worker reports; the others would print the same.
 class SyncTrainer {
  public:
-  SyncTrainer(const JobConfig& config, const TrainOptions& options);
+  SyncTrainer(const JobConfig& config, const TrainOptions& options, const Device& device);
   TrainSummary run();
 
  private:
@@ -169,7 +169,7 @@ class SyncTrainer {
   std::unique_ptr<PrometheusEndpoint> prometheus_;  // the lead's /metrics and /healthz (metrics.prometheus_port)
 };
 
-SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
+SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, const Device& device)
     : run_dir_lock_(lock_run_dir(config.training)),
       config_(config),
       options_(options),
@@ -177,7 +177,8 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options)
       workers_(config.parallel, shared_settings(config)),
       model_(make_model(config.model, model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank(),
                                                    workers_.expert_group(), config.training.recompute,
-                                                   config.training.precision))),
+                                                   config.training.precision,
+                                                   check_device_job(device, config, workers_.workers())))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
       guard_(config.training.skip_steps, config.training.spike_sigma, config.training.spike_window),
       lead_(workers_.is_lead()),
@@ -255,13 +256,13 @@ void SyncTrainer::print_setup() const {
   std::fprintf(out_,
                "model %s: %zu parameters | per-device batch %lld, global batch %lld (%d worker%s) | "
                "base lr %.4g, scale rule %s (reference batch %lld) -> effective lr %.4g | %s %s | "
-               "%d threads, GEMM %s\n",
+               "%d threads, GEMM %s | device %s\n",
                model_->kind().c_str(), model_->store().global_parameter_count(),
                (long long)config_.training.batch_size, (long long)(config_.training.batch_size * world_size),
                world_size, world_size == 1 ? "" : "s", config_.optimizer.lr,
                enum_string(config_.schedule.scale_rule).c_str(), (long long)reference_batch(config_), step_.base_lr,
                machinery_.optimizer->name().c_str(), enum_string(config_.schedule.decay).c_str(),
-               omp_get_max_threads(), kernels::gemm_backend_name());
+               omp_get_max_threads(), kernels::gemm_backend_name(), device_name(model_->store().device()).c_str());
   if (config_.training.precision == Precision::Bf16)
     std::fprintf(out_,
                  "precision: bf16 products with fp32 sums in the linear layers, attention and the output layer (bf16 GEMM: %s; "
@@ -517,12 +518,15 @@ void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock:
 }  // namespace
 
 TrainSummary train(const JobConfig& config, const TrainOptions& options) {
-  open_training_device(config.training);
-  if (config.parallel.data == DataParallelism::ParameterServer) return train_parameter_server_worker(config, options);
+  const Device device = open_training_device(config.training);
+  if (config.parallel.data == DataParallelism::ParameterServer) {
+    check_device_job(device, config, 1);
+    return train_parameter_server_worker(config, options);
+  }
   // Every worker's ring of its collectives, <out_dir>/flight/ (`meshtrain why-hung`).
   comm::flight::open_worker_ring(config.training.out_dir);
   watch_stop_signals();  // before the workers' threads start: they inherit the blocked signals
-  return SyncTrainer(config, options).run();
+  return SyncTrainer(config, options, device).run();
 }
 
 }  // namespace meshtrain

@@ -1,6 +1,7 @@
 #include "meshtrain/train/loop/training_device.hpp"
 
 #include "meshtrain/comm/bootstrap/launch_env.hpp"
+#include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/device_probe.hpp"
 
@@ -8,15 +9,25 @@ namespace meshtrain {
 
 Device open_training_device(const TrainingSection& training) {
   const DeviceRequest request = parse_device(training.device);
-  if (request.kind == DeviceKind::Cpu) return {};
+  if (request.kind != DeviceKind::Cuda) return resolve_device(request, 0);
   const Device device = resolve_device(request, request.index_given ? 0 : comm::read_launch_env().local_rank);
-  const kernels::CudaDeviceInfo info = kernels::open_cuda_device(device);
-  // The GPU answers, its kernels are built (kernels/cuda/), but the layers do
-  // not run on them yet: say so rather than train on the CPU behind the
-  // user's back.
-  throw DeviceError("training.device = \"" + training.device + "\": " + kernels::describe(info) +
-                    " is usable, but this meshtrain cannot train on a GPU yet: its CUDA kernels are built and "
-                    "tested, the model does not run on them (docs/gpu.md); set training.device = \"cpu\"");
+  kernels::open_cuda_device(device);  // DeviceError naming why it cannot be used
+  return device;
+}
+
+const Device& check_device_job(const Device& device, const JobConfig& config, int64_t workers) {
+  if (device.is_cpu()) return device;
+  auto refuse = [&](const std::string& what) {
+    throw ConfigError("training.device = \"" + config.training.device + "\": " + what +
+                      " (docs/gpu.md: one process per device trains a dense model with AdamW; collectives on device "
+                      "memory come with NCCL)");
+  };
+  if (config.parallel.data == DataParallelism::ParameterServer) refuse("the parameter-server roles run on CPUs");
+  if (workers > 1) refuse("this job has " + std::to_string(workers) + " workers, and they would meet in host memory");
+  if (config.model.n_expert > 1) refuse("a mixture of experts routes its tokens on the host");
+  if (config.optimizer.name != OptimizerKind::AdamW)
+    refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");
+  return device;
 }
 
 }  // namespace meshtrain

@@ -10,6 +10,13 @@ namespace meshtrain {
 
 // "cpu" costs nothing. "cuda" takes the launcher's local rank (LOCAL_RANK,
 // SLURM_LOCALID, ...), "cuda:N" GPU N, and asks the CUDA runtime for it.
+// "cpu-guarded" (kernels/guarded_backend.hpp) costs nothing either.
 Device open_training_device(const TrainingSection& training);
+
+// `device` for this job of `workers` processes: off the CPU one process
+// trains a dense model with AdamW (collectives on device memory, mixtures of
+// experts and the parameter servers come with part 2 of the GPU path,
+// docs/gpu.md); ConfigError (exit status 3) naming what stands in the way.
+const Device& check_device_job(const Device& device, const JobConfig& config, int64_t workers);
 
 }  // namespace meshtrain

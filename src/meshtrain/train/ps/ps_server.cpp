@@ -49,7 +49,7 @@ std::string save_final(const CheckpointSettings& checkpoints, const OptimizerCon
   for (auto& [name, buf] : optimizer->state_buffers()) {
     auto it = std::find_if(f.state.begin(), f.state.end(), [&](const auto& s) { return s.first == name; });
     if (it == f.state.end()) throw Error("parameter server: no final '" + name + "' state gathered");
-    std::memcpy(buf->data(), it->second.data(), store.flat_size() * sizeof(float));
+    std::memcpy(buf->raw(), it->second.data(), store.flat_size() * sizeof(float));
   }
   optimizer->set_steps_taken(f.step);
   // The data position is per worker here; a checkpoint holds one, so none.
@@ -73,7 +73,7 @@ void save_server_shard(const std::string& dir, int64_t step, int64_t keep, const
   auto writer = checkpoint::CheckpointWriter::begin(dir, step);
   auto entries = checkpoint::view_tensors(shard, shard.params().data(), kParamPrefix);
   for (auto& [name, buffer] : optimizer.state_buffers()) {
-    auto views = checkpoint::view_tensors(shard, buffer->data(), name + ".");
+    auto views = checkpoint::view_tensors(shard, buffer->raw(), name + ".");
     entries.insert(entries.end(), views.begin(), views.end());
   }
   checkpoint::write_safetensors(writer.file(kShardFile), entries,
@@ -123,7 +123,7 @@ int64_t restore_server_shard(const std::string& root, int index, int num_servers
     for (auto& [name, buffer] : optimizer.state_buffers()) checkpoint::check_view_tensors(reader, shard, name + ".");
     checkpoint::read_view_tensors(reader, shard, shard.params().data(), kParamPrefix);
     for (auto& [name, buffer] : optimizer.state_buffers())
-      checkpoint::read_view_tensors(reader, shard, buffer->data(), name + ".");
+      checkpoint::read_view_tensors(reader, shard, buffer->raw(), name + ".");
     optimizer.set_steps_taken(std::stoll(field("optimizer_steps")));
     std::fprintf(out, "ps-server %d: resuming from step %lld (%s)\n", index, (long long)*it, dir.c_str());
     std::fflush(out);

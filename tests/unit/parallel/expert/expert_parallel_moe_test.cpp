@@ -69,7 +69,7 @@ RankResult run(nn::MoeMlp& layer, nn::RouterSums& sums, const std::vector<float>
   const float* y = layer.forward(xs.data(), sequences, T, xs.data());
   r.y.assign(y, y + n);
   r.dx.resize(n);
-  nn::Workspace ws;
+  nn::Workspace ws{kernels::cpu_backend().allocator()};
   layer.backward(r.dx.data(), ds.data(), ws);
   r.dropped = sums.dropped();
   r.tokens = sums.tokens();

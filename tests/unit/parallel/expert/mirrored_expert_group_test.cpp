@@ -75,7 +75,7 @@ void set_params(ParamStore& store) {
 void step(nn::MoeMlp& layer, const std::vector<float>& x, const std::vector<float>& dout) {
   layer.forward(x.data(), B, T, x.data());
   std::vector<float> dx(x.size());
-  nn::Workspace ws;
+  nn::Workspace ws{kernels::cpu_backend().allocator()};
   layer.backward(dx.data(), dout.data(), ws);
 }
 

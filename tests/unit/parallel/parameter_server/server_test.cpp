@@ -104,7 +104,7 @@ TEST_P(PsServerMatchesSerial, PushesEqualDirectSteps) {
     ASSERT_EQ(f.state.size(), ref_state.size());
     for (size_t b = 0; b < ref_state.size(); ++b) {
       EXPECT_EQ(f.state[b].first, ref_state[b].first);
-      EXPECT_TRUE(bitwise_equal(f.state[b].second.data(), ref_state[b].second->data(), ref.flat_size()))
+      EXPECT_TRUE(bitwise_equal(f.state[b].second.data(), ref_state[b].second->to_host().data(), ref.flat_size()))
           << ref_state[b].first;
     }
   }

@@ -32,7 +32,7 @@ std::pair<std::vector<float>, std::vector<float>> run(nn::Block& block, const st
                                                       const std::vector<float>& dout, int64_t seq_len) {
   const float* y = block.forward(x.data(), B, seq_len);
   std::vector<float> out(y, y + x.size()), dres = dout;
-  nn::Workspace ws;
+  nn::Workspace ws{kernels::cpu_backend().allocator()};
   block.backward(dres.data(), ws);
   return {out, dres};
 }

@@ -1,0 +1,307 @@
+#include "meshtrain/kernels/guarded_backend.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::kernels {
+namespace {
+
+// One reserved region, handed out in pages: opened (read-write) as a whole
+// while any backend call runs, closed (PROT_NONE) when the last one returns.
+class GuardedMemory final : public DeviceAllocator {
+ public:
+  GuardedMemory() {
+    void* p = mmap(nullptr, kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw DeviceError("cpu-guarded: cannot reserve its address space (mmap failed)");
+    base_ = static_cast<char*>(p);
+  }
+
+  void* allocate(size_t bytes) override {
+    const size_t size = round_up(bytes ? bytes : 1);
+    std::lock_guard lock(mutex_);
+    size_t offset;
+    if (auto it = free_.lower_bound(size); it != free_.end()) {
+      offset = it->second;
+      if (it->first > size) free_.emplace(it->first - size, offset + size);
+      free_.erase(it);
+    } else {
+      if (top_ + size > kReserve)
+        throw DeviceError("cpu-guarded: out of memory (" + std::to_string(kReserve >> 30) + " GiB reserved)");
+      offset = top_;
+      top_ += size;
+      if (depth_ > 0) protect(offset, size, PROT_READ | PROT_WRITE);
+    }
+    sizes_[offset] = size;
+    return base_ + offset;
+  }
+  void release(void* p) noexcept override {
+    std::lock_guard lock(mutex_);
+    const size_t offset = size_t(static_cast<char*>(p) - base_);
+    const auto it = sizes_.find(offset);
+    if (it == sizes_.end()) return;
+    madvise(p, it->second, MADV_DONTNEED);  // its pages back to the system; zeros when reused
+    free_.emplace(it->second, offset);
+    sizes_.erase(it);
+  }
+  void zero(void* p, size_t bytes) override {
+    const Open open(*this);
+    std::memset(p, 0, bytes);
+  }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    const Open open(*this);
+    std::memcpy(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    const Open open(*this);
+    std::memcpy(dst, src, bytes);
+  }
+  std::string name() const override { return "cpu-guarded"; }
+
+  // The region readable and writable while one lives (they nest, and
+  // threads of one call may hold their own).
+  class Open {
+   public:
+    explicit Open(GuardedMemory& m) : m_(m) {
+      std::lock_guard lock(m_.mutex_);
+      if (m_.depth_++ == 0) m_.protect(0, m_.top_, PROT_READ | PROT_WRITE);
+    }
+    ~Open() {
+      std::lock_guard lock(m_.mutex_);
+      if (--m_.depth_ == 0) m_.protect(0, m_.top_, PROT_NONE);
+    }
+    Open(const Open&) = delete;
+    Open& operator=(const Open&) = delete;
+
+   private:
+    GuardedMemory& m_;
+  };
+
+ private:
+  static constexpr size_t kReserve = size_t(64) << 30;
+  static size_t round_up(size_t bytes) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    return (bytes + page - 1) / page * page;
+  }
+  void protect(size_t offset, size_t size, int prot) {
+    if (size && mprotect(base_ + offset, size, prot) != 0)
+      throw DeviceError("cpu-guarded: mprotect failed: " + std::string(std::strerror(errno)));
+  }
+
+  char* base_ = nullptr;
+  size_t top_ = 0;  // bytes handed out from base_, free or not
+  int depth_ = 0;   // Open objects alive
+  std::map<size_t, size_t> sizes_;         // offset -> size of each live allocation
+  std::multimap<size_t, size_t> free_;     // size -> offset of each released one
+  std::mutex mutex_;
+};
+
+class GuardedBackend final : public Backend {
+ public:
+  Device device() const override { return {DeviceKind::GuardedCpu, 0}; }
+  DeviceAllocator& allocator() override { return memory_; }
+
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
+                       int64_t C) override {
+    const Open open(memory_);
+    cpu_.encoder_forward(out, tokens, wte, wpe, B, T, C);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
+                        int64_t C) override {
+    const Open open(memory_);
+    cpu_.encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                         const float* bias, int64_t N, int64_t C) override {
+    const Open open(memory_);
+    cpu_.layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  }
+  void layernorm_forward_rounded(Bf16* out16, float* mean, float* rstd, const float* inp, const float* weight,
+                                 const float* bias, int64_t N, int64_t C) override {
+    const Open open(memory_);
+    cpu_.layernorm_forward_rounded(out16, mean, rstd, inp, weight, bias, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, const float* mean, const float* rstd, const float* dresid, int64_t N,
+                          int64_t C) override {
+    const Open open(memory_);
+    cpu_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, dresid, N, C);
+  }
+  void residual_forward(float* out, const float* a, const float* b, int64_t n) override {
+    const Open open(memory_);
+    cpu_.residual_forward(out, a, b, n);
+  }
+  void gelu_forward(float* out, const float* inp, int64_t n) override {
+    const Open open(memory_);
+    cpu_.gelu_forward(out, inp, n);
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
+    const Open open(memory_);
+    cpu_.gelu_backward(dinp, inp, dout, n);
+  }
+  void adamw_update(std::span<const AdamWChunk> chunks, const AdamWStep& step) override {
+    const Open open(memory_);
+    cpu_.adamw_update(chunks, step);
+  }
+  double squared_norm(const float* base, size_t begin, size_t end) override {
+    const Open open(memory_);
+    return cpu_.squared_norm(base, begin, end);
+  }
+  void scale(float* x, size_t n, float factor) override {
+    const Open open(memory_);
+    cpu_.scale(x, n, factor);
+  }
+  double sum_in_order(const float* x, size_t n) override {
+    const Open open(memory_);
+    return cpu_.sum_in_order(x, n);
+  }
+  void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+            float beta, float* C, int ldc) override {
+    const Open open(memory_);
+    cpu_.gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+  void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const Bf16* A, int lda, const Bf16* B,
+                 int ldb, float beta, float* C, int ldc, const float* bias) override {
+    const Open open(memory_);
+    cpu_.gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+  }
+  void gemm_bf16_rounded(Trans ta, Trans tb, int M, int N, int K, const Bf16* A, int lda, const Bf16* B, int ldb,
+                         Bf16* C, int ldc, const float* bias) override {
+    const Open open(memory_);
+    cpu_.gemm_bf16_rounded(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, bias);
+  }
+  void run_pair(FunctionRef<void()> first, FunctionRef<void()> after_first, FunctionRef<void()> second) override {
+    const Open open(memory_);
+    cpu_.run_pair(first, after_first, second);
+  }
+  void fill_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) override {
+    const Open open(memory_);
+    cpu_.fill_rows(out, bias, residual, M, N);
+  }
+  void add_rows(float* out, const float* bias, const float* residual, int64_t M, int64_t N) override {
+    const Open open(memory_);
+    cpu_.add_rows(out, bias, residual, M, N);
+  }
+  void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) override {
+    const Open open(memory_);
+    cpu_.bias_backward(dbias, dout, M, N);
+  }
+  void bias_backward_rounded(float* dbias, Bf16* dout16, const float* dout, int64_t M, int64_t N) override {
+    const Open open(memory_);
+    cpu_.bias_backward_rounded(dbias, dout16, dout, M, N);
+  }
+  void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n) override {
+    const Open open(memory_);
+    cpu_.gelu_forward_bf16(out16, inp16, n);
+  }
+  void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const Bf16* dout, int64_t M,
+                             int64_t N) override {
+    const Open open(memory_);
+    cpu_.gelu_backward_rounded(dinp16, dbias, inp, dout, M, N);
+  }
+  void to_bf16(const float* src, Bf16* dst, size_t n) override {
+    const Open open(memory_);
+    cpu_.to_bf16(src, dst, n);
+  }
+  void copy(float* dst, const float* src, size_t n) override {
+    const Open open(memory_);
+    cpu_.copy(dst, src, n);
+  }
+  void fill(float* dst, size_t n, float value) override {
+    const Open open(memory_);
+    cpu_.fill(dst, n, value);
+  }
+  void attention_forward(float* out, AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C,
+                         int64_t NH, bool causal, const AttentionBf16* bf16) override {
+    const Open open(memory_);
+    cpu_.attention_forward(out, saved, qkv, B, T, C, NH, causal, bf16);
+  }
+  void attention_recompute(AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                           bool causal, const AttentionBf16* bf16) override {
+    const Open open(memory_);
+    cpu_.attention_recompute(saved, qkv, B, T, C, NH, causal, bf16);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* out, AttentionSaved& saved, const float* qkv,
+                          int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, float* scratch,
+                          const AttentionBf16* bf16) override {
+    const Open open(memory_);
+    cpu_.attention_backward(dqkv, dout, out, saved, qkv, B, T, C, NH, causal, scratch, bf16);
+  }
+  size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool bf16) override {
+    const Open open(memory_);
+    return cpu_.attention_backward_scratch(B, T, NH, bf16);
+  }
+  int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
+                               int64_t V) override {
+    const Open open(memory_);
+    return cpu_.softmax_xent_forward(lse, loss, logits, targets, N, V);
+  }
+  void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                             int64_t N, int64_t V, float dloss, int64_t v0) override {
+    const Open open(memory_);
+    cpu_.softmax_xent_backward(dlogits, logits, lse, targets, N, V, dloss, v0);
+  }
+  void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V) override {
+    const Open open(memory_);
+    cpu_.row_max_argmax(mx, arg, logits, N, V);
+  }
+  void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* logits, const float* mx,
+                               const int32_t* targets, int64_t N, int64_t V, int64_t v0) override {
+    const Open open(memory_);
+    cpu_.softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets, N, V, v0);
+  }
+  void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0, int64_t V_rows,
+                              int64_t N, int64_t C) override {
+    const Open open(memory_);
+    cpu_.embedding_rows_forward(out, tokens, wte_rows, v0, V_rows, N, C);
+  }
+  void embedding_rows_backward(float* dwte_rows, const float* dout, const int32_t* tokens, int64_t v0,
+                               int64_t V_rows, int64_t N, int64_t C) override {
+    const Open open(memory_);
+    cpu_.embedding_rows_backward(dwte_rows, dout, tokens, v0, V_rows, N, C);
+  }
+  void position_add_forward(float* x, const float* pos, int64_t B, int64_t T, int64_t C) override {
+    const Open open(memory_);
+    cpu_.position_add_forward(x, pos, B, T, C);
+  }
+  void position_add_rows_forward(float* x, const float* pos, int64_t row0, int64_t rows, int64_t T,
+                                 int64_t C) override {
+    const Open open(memory_);
+    cpu_.position_add_rows_forward(x, pos, row0, rows, T, C);
+  }
+  void position_add_backward(float* dpos, const float* dout, int64_t B, int64_t T, int64_t C) override {
+    const Open open(memory_);
+    cpu_.position_add_backward(dpos, dout, B, T, C);
+  }
+  void patchify(float* patches, const float* pixels, int64_t B, int64_t ch, int64_t H, int64_t W, int64_t P) override {
+    const Open open(memory_);
+    cpu_.patchify(patches, pixels, B, ch, H, W, P);
+  }
+  void meanpool_forward(float* out, const float* inp, int64_t B, int64_t T, int64_t C) override {
+    const Open open(memory_);
+    cpu_.meanpool_forward(out, inp, B, T, C);
+  }
+  void meanpool_backward(float* dinp, const float* dout, int64_t B, int64_t T, int64_t C) override {
+    const Open open(memory_);
+    cpu_.meanpool_backward(dinp, dout, B, T, C);
+  }
+
+ private:
+  using Open = GuardedMemory::Open;
+  Backend& cpu_ = cpu_backend();
+  GuardedMemory memory_;
+};
+
+}  // namespace
+
+Backend& guarded_backend() {
+  static GuardedBackend backend;
+  return backend;
+}
+
+}  // namespace meshtrain::kernels

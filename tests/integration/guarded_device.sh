@@ -1,0 +1,92 @@
+# training.device = "cpu-guarded": the CPU's kernels on memory that faults on
+# any host access outside a kernel (kernels/guarded_backend.hpp), the rules
+# of a GPU's memory on a machine without one. Every model and mode trains to
+# the same bits as on "cpu": parameters, AdamW's moments and the losses; a
+# checkpoint moves between the two devices and the run goes on bit for bit;
+# what needs the host's memory (several workers, MoE, SGD) is refused with
+# status 3.
+source "$(dirname "$0")/lib.sh"
+make_text text.txt 100000
+tiny_config job.toml "$WORK/text.txt"
+
+# The tensors of two checkpoints' files, byte for byte (their metadata names
+# the device, so whole files differ).
+same_tensors() {
+  python3 - "$1" "$2" <<'PY' || fail "$1 and $2 hold different tensors"
+import json, struct, sys
+def tensors(p):
+    raw = open(p, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n]); header.pop("__metadata__", None)
+    return {k: raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]] for k, t in header.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a.keys() == b.keys(), "tensor names differ"
+bad = [k for k in a if a[k] != b[k]]
+assert not bad, f"{len(bad)} tensors differ, first {bad[0]}"
+PY
+}
+same_run() {  # same_run A B STEP: parameters, optimizer state and losses of out dirs A and B
+  local a="$WORK/$1/checkpoints/step_$(printf %08d "$3")" b="$WORK/$2/checkpoints/step_$(printf %08d "$3")"
+  same_tensors "$a/model.safetensors" "$b/model.safetensors"
+  same_tensors "$a/train_state.safetensors" "$b/train_state.safetensors"
+  compare_losses "$WORK/$1/metrics.jsonl" "$WORK/$2/metrics.jsonl" 0 > /dev/null || fail "$1 and $2: losses differ"
+}
+train() {  # train NAME CONFIG DEVICE ARGS...
+  local name=$1 config=$2 device=$3; shift 3
+  "$MESHTRAIN" train "$config" --training.device="$device" --training.out_dir="$WORK/$name" "$@" \
+    > "$name.log" 2>&1 || { cat "$name.log"; fail "$name"; }
+}
+
+# GPT in fp32 and bf16, every recomputation mode, micro-batches with clipping.
+modes=("fp32:--training.precision=fp32"
+       "bf16:--training.precision=bf16"
+       "bf16-selective:--training.precision=bf16 --training.recompute=selective"
+       "fp32-full:--training.recompute=full"
+       "micro-clip:--parallel.micro_batches=2 --optimizer.grad_clip=0.5")
+for mode in "${modes[@]}"; do
+  name=${mode%%:*}; read -r -a args <<< "${mode#*:}"
+  train "cpu-$name" job.toml cpu --training.steps=10 "${args[@]}"
+  train "guarded-$name" job.toml cpu-guarded --training.steps=10 "${args[@]}"
+  grep -q "device cpu-guarded" "guarded-$name.log" || { cat "guarded-$name.log"; fail "not on cpu-guarded"; }
+  same_run "cpu-$name" "guarded-$name" 10
+  echo "gpt $name: the same bits on cpu-guarded"
+done
+
+# The image models (generated images are enough: the bits are the point).
+for model in mlp vit; do
+  args=(--training.steps=6 --training.eval_every=0 --schedule.warmup_steps=2 --training.threads=1
+        --checkpoint.every=6 --optimizer.name=adamw)
+  train "cpu-$model" "$SRC/examples/fashion-$model.toml" cpu "${args[@]}"
+  train "guarded-$model" "$SRC/examples/fashion-$model.toml" cpu-guarded "${args[@]}"
+  same_run "cpu-$model" "guarded-$model" 6
+  echo "$model: the same bits on cpu-guarded"
+done
+
+# A checkpoint moves between the devices: 10 steps on one, 10 on the other,
+# equal to 20 on the CPU.
+train cpu-20 job.toml cpu
+for pair in "cpu-guarded cpu" "cpu cpu-guarded"; do
+  read -r first second <<< "$pair"
+  name="from-$first"
+  train "$name" job.toml "$first" --stop-at-step 10
+  "$MESHTRAIN" train job.toml --resume --training.device="$second" --training.out_dir="$WORK/$name" \
+    > "$name-resumed.log" 2>&1 || { cat "$name-resumed.log"; fail "resume on $second"; }
+  grep -q "resuming from step 10" "$name-resumed.log" || { cat "$name-resumed.log"; fail "did not resume"; }
+  same_tensors "$WORK/cpu-20/checkpoints/step_00000020/model.safetensors" \
+    "$WORK/$name/checkpoints/step_00000020/model.safetensors"
+  echo "checkpoint of $first resumed on $second: the same bits as 20 steps on the CPU"
+done
+
+# What needs the host's memory is refused before anything is written.
+refused() {  # refused PATTERN ARGS...
+  local pattern=$1 status=0; shift
+  "$MESHTRAIN" "$@" > refused.log 2>&1 || status=$?
+  [ "$status" -eq 3 ] || { cat refused.log; fail "exit status $status, not 3: $*"; }
+  grep -q -- "$pattern" refused.log || { cat refused.log; fail "no '$pattern': $*"; }
+}
+refused "updates on the host; use 'adamw'" train job.toml --training.device=cpu-guarded --optimizer.name=sgd \
+  --training.out_dir="$WORK/sgd"
+refused "a mixture of experts routes its tokens on the host" train job.toml --training.device=cpu-guarded \
+  --model.n_expert=2 --training.out_dir="$WORK/moe"
+refused "this job has 2 workers" run job.toml --nproc 2 --parallel.data=allreduce --training.device=cpu-guarded --training.out_dir="$WORK/dp"
+echo "the guarded device trains every mode to the CPU's bits and refuses what needs host memory"

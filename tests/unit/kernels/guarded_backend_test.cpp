@@ -1,0 +1,44 @@
+// The guarded device (training.device = "cpu-guarded"): its memory faults on
+// a host access outside a backend call or the allocator's own copies, and a
+// backend call computes what the CPU's computes.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "meshtrain/core/device_array.hpp"
+#include "meshtrain/kernels/backend.hpp"
+#include "meshtrain/kernels/guarded_backend.hpp"
+
+namespace meshtrain::kernels {
+namespace {
+
+TEST(GuardedBackend, IsTheGuardedDevice) {
+  EXPECT_EQ(backend_for(Device{DeviceKind::GuardedCpu, 0}).device().kind, DeviceKind::GuardedCpu);
+  EXPECT_EQ(guarded_backend().allocator().name(), "cpu-guarded");
+  EXPECT_EQ(device_name(guarded_backend().device()), "cpu-guarded");
+}
+
+TEST(GuardedBackend, KernelsSeeTheMemoryAndComputeTheCpusValues) {
+  Backend& guarded = guarded_backend();
+  DeviceArray<float> a(guarded.allocator(), MemoryKind::Activations), b(guarded.allocator(), MemoryKind::Activations);
+  const std::vector<float> x{1.5f, -2.0f, 3.25f, 0.5f, 7.0f};
+  a.ensure(x.size());
+  b.ensure(x.size());
+  a.upload(x);
+  guarded.gelu_forward(b.raw(), a.raw(), int64_t(x.size()));
+  std::vector<float> want(x.size());
+  cpu_backend().gelu_forward(want.data(), x.data(), int64_t(x.size()));
+  EXPECT_EQ(b.to_host(), want);
+  EXPECT_EQ(guarded.sum_in_order(a.raw(), x.size()), 1.5 - 2.0 + 3.25 + 0.5 + 7.0);
+}
+
+TEST(GuardedBackendDeathTest, AHostReadOutsideAKernelFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  DeviceArray<float> a(guarded_backend().allocator(), MemoryKind::Activations);
+  a.resize(16);
+  const float* p = a.raw();
+  EXPECT_DEATH({ volatile float v = p[3]; (void)v; }, "");
+}
+
+}  // namespace
+}  // namespace meshtrain::kernels

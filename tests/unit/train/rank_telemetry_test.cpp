@@ -5,9 +5,10 @@
 namespace meshtrain {
 namespace {
 
-std::vector<RankInterval> busy(std::initializer_list<double> ms) {
+// One interval of `steps` steps of `step_ms` each (10 x 100 ms: a window of its own).
+std::vector<RankInterval> busy(std::initializer_list<double> ms, double step_ms = 100, double steps = 10) {
   std::vector<RankInterval> out;
-  for (double m : ms) out.push_back({.step_ms = 100, .busy_ms = m});
+  for (double m : ms) out.push_back({.step_ms = step_ms, .busy_ms = m, .steps = steps});
   return out;
 }
 
@@ -48,6 +49,28 @@ TEST(StragglerWatch, FlagsARankSlowTwoIntervalsInARow) {
 TEST(StragglerWatch, IgnoresRatiosOfTinyTimes) {
   StragglerWatch watch(1.5, 1.0);
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(watch.assess(busy({0.5, 1.2})).stragglers.empty());
+}
+
+TEST(StragglerWatch, JudgesShortIntervalsTogether) {
+  // 2 ms steps, 10 per interval: 20 ms intervals, so a 500 ms window takes 25.
+  StragglerWatch watch(1.5, 1.0, 500);
+  for (int warmup = 0; warmup < 2; ++warmup) watch.assess(busy({1, 1}, 2));
+  // A burst of scheduler noise: worker 0 three times slower for two intervals.
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(watch.assess(busy({3, 1}, 4)).new_stragglers.empty());
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(watch.assess(busy({1, 1}, 2)).stragglers.empty()) << "interval " << i;
+  // Worker 1 slow for good: flagged when the second slow window closes.
+  int flagged_at = -1;
+  for (int i = 0; i < 60 && flagged_at < 0; ++i) {
+    const StragglerReport r = watch.assess(busy({1, 2.5}, 3));
+    if (!r.new_stragglers.empty()) {
+      EXPECT_EQ(r.new_stragglers, std::vector<int>{1});
+      EXPECT_NEAR(r.window_vs_fastest[1], 2.5, 1e-9);
+      EXPECT_NEAR(r.window_busy_ms[1], 2.5, 1e-9);
+      flagged_at = i;
+    }
+  }
+  EXPECT_GE(flagged_at, 17) << "not before two windows of 500 ms";
+  EXPECT_LE(flagged_at, 40);
 }
 
 TEST(RankRecord, ListsEveryWorker) {

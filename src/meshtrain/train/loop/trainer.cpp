@@ -432,8 +432,8 @@ nlohmann::json SyncTrainer::gather_ranks(int64_t step) {
   for (int r : report.new_stragglers) {
     char line[200];
     std::snprintf(line, sizeof line, "step %lld: worker %d is a straggler: busy %.1f ms per step, %.2fx the fastest "
-                  "worker's (%.2fx its own best)", (long long)step, r, ranks[size_t(r)].busy_ms,
-                  report.vs_fastest[size_t(r)], report.vs_best[size_t(r)]);
+                  "worker's (%.2fx its own best)", (long long)step, r, report.window_busy_ms[size_t(r)],
+                  report.window_vs_fastest[size_t(r)], report.vs_best[size_t(r)]);
     progress_->message(line);
   }
   return fields;

@@ -6,7 +6,7 @@
 //   CXX=clang++ cmake -S fuzz -B build-fuzz -G Ninja && ninja -C build-fuzz
 //   build-fuzz/fuzz_frame_decoder -max_total_time=60 fuzz/corpus
 //
-// The deterministic twin that runs in CI is tests/unit/comm/tcp/frame_decoder_test.cpp.
+// The deterministic twin that runs in CI is tests/unit/comm/rendezvous/frame_decoder_test.cpp.
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -17,3 +17,10 @@ if [ -x "$torch_venv/bin/torchrun" ] && OMP_NUM_THREADS=1 "$torch_venv/bin/pytho
 fi
 old_torchrun_note="Debian's torchrun is not installed (apt-get install python3-torch)"
 new_torchrun_note="the current PyTorch's torchrun is not installed (bench/setup-venv.sh makes bench/.venv; or set MESHTRAIN_TORCH_VENV)"
+# The current torchrun is one of the Python tools bench/.venv holds: under
+# MESHTRAIN_REQUIRE_PY_TOOLS=1 (scripts/test.sh under CI=true) its absence
+# fails the test instead of skipping (part of) it.
+if [ ${#TORCHRUN_NEW[@]} -eq 0 ] && [ "${MESHTRAIN_REQUIRE_PY_TOOLS:-0}" = 1 ]; then
+  echo "FAIL: $new_torchrun_note (MESHTRAIN_REQUIRE_PY_TOOLS=1: the Python tools are required, not skipped)" >&2
+  exit 1
+fi

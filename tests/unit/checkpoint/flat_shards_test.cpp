@@ -46,7 +46,7 @@ void declare_store(ParamStore& s, int variant = 0) {
 }
 
 // The unit-by-unit ZeRO split (parallel::ShardLayout, which the checkpoint
-// layer cannot link; tests/unit/parallel/shard_layout_test.cpp checks it
+// layer cannot link; tests/unit/parallel/zero/shard_layout_test.cpp checks it
 // follows this rule): unit u is cut into kWorld slices of the smallest
 // multiple of 16 that covers it, rank r owns slice r, and its shard buffers
 // hold its slices back to back.

@@ -56,7 +56,7 @@ void declare_store(ParamStore& s) {
 // Rank `rank`'s segments under the unit-by-unit split of
 // parallel::ShardLayout (shard_layout.hpp; the optim layer cannot link
 // parallel, so the rule is restated here and ShardLayout is checked against
-// it in tests/unit/parallel/shard_layout_test.cpp): each unit is cut into
+// it in tests/unit/parallel/zero/shard_layout_test.cpp): each unit is cut into
 // `world` slices of the smallest multiple of 16 elements that covers it,
 // slice `rank` is owned, and the shard buffers hold the slices back to back.
 FlatSegments unit_sliced_segments(const ParamStore& s, int rank, int world) {

@@ -6,14 +6,23 @@
 #include "meshtrain/optim/clip.hpp"
 
 namespace meshtrain::parallel {
+namespace {
+
+// Checked before the members are built: a sharded ParamGatherer frees the
+// store's flat parameters, which a refused stage must leave whole.
+int checked_stage(int stage) {
+  if (stage < 1 || stage > 3) throw Error("ZeroEngine: stage must be 1, 2 or 3, got " + std::to_string(stage));
+  return stage;
+}
+
+}  // namespace
 
 ZeroEngine::ZeroEngine(ParamStore& store, comm::ProcessGroup& group, int stage, Precision wire)
     : store_(store),
       group_(group),
-      stage_(stage),
+      stage_(checked_stage(stage)),
       layout_(store, group.rank(), group.size()),
       params_(store, layout_, group, stage >= 3, wire) {
-  if (stage < 1 || stage > 3) throw Error("ZeroEngine: stage must be 1, 2 or 3, got " + std::to_string(stage));
   if (stage >= 2) grads_.emplace(store, layout_, group, wire);
   store.set_unit_observer(this);
 }

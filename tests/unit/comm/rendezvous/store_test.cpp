@@ -6,7 +6,7 @@
 
 #include "meshtrain/comm/rendezvous/store_client.hpp"
 #include "meshtrain/comm/transport/tcp/socket.hpp"
-#include "tcp_test_util.hpp"
+#include "../transport/tcp/tcp_test_util.hpp"
 
 namespace meshtrain::comm::tcp_test {
 namespace {

@@ -4,7 +4,7 @@
 // of the loss itself.
 #include <gtest/gtest.h>
 
-#include "grad_check.hpp"
+#include "../grad_check.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/nn/moe/moe_mlp.hpp"
 #include "meshtrain/nn/moe/router.hpp"

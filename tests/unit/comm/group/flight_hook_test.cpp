@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "harness.hpp"
+#include "../collectives/harness.hpp"
 #include "meshtrain/comm/flight/flight_reader.hpp"
 #include "meshtrain/comm/flight/flight_recorder.hpp"
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "collectives/harness.hpp"
+#include "harness.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::testing {

@@ -5,7 +5,7 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/data_config.hpp"
 #include "meshtrain/data/loader.hpp"
-#include "test_files.hpp"
+#include "../test_files.hpp"
 
 namespace meshtrain {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/data/bpe/byte_unicode.hpp"
-#include "test_files.hpp"
+#include "../test_files.hpp"
 
 namespace meshtrain::bpe {
 namespace {

@@ -6,7 +6,7 @@
 #include "meshtrain/data/bpe/bpe_trainer.hpp"
 #include "meshtrain/data/bpe/byte_unicode.hpp"
 #include "meshtrain/data/bpe/tokenizer_json.hpp"
-#include "test_files.hpp"
+#include "../test_files.hpp"
 
 namespace meshtrain::bpe {
 namespace {

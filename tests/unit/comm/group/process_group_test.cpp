@@ -4,7 +4,7 @@
 #include <cmath>
 #include <thread>
 
-#include "harness.hpp"
+#include "../collectives/harness.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::testing {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "meshtrain/core/error.hpp"
-#include "test_files.hpp"
+#include "../test_files.hpp"
 
 namespace meshtrain {
 namespace {

@@ -1,7 +1,8 @@
 # Plan to run in two commands: `meshtrain plan ... --emit-config FILE` writes
 # the recommended layout as a job config, and `meshtrain run FILE` runs it.
-# A fresh job from a plan's model (data parallelism on 2 small devices), a
-# job config re-laid out for 4 devices too small for plain data parallelism
+# A fresh job from a plan's model (data parallelism on 2 small devices, in
+# the plan's bf16, recomputing activations where only that fits), a job
+# config re-laid out for 4 devices too small for plain data parallelism
 # (ZeRO), the refusal to overwrite without --force, and no file when
 # nothing fits.
 source "$(dirname "$0")/lib.sh"
@@ -32,11 +33,33 @@ assert (m["kind"], m["n_layer"], m["n_embd"], m["n_head"], m["block_size"]) == (
 assert p["workers"] == 2 and p["data"] == "allreduce" and p["all_reduce"] in ("ring", "tree"), p
 assert c["training"]["batch_size"] * p["workers"] == 8, c["training"]
 assert c["data"]["path"] == "data/kjv.txt", c["data"]
+assert c["training"]["precision"] == "bf16", c["training"]   # the planner's default: mixed precision
+assert c["training"]["recompute"] == "none", c["training"]   # fits without recomputing
 PY
+grep -q "trains in fp32" emit.log && { cat emit.log; fail "the stale fp32 note"; }
 "$MESHTRAIN" run fresh.toml --training.steps=3 --training.threads=1 --training.eval_batches=1 > run1.log 2>&1 \
   || { tail -n 20 run1.log; fail "meshtrain run fresh.toml"; }
 grep -q "global batch 8 (2 workers)" run1.log || { tail -n 20 run1.log; fail "fresh job not on 2 workers"; }
 grep -q "done: 3 steps" run1.log || { tail -n 20 run1.log; fail "fresh job did not finish"; }
+
+# 1b. Devices of 20 MB: data parallelism fits only by recomputing activations
+# (yes*), so the job recomputes; and it runs.
+"$MESHTRAIN" plan --model.layers=8 --model.hidden=64 --model.heads=2 --model.seq_len=128 --model.vocab=256 \
+  --training.global_batch=8 --training.micro_batch=4 --hardware.device=custom --hardware.memory_gb=0.02 \
+  --hardware.tflops=0.1 --hardware.devices_per_node=2 --emit-config recompute.toml > plan3.txt 2> emit3.log \
+  || { cat plan3.txt emit3.log; fail "plan --emit-config (recomputation)"; }
+grep -q "recommended: dp-" plan3.txt || { cat plan3.txt; fail "no data-parallel recommendation (recomputation)"; }
+grep -q "does not run yet" emit3.log && { cat emit3.log; fail "the stale recomputation note"; }
+python3 - <<'PY' || { cat recompute.toml; fail "recompute.toml"; }
+import tomllib
+t = tomllib.load(open("recompute.toml", "rb"))["training"]
+assert t["recompute"] == "full" and t["precision"] == "bf16", t
+PY
+"$MESHTRAIN" run recompute.toml --training.steps=2 --training.threads=1 --training.eval_batches=1 \
+  --training.out_dir="$WORK/recompute" > run3.log 2>&1 \
+  || { tail -n 20 run3.log; fail "meshtrain run recompute.toml"; }
+grep -q "activation recomputation: full" run3.log || { tail -n 20 run3.log; fail "the job did not recompute"; }
+grep -q "done: 2 steps" run3.log || { tail -n 20 run3.log; fail "the recomputing job did not finish"; }
 
 # 2. Refusal to overwrite: exit 3, the file untouched; --force overwrites.
 cp fresh.toml fresh.before

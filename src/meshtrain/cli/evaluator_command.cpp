@@ -2,7 +2,6 @@
 // Evaluates each new checkpoint of the job until the final one (see
 // cluster/evaluator_pool.hpp). It runs beside the workers, so it keeps to one
 // thread at lower priority; SIGTERM stops it after the checkpoint in hand.
-#include <omp.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -12,10 +11,13 @@
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/cli/launched_job_config.hpp"
 #include "meshtrain/cluster/evaluator_pool.hpp"
+#include "meshtrain/core/threads.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
 
 namespace meshtrain::cli {
 namespace {
+
+constexpr int64_t kEvaluatorThreads = 1;
 
 volatile std::sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
@@ -35,7 +37,9 @@ void add_evaluator_command(CLI::App& app, CommandSet& commands) {
   commands.add(sub, [config_path, sub] {
     const std::vector<std::string> overrides = sub->remaining();
     JobConfig config = load_launched_job_config(*config_path, overrides);
-    omp_set_num_threads(1);
+    // One thread whatever training.threads says: the evaluator runs beside
+    // the job's workers, which share the cores among themselves.
+    use_threads(threads_for(kEvaluatorThreads, 1));
     errno = 0;
     const int niceness = getpriority(PRIO_PROCESS, 0);
     if (errno == 0 && niceness < 10) setpriority(PRIO_PROCESS, 0, 10);

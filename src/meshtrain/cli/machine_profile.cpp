@@ -12,6 +12,7 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/statistics.hpp"
+#include "meshtrain/core/threads.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 
 namespace meshtrain::cli {
@@ -28,14 +29,14 @@ double single_core_gemm_flops() {
   constexpr int n = 512;
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n, 0.0f);
   const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
+  use_threads(threads_for(1, 1));
   double best = 1e30;
   for (int i = 0; i < 6; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     kernels::gemm(kernels::Trans::No, kernels::Trans::No, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  omp_set_num_threads(threads);
+  use_threads(threads);
   return 2.0 * n * n * n / best;
 }
 
@@ -86,7 +87,7 @@ comm::CostTable MachineProfile::links() const {
 
 MachineProfile measure_machine(std::FILE* log) {
   MachineProfile p;
-  p.cores = std::max(1, omp_get_num_procs());
+  p.cores = this_host_cpu().cores;
   p.memory_bytes = host_memory_bytes();
   if (log) std::fprintf(log, "measuring: single-core GEMM...\n");
   p.gemm_flops = single_core_gemm_flops();
@@ -101,12 +102,13 @@ MachineProfile measure_machine(std::FILE* log) {
   return p;
 }
 
-comm::CostTable measure_link(const std::string& transport, std::FILE* log) {
-  if (transport == "shm") return measure_machine(log).links();
-  if (log) std::fprintf(log, "measuring: %s all-reduce over 2 ranks, 4 KiB to 16 MiB...\n", transport.c_str());
-  const LinkFit link = fit_ring_of_two(run_all_reduce_bench(transport));
+comm::CostTable measure_link(comm::TransportKind transport, std::FILE* log) {
+  if (transport == comm::TransportKind::Shm) return measure_machine(log).links();
+  const std::string name = enum_string(transport);
+  if (log) std::fprintf(log, "measuring: %s all-reduce over 2 ranks, 4 KiB to 16 MiB...\n", name.c_str());
+  const LinkFit link = fit_ring_of_two(run_all_reduce_bench(name));
   if (log)
-    std::fprintf(log, "measured: %s %.1f us + %.2f GB/s\n", transport.c_str(), link.alpha_s * 1e6,
+    std::fprintf(log, "measured: %s %.1f us + %.2f GB/s\n", name.c_str(), link.alpha_s * 1e6,
                  1e-9 / link.beta_s_per_byte);
   return comm::CostTable::on_one_link(link.alpha_s, link.beta_s_per_byte);
 }

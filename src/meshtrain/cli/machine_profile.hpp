@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "meshtrain/comm/bootstrap/transport_kind.hpp"
 #include "meshtrain/comm/collectives/cost_model.hpp"
 #include "meshtrain/plan/plan_keys.hpp"
 
@@ -43,9 +44,9 @@ LinkFit fit_ring_of_two(std::vector<LinkSample> samples);
 // the collective benchmark fails.
 MachineProfile measure_machine(std::FILE* log);
 
-// The link between two ranks of this host over `transport` ("shm", as
-// measure_machine, or "tcp": loopback sockets), as the runtime's cost table.
-comm::CostTable measure_link(const std::string& transport, std::FILE* log);
+// The link between two ranks of this host over `transport` (Shm, as
+// measure_machine, or Tcp: loopback sockets), as the runtime's cost table.
+comm::CostTable measure_link(comm::TransportKind transport, std::FILE* log);
 
 // Plan keys for a cluster of this machine's cores (hardware.device =
 // custom, this machine's node size, memory, FLOP/s and shared memory).

@@ -140,7 +140,7 @@ int run_job_forecast(const PlanArgs& args, std::vector<std::string> flags) {
   const HostLayout hosts = take_host_flags(flags);
   JobConfig config = load_job_config(args.job_config, flags);
   const JobForecast forecast =
-      forecast_job(config, hosts, [](const std::string& transport) { return measure_link(transport, stderr); }, stderr);
+      forecast_job(config, hosts, [](comm::TransportKind link) { return measure_link(link, stderr); }, stderr);
   if (args.json)
     std::printf("%s\n", job_forecast_to_json(forecast).dump(2).c_str());
   else
@@ -170,7 +170,8 @@ void add_plan_command(CLI::App& app, CommandSet& commands) {
   CLI::Option* emit = sub->add_option(
       "--emit-config", args->emit_config,
       "write the recommended layout as a job config for `meshtrain run` (or train): [parallel] data, all_reduce, "
-      "workers, tensor, pipeline, expert, zero_stage, micro_batches and training.batch_size from the plan; with "
+      "workers, tensor, pipeline, expert, zero_stage, micro_batches, training.batch_size and, as the plan assumed "
+      "them, training.precision and training.recompute from the plan; with "
       "--config the job's other keys as they are, else the plan's model and the default data. Refuses to "
       "overwrite an existing file");
   sub->add_flag("--force", args->force, "with --emit-config: overwrite the file if it exists")->needs(emit);

@@ -15,12 +15,6 @@ namespace {
 
 // Names here are unique within cli/: the layer is compiled as unity batches.
 
-const plan::StrategyEstimate* recommended_estimate(const plan::Plan& p) {
-  for (const plan::StrategyEstimate& e : p.strategies)
-    if (e.key == p.recommendation.key) return &e;
-  return nullptr;
-}
-
 std::string emit_layout_text(const plan::Layout& l) {
   std::string s = "dp" + std::to_string(l.dp);
   if (l.ep > 1) s += "(ep" + std::to_string(l.ep) + ")";
@@ -29,8 +23,13 @@ std::string emit_layout_text(const plan::Layout& l) {
   return s;
 }
 
-int zero_stage_of(const std::string& key) {
-  return key == "zero-1" ? 1 : key == "zero-2" ? 2 : key == "zero-3" ? 3 : 0;
+comm::AllReduceAlgorithm all_reduce_of(plan::StrategyKind kind) {
+  switch (kind) {
+    case plan::StrategyKind::DataParallelRing: return comm::AllReduceAlgorithm::Ring;
+    case plan::StrategyKind::DataParallelTree: return comm::AllReduceAlgorithm::Tree;
+    case plan::StrategyKind::ReductionServer: return comm::AllReduceAlgorithm::ReductionServer;
+    default: return comm::AllReduceAlgorithm::Auto;
+  }
 }
 
 // A fresh job's model: the plan's shape. A bare parameter count makes none.
@@ -43,7 +42,7 @@ void set_model_from_plan(const plan::ModelShape& shape, JobConfig& job) {
   m.n_layer = shape.layers;
   m.n_embd = shape.hidden;
   m.n_head = shape.heads;
-  if (shape.kind == "gpt") {
+  if (shape.kind == plan::ShapeKind::Gpt) {
     m.kind = ModelKind::Gpt;
     m.block_size = shape.seq_len;
     m.vocab_size = shape.vocab;
@@ -60,12 +59,36 @@ void set_model_from_plan(const plan::ModelShape& shape, JobConfig& job) {
   }
 }
 
-// The large-batch rule and the amount of training, when the plan has them.
+// The plan's numbers as the runtime's: fp32, or its one 16-bit format, bf16
+// (core/precision.hpp), whose memory differs from the plan's mixed precision.
+void set_precision_from_plan(plan::PlanPrecision planned, JobConfig& job, std::vector<std::string>& notes) {
+  if (planned == plan::PlanPrecision::Fp32) {
+    job.training.precision = Precision::Fp32;
+    return;
+  }
+  job.training.precision = Precision::Bf16;
+  if (planned == plan::PlanPrecision::Fp16) notes.push_back("planned in fp16; meshtrain's 16-bit format is bf16");
+  notes.push_back("meshtrain's bf16 keeps fp32 parameters and gradients and bf16 copies of the weights: up to 2 "
+                  "bytes per parameter more than planned");
+}
+
+// The plan's optimizer by its state: none (sgd), momentum, or Adam's (adamw).
+void set_optimizer_from_plan(plan::PlanOptimizer planned, OptimizerSection& optimizer) {
+  switch (planned) {
+    case plan::PlanOptimizer::Sgd:
+      optimizer.name = OptimizerKind::Sgd;
+      optimizer.momentum = 0;
+      break;
+    case plan::PlanOptimizer::Momentum: optimizer.name = OptimizerKind::Sgd; break;
+    case plan::PlanOptimizer::Adam: break;  // the default, AdamW
+  }
+}
+
+// The optimizer, large-batch rule and amount of training, when the plan has them.
 void set_training_from_plan(const plan::Plan& p, JobConfig& job, std::vector<std::string>& notes) {
   const plan::PlanInput& in = p.input;
   if (p.amount.steps > 0) job.training.steps = int64_t(std::clamp(std::ceil(p.amount.steps), 1.0, 9e15));
-  if (in.optimizer == "sgd" || in.optimizer == "momentum") job.optimizer.name = OptimizerKind::Sgd;
-  if (in.optimizer == "sgd") job.optimizer.momentum = 0;
+  set_optimizer_from_plan(in.optimizer, job.optimizer);
   if (!p.learning_rate.available) return;
   job.optimizer.lr = in.base_lr;
   job.schedule.scale_rule = ScaleRule::Linear;
@@ -88,18 +111,15 @@ void set_layout(const plan::Plan& p, const plan::StrategyEstimate& e, JobConfig&
                 std::vector<std::string>& notes) {
   const plan::Layout& l = e.layout;
   ParallelSection& par = job.parallel;
-  const std::string& key = e.key;
-  const bool ps = key == "parameter-server";
+  const bool ps = e.kind == plan::StrategyKind::ParameterServer;
   par.workers = l.workers();
   par.tensor = l.tp;
   par.expert = l.ep;
-  par.zero_stage = zero_stage_of(key);
+  par.zero_stage = plan::zero_stage(e.kind);
   par.data = ps ? DataParallelism::ParameterServer : l.dp > 1 ? DataParallelism::AllReduce : DataParallelism::None;
-  par.all_reduce = key == "dp-ring"               ? comm::AllReduceAlgorithm::Ring
-                   : key == "dp-tree"             ? comm::AllReduceAlgorithm::Tree
-                   : key == "dp-reduction-server" ? comm::AllReduceAlgorithm::ReductionServer
-                                                  : comm::AllReduceAlgorithm::Auto;
-  if (key == "dp-reduction-server") par.reducers = p.input.cluster.reducers;  // 0: as many as workers
+  par.all_reduce = all_reduce_of(e.kind);
+  // The Reduction Server's reducers; 0: as many as the workers.
+  if (e.kind == plan::StrategyKind::ReductionServer) par.reducers = p.input.cluster.reducers;
   if (l.tp == 1) par.sequence_parallel = false;
   if (par.pipeline != l.pp) {
     // The planner's pipeline: 1F1B over balanced stages.
@@ -125,17 +145,13 @@ void set_layout(const plan::Plan& p, const plan::StrategyEstimate& e, JobConfig&
   if (ps && e.accumulation > 1)
     notes.push_back("parameter-server workers push whole batches: 1 micro-batch, not the plan's " +
                     std::to_string(e.accumulation));
-  if (e.recompute)
-    notes.push_back("the plan fits only with activation recomputation, which meshtrain does not run yet");
-  if (p.input.precision != "fp32")
-    notes.push_back("planned in " + p.input.precision + "; meshtrain trains in fp32 (memory per device is higher)");
 }
 
 }  // namespace
 
 EmittedJob job_from_plan(const plan::Plan& p, const JobConfig* base) {
   const plan::Recommendation& r = p.recommendation;
-  if (r.key == "none") {
+  if (!r.strategy) {
     std::string hint;
     if (r.has_smallest_fit)
       hint = "; the smallest configuration that fits is " + std::to_string(r.smallest_fit.nodes) + " node(s) x " +
@@ -144,11 +160,11 @@ EmittedJob job_from_plan(const plan::Plan& p, const JobConfig* base) {
              std::to_string(r.smallest_fit.devices_per_node) + ")";
     throw ConfigError("--emit-config: nothing fits on the hardware given, so there is no job to write" + hint);
   }
-  const plan::StrategyEstimate* e = recommended_estimate(p);
-  if (!e) throw Error("--emit-config: the recommended strategy '" + r.key + "' has no estimate");
+  const plan::StrategyEstimate* e = r.estimate(p.strategies);
+  if (!e) throw Error("--emit-config: the recommended strategy '" + r.key() + "' has no estimate");
 
   EmittedJob out;
-  out.strategy = r.key;
+  out.strategy = r.key();
   if (base) {
     out.config = *base;
   } else {
@@ -156,10 +172,15 @@ EmittedJob job_from_plan(const plan::Plan& p, const JobConfig* base) {
     set_training_from_plan(p, out.config, out.notes);
   }
   set_layout(p, *e, out.config, out.notes);
+  // What the plan assumed to fit: its numbers (a base job's were planned as
+  // they are) and recomputation, which in the plan is full (a block keeps
+  // only its input).
+  if (!base) set_precision_from_plan(p.input.precision, out.config, out.notes);
+  if (e->recompute) out.config.training.recompute = nn::Recompute::Full;
   try {
     validate_job_config(out.config);
   } catch (const ConfigError& err) {
-    throw ConfigError("--emit-config: the recommended layout (" + r.key + ", " + emit_layout_text(e->layout) +
+    throw ConfigError("--emit-config: the recommended layout (" + r.key() + ", " + emit_layout_text(e->layout) +
                       ") makes a job config meshtrain refuses: " + err.what());
   }
   return out;
@@ -209,7 +230,11 @@ void add_job_to_plan(const JobConfig& job, const std::string& origin, plan::Plan
   put("training.global_batch", std::to_string(job.training.batch_size * data_ways));
   const bool momentum = job.optimizer.name == OptimizerKind::Sgd && job.optimizer.momentum > 0;
   put("training.optimizer", momentum ? "momentum" : enum_string(job.optimizer.name));
-  put("training.precision", "fp32");
+  // bf16 as the plan's mixed precision: the same model-state bytes per
+  // parameter in all (meshtrain's fp32 weights and gradients are the plan's
+  // 16-bit ones plus its fp32 master copy), 16-bit activations and FLOP/s.
+  put("training.precision",
+      enum_string(job.training.precision == Precision::Bf16 ? plan::PlanPrecision::Bf16 : plan::PlanPrecision::Fp32));
 }
 
 std::string emitted_config_text(const EmittedJob& job, const std::string& path) {

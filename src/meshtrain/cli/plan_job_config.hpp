@@ -9,12 +9,15 @@
 //               no tensor ways turn sequence_parallel off)
 //   [training]  batch_size: the planner's global batch over the data ways
 //               (rounded up), run as parallel.micro_batches micro-batches of
-//               at most the planner's micro-batch
+//               at most the planner's micro-batch; recompute = "full" when
+//               the strategy fits only with activation recomputation
 // From a job config (`plan --config JOB.toml`) every other key stays as it
 // is. Without one the job is complete and minimal: the plan's model (gpt or
-// vit shape), the default data for it, and, when the plan knows them, its
-// steps and the large-batch learning-rate rule (optimizer.lr = base_lr,
-// schedule.scale_rule = linear, schedule.reference_batch).
+// vit shape), the default data for it, its precision (training.precision =
+// "bf16" for a mixed-precision plan, bf16 or fp16) and optimizer, and, when
+// the plan knows them, its steps and the large-batch learning-rate rule
+// (optimizer.lr = base_lr, schedule.scale_rule = linear,
+// schedule.reference_batch).
 #include <string>
 #include <vector>
 
@@ -37,7 +40,7 @@ EmittedJob job_from_plan(const plan::Plan& plan, const JobConfig* base);
 
 // The job's model, global batch (batch_size x data ways) and optimizer as
 // plan keys, over whatever `values` holds for them (hardware and time keys
-// stay). The planner is given fp32, the runtime's precision.
+// stay), and its precision: fp32, or bf16 as the plan's mixed precision.
 void add_job_to_plan(const JobConfig& job, const std::string& origin, plan::PlanValues& values);
 
 // The file's text: a comment header (strategy, layout, notes, how to run

@@ -14,21 +14,19 @@ void require_positive(double value, const char* key) {
 }  // namespace
 
 void ModelShape::validate() const {
-  if (kind == "params") {
+  if (kind == ShapeKind::Params) {
     require_positive(params, "model.params");
     require_positive(tokens_per_sample, "model.tokens_per_sample");
     if (activation_bytes_per_sample < 0) throw ConfigError("model.activation_mb_per_sample: must not be negative");
     return;
   }
-  if (kind != "gpt" && kind != "vit")
-    throw ConfigError("model.kind: unknown kind '" + kind + "' (gpt, vit, params)");
   require_positive(double(layers), "model.layers");
   require_positive(double(hidden), "model.hidden");
   require_positive(double(heads), "model.heads");
   if (hidden % heads != 0)
     throw ConfigError("model.heads: " + std::to_string(heads) + " heads do not divide the hidden size " +
                       std::to_string(hidden));
-  if (kind == "gpt") {
+  if (kind == ShapeKind::Gpt) {
     require_positive(double(seq_len), "model.seq_len");
     require_positive(double(vocab), "model.vocab");
   } else {
@@ -47,8 +45,8 @@ void ModelShape::validate() const {
 }
 
 double ModelShape::tokens() const {
-  if (kind == "params") return tokens_per_sample;
-  if (kind == "gpt") return double(seq_len);
+  if (kind == ShapeKind::Params) return tokens_per_sample;
+  if (kind == ShapeKind::Gpt) return double(seq_len);
   const double side = double(image_size / patch_size);
   return side * side + 1;
 }
@@ -61,13 +59,13 @@ double mlp_params(double h) { return 8 * h * h + 5 * h; }
 }  // namespace
 
 double ModelShape::parameters() const {
-  if (kind == "params") return params;
+  if (kind == ShapeKind::Params) return params;
   const double h = double(hidden), L = double(layers), s = tokens();
   const double attention = 4 * h * h + 4 * h, norms = 4 * h;
   const double router = is_moe() ? h * double(experts) : 0;
   const double per_layer = attention + norms + double(experts) * mlp_params(h) + router;
   double outside = 2 * h + s * h;  // final norm, position embeddings
-  if (kind == "gpt")
+  if (kind == ShapeKind::Gpt)
     outside += double(vocab) * h;  // token embedding, tied with the output head
   else
     outside += double(patch_size * patch_size * channels) * h + h  // patch embedding
@@ -96,7 +94,7 @@ double ModelShape::activation_bytes(double b, int t, bool recompute, double act_
 }
 
 double ModelShape::activation_bytes(double b, int t, ActivationRecompute mode, double act_bytes, bool dropout) const {
-  if (kind == "params") return activation_bytes_per_sample * b;
+  if (kind == ShapeKind::Params) return activation_bytes_per_sample * b;
   const double s = tokens();
   return meshtrain::activation_bytes(
       {.seq = s,
@@ -104,7 +102,7 @@ double ModelShape::activation_bytes(double b, int t, ActivationRecompute mode, d
        .hidden = double(hidden),
        .heads = double(heads),
        .layers = double(layers),
-       .head_floats = kind == "gpt" ? s * b * double(vocab) / t : b * double(classes),
+       .head_floats = kind == ShapeKind::Gpt ? s * b * double(vocab) / t : b * double(classes),
        .tensor = double(t),
        .act_bytes = act_bytes,
        .extra_experts = double(top_k - 1),

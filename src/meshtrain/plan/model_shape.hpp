@@ -7,14 +7,21 @@
 // per MoE layer (every layer's MLP, when E > 1), k experts per token, b
 // samples per micro-batch, t tensor-parallel ways.
 #include <cstdint>
-#include <string>
+#include <span>
 
 #include "meshtrain/core/activation_memory.hpp"
+#include "meshtrain/core/enum_names.hpp"
 
 namespace meshtrain::plan {
 
+// model.kind: a GPT or ViT shape, or a bare parameter count.
+enum class ShapeKind { Gpt, Vit, Params };
+inline constexpr EnumName<ShapeKind> kShapeKindNames[] = {
+    {ShapeKind::Gpt, "gpt"}, {ShapeKind::Vit, "vit"}, {ShapeKind::Params, "params"}};
+constexpr std::span<const EnumName<ShapeKind>> enum_names(ShapeKind) { return kShapeKindNames; }
+
 struct ModelShape {
-  std::string kind = "gpt";  // "gpt" | "vit" | "params"
+  ShapeKind kind = ShapeKind::Gpt;
   double params = 0;         // kind "params": the parameter count
   double tokens_per_sample = 1;               // kind "params": s
   double activation_bytes_per_sample = 0;     // kind "params": measured elsewhere; 0 = unknown
@@ -25,7 +32,7 @@ struct ModelShape {
 
   // Throws ConfigError naming the field ("model.heads: ...").
   void validate() const;
-  bool has_shape() const { return kind != "params"; }
+  bool has_shape() const { return kind != ShapeKind::Params; }
   bool is_moe() const { return experts > 1; }
   double tokens() const;  // s
 

@@ -65,7 +65,7 @@ std::string render_plan_svg(const Plan& plan) {
   const Cluster& c = plan.input.cluster;
   svg += text(width / 2, 22,
               "meshtrain plan: " + std::to_string(c.nodes) + " x " + std::to_string(c.devices_per_node) + " " +
-                  c.device.name + ", recommended " + plan.recommendation.key,
+                  c.device.name + ", recommended " + plan.recommendation.key(),
               "middle", " font-size=\"15\"");
   svg += text(mem_x + kPanel / 2, 48, std::string("memory per device (") + (gb ? "GB" : "MB") + ")", "middle");
   svg += text(time_x + kPanel / 2, 48, "step time (log scale)", "middle");
@@ -82,7 +82,7 @@ std::string render_plan_svg(const Plan& plan) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const StrategyEstimate& e = *rows[i];
     const double y = kTop + kRow * double(i);
-    const bool chosen = e.key == plan.recommendation.key;
+    const bool chosen = plan.recommendation.strategy == e.kind;
     if (chosen) svg += rect(4, y - 2, width - 8, kRow, "#fff3bf");
     svg += text(kName - 8, y + 14, e.name, "end", chosen ? " font-weight=\"bold\"" : "");
     double x = mem_x;

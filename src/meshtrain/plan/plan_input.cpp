@@ -1,11 +1,11 @@
 #include "meshtrain/plan/plan_input.hpp"
 
+#include <string>
+
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::plan {
 namespace {
-
-bool mixed(const std::string& precision) { return precision != "fp32"; }
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw ConfigError(message);
@@ -15,10 +15,6 @@ void require(bool ok, const std::string& message) {
 
 void PlanInput::validate() const {
   model.validate();
-  require(precision == "fp32" || precision == "bf16" || precision == "fp16",
-          "training.precision: unknown precision '" + precision + "' (fp32, bf16, fp16)");
-  require(optimizer == "sgd" || optimizer == "momentum" || optimizer == "adam",
-          "training.optimizer: unknown optimizer '" + optimizer + "' (sgd, momentum, adam)");
   require(global_batch > 0, "training.global_batch: the global batch must be positive (got " + std::to_string(global_batch) + ")");
   require(micro_batch >= 0, "training.micro_batch: must not be negative (got " + std::to_string(micro_batch) + ")");
   require(micro_batch <= global_batch, "training.micro_batch: a micro-batch of " + std::to_string(micro_batch) +
@@ -46,20 +42,24 @@ void PlanInput::validate() const {
           "training.base_lr, training.reference_batch, training.samples_per_epoch: must not be negative");
 }
 
-double PlanInput::param_bytes() const { return mixed(precision) ? 2 : 4; }
-double PlanInput::grad_bytes() const { return mixed(precision) ? 2 : 4; }
+double PlanInput::param_bytes() const { return mixed_precision() ? 2 : 4; }
+double PlanInput::grad_bytes() const { return mixed_precision() ? 2 : 4; }
 
 double PlanInput::optimizer_bytes() const {
   // Mixed precision keeps an fp32 master copy (4) beside fp32 state.
-  const double master = mixed(precision) ? 4 : 0;
-  const double state = optimizer == "adam" ? 8 : optimizer == "momentum" ? 4 : 0;
-  return master + state;
+  const double master = mixed_precision() ? 4 : 0;
+  switch (optimizer) {
+    case PlanOptimizer::Sgd: return master;
+    case PlanOptimizer::Momentum: return master + 4;
+    case PlanOptimizer::Adam: return master + 8;
+  }
+  return master;
 }
 
-double PlanInput::activation_bytes() const { return mixed(precision) ? 2 : 4; }
+double PlanInput::activation_bytes() const { return mixed_precision() ? 2 : 4; }
 
 double PlanInput::peak_flops() const {
-  return mixed(precision) ? cluster.device.peak_flops_16bit : cluster.device.peak_flops_fp32;
+  return mixed_precision() ? cluster.device.peak_flops_16bit : cluster.device.peak_flops_fp32;
 }
 
 }  // namespace meshtrain::plan

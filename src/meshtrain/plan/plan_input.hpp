@@ -2,12 +2,29 @@
 // Everything a plan is computed from: the model, the numbers it trains in,
 // the batch, the hardware, and how much training there is to do.
 #include <cstdint>
-#include <string>
+#include <span>
 
+#include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/plan/hardware.hpp"
 #include "meshtrain/plan/model_shape.hpp"
 
 namespace meshtrain::plan {
+
+// training.precision: fp32, or mixed precision (16-bit parameters,
+// gradients and activations beside fp32 master weights) in bf16 or fp16.
+// Not core/precision.hpp's Precision: the runtime has no fp16, and its bf16
+// keeps fp32 parameters and gradients (plan_job_config.cpp maps the two).
+enum class PlanPrecision { Fp32, Bf16, Fp16 };
+inline constexpr EnumName<PlanPrecision> kPlanPrecisionNames[] = {
+    {PlanPrecision::Fp32, "fp32"}, {PlanPrecision::Bf16, "bf16"}, {PlanPrecision::Fp16, "fp16"}};
+constexpr std::span<const EnumName<PlanPrecision>> enum_names(PlanPrecision) { return kPlanPrecisionNames; }
+
+// training.optimizer by the state it keeps per parameter: none (sgd), one
+// buffer (momentum; lars alike), two (adam; adamw and lamb alike).
+enum class PlanOptimizer { Sgd, Momentum, Adam };
+inline constexpr EnumName<PlanOptimizer> kPlanOptimizerNames[] = {
+    {PlanOptimizer::Sgd, "sgd"}, {PlanOptimizer::Momentum, "momentum"}, {PlanOptimizer::Adam, "adam"}};
+constexpr std::span<const EnumName<PlanOptimizer>> enum_names(PlanOptimizer) { return kPlanOptimizerNames; }
 
 struct Cluster {
   DeviceProfile device;
@@ -24,10 +41,8 @@ struct Cluster {
 
 struct PlanInput {
   ModelShape model;
-  // "fp32", or "bf16" / "fp16": mixed precision with fp32 master weights.
-  std::string precision = "bf16";
-  // "sgd", "momentum" (also lars), "adam" (also adamw, lamb).
-  std::string optimizer = "adam";
+  PlanPrecision precision = PlanPrecision::Bf16;
+  PlanOptimizer optimizer = PlanOptimizer::Adam;
   int64_t global_batch = 0;  // samples per optimizer step
   int64_t micro_batch = 0;   // samples per device per forward; 0: the largest that fits
   Cluster cluster;
@@ -55,6 +70,7 @@ struct PlanInput {
   double optimizer_bytes() const;  // K: 12 for mixed-precision Adam (fp32 master, m, v), 8 for fp32 Adam...
   double activation_bytes() const; // per activation element
   double peak_flops() const;       // the device's, for this precision
+  bool mixed_precision() const { return precision != PlanPrecision::Fp32; }
   double usable_bytes() const { return cluster.device.memory_bytes * usable_memory; }
 };
 

@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::plan {
@@ -64,6 +67,10 @@ constexpr Key kKeys[] = {
     {"time.target_days", Type::Number, "wanted time to train, days"},
 };
 
+// Optimizers the planner counts as another's state (training.optimizer).
+constexpr EnumName<PlanOptimizer> kOptimizerAliases[] = {
+    {PlanOptimizer::Adam, "adamw"}, {PlanOptimizer::Adam, "lamb"}, {PlanOptimizer::Momentum, "lars"}};
+
 const Key* find_key(const std::string& name) {
   for (const Key& k : kKeys)
     if (name == k.name) return &k;
@@ -106,6 +113,17 @@ class Reader {
   std::string text(const char* key, const std::string& fallback) const {
     auto it = values_.find(key);
     return it == values_.end() ? fallback : it->second.text;
+  }
+  // One of E's names, or one of `aliases` (names that count as another value).
+  template <class E>
+  E choice(const char* key, E fallback, const char* what, std::span<const EnumName<E>> aliases = {}) const {
+    auto it = values_.find(key);
+    if (it == values_.end()) return fallback;
+    const std::string& t = it->second.text;
+    if (const std::optional<E> v = parse_enum<E>(t)) return *v;
+    for (const EnumName<E>& a : aliases)
+      if (a.name == t) return a.value;
+    fail(it->second, key, "unknown " + std::string(what) + " '" + t + "' (" + enum_choices<E>() + ")");
   }
   bool flag(const char* key) const {
     auto it = values_.find(key);
@@ -170,7 +188,8 @@ PlanInput plan_input_from(const PlanValues& values) {
   const Reader r(values);
   PlanInput in;
   ModelShape& m = in.model;
-  m.kind = r.text("model.kind", r.has("model.params") && !r.has("model.layers") ? "params" : "gpt");
+  const bool bare_count = r.has("model.params") && !r.has("model.layers");
+  m.kind = r.choice("model.kind", bare_count ? ShapeKind::Params : ShapeKind::Gpt, "kind");
   m.params = r.number("model.params", 0);
   m.tokens_per_sample = r.number("model.tokens_per_sample", 1);
   m.activation_bytes_per_sample = r.number("model.activation_mb_per_sample", 0) * 1e6;
@@ -187,10 +206,8 @@ PlanInput plan_input_from(const PlanValues& values) {
   m.top_k = r.integer("model.top_k", 1);
   in.sparse = r.flag("model.sparse");
 
-  in.precision = r.text("training.precision", in.precision);
-  in.optimizer = r.text("training.optimizer", in.optimizer);
-  if (in.optimizer == "adamw" || in.optimizer == "lamb") in.optimizer = "adam";
-  if (in.optimizer == "lars") in.optimizer = "momentum";
+  in.precision = r.choice("training.precision", in.precision, "precision");
+  in.optimizer = r.choice<PlanOptimizer>("training.optimizer", in.optimizer, "optimizer", kOptimizerAliases);
   in.global_batch = r.integer("training.global_batch", 0);
   in.micro_batch = r.integer("training.micro_batch", 0);
   in.mfu = r.number("training.mfu", in.mfu);

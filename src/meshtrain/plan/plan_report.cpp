@@ -64,19 +64,20 @@ std::string header(const Plan& plan) {
   const TrainingAmount& amount = plan.amount;
   char line[512];
   std::string out;
-  std::snprintf(line, sizeof line, "model: %s, %s parameters (%s active), %.0f tokens per sample, %.3g FLOPs per sample\n",
-                in.model.kind.c_str(), count(in.model.parameters()).c_str(), count(in.model.active_parameters()).c_str(),
-                in.model.tokens(), in.model.train_flops_per_sample(false));
+  std::snprintf(line, sizeof line,
+                "model: %s, %s parameters (%s active), %.0f tokens per sample, %.3g FLOPs per sample\n",
+                enum_string(in.model.kind).c_str(), count(in.model.parameters()).c_str(),
+                count(in.model.active_parameters()).c_str(), in.model.tokens(), in.model.train_flops_per_sample(false));
   out += line;
   std::snprintf(line, sizeof line, "numbers: %s%s, optimizer %s (%.0f bytes of state per parameter)\n",
-                in.precision.c_str(), in.precision == "fp32" ? "" : " with fp32 master weights", in.optimizer.c_str(),
-                in.optimizer_bytes());
+                enum_string(in.precision).c_str(), in.mixed_precision() ? " with fp32 master weights" : "",
+                enum_string(in.optimizer).c_str(), in.optimizer_bytes());
   out += line;
   std::snprintf(line, sizeof line,
                 "hardware: %d node%s x %d %s (%s, %.3g TFLOP/s %s), %s within a node, %s between nodes\n", c.nodes,
                 c.nodes == 1 ? "" : "s", c.devices_per_node, c.device.name.c_str(),
                 format_gb(c.device.memory_bytes).c_str(), in.peak_flops() / 1e12,
-                in.precision == "fp32" ? "fp32" : "16-bit", c.intra.name.c_str(), c.inter.name.c_str());
+                in.mixed_precision() ? "16-bit" : "fp32", c.intra.name.c_str(), c.inter.name.c_str());
   out += line;
   if (amount.steps > 0)
     std::snprintf(line, sizeof line, "training: %.4g steps of %lld samples, MFU %.2f%s\n", amount.steps,
@@ -116,7 +117,7 @@ std::string format_plan(const Plan& plan) {
     if (!e.note.empty()) out += "    (" + e.note + ")\n";
   }
   out += "(yes*: fits with activation recomputation; micro*acc: samples per micro-batch * micro-batches per step)\n\n";
-  out += "recommended: " + plan.recommendation.key + "\n  " + plan.recommendation.reason + "\n";
+  out += "recommended: " + plan.recommendation.key() + "\n  " + plan.recommendation.reason + "\n";
   const LearningRateAdvice& lr = plan.learning_rate;
   if (lr.available) {
     std::snprintf(line, sizeof line, "learning rate: %.4g at batch %lld -> %.4g at batch %lld (x%.3g, linear rule)",
@@ -136,7 +137,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   const TrainingAmount& amount = plan.amount;
   nlohmann::json strategies = nlohmann::json::array();
   for (const StrategyEstimate& e : plan.strategies) {
-    nlohmann::json j = {{"key", e.key}, {"name", e.name}, {"applicable", e.applicable}, {"note", e.note}};
+    nlohmann::json j = {{"key", e.key()}, {"name", e.name}, {"applicable", e.applicable}, {"note", e.note}};
     if (e.applicable) {
       j["layout"] = {{"dp", e.layout.dp}, {"tp", e.layout.tp}, {"pp", e.layout.pp}, {"ep", e.layout.ep}};
       j["devices"] = e.layout.workers();
@@ -156,19 +157,19 @@ nlohmann::json plan_to_json(const Plan& plan) {
     strategies.push_back(std::move(j));
   }
   const Recommendation& r = plan.recommendation;
-  nlohmann::json rec = {{"key", r.key}, {"reason", r.reason}};
+  nlohmann::json rec = {{"key", r.key()}, {"reason", r.reason}};
   if (r.devices_for_target > 0) rec["devices_for_target"] = r.devices_for_target;
   if (r.has_smallest_fit)
     rec["smallest_fit"] = {{"devices_per_node", r.smallest_fit.devices_per_node},
                            {"nodes", r.smallest_fit.nodes},
-                           {"strategy", r.smallest_fit.strategy.key},
+                           {"strategy", r.smallest_fit.strategy.key()},
                            {"memory_bytes", r.smallest_fit.strategy.memory.total()}};
   nlohmann::json out = {
-      {"model", {{"kind", in.model.kind}, {"parameters", in.model.parameters()},
+      {"model", {{"kind", enum_string(in.model.kind)}, {"parameters", in.model.parameters()},
                  {"active_parameters", in.model.active_parameters()}, {"tokens_per_sample", in.model.tokens()},
                  {"train_flops_per_sample", in.model.train_flops_per_sample(false)}}},
-      {"precision", in.precision},
-      {"optimizer", in.optimizer},
+      {"precision", enum_string(in.precision)},
+      {"optimizer", enum_string(in.optimizer)},
       {"optimizer_bytes_per_parameter", in.optimizer_bytes()},
       {"cluster", {{"device", in.cluster.device.name}, {"devices_per_node", in.cluster.devices_per_node},
                    {"nodes", in.cluster.nodes}, {"memory_bytes", in.cluster.device.memory_bytes},

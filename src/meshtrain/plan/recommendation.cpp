@@ -38,19 +38,19 @@ namespace {
 constexpr double kDay = 86400;
 constexpr double kVeryLargeParameters = 20e9;  // "tens to hundreds of billions"
 
-const StrategyEstimate* find(const std::vector<StrategyEstimate>& all, std::string_view key) {
+const StrategyEstimate* find(const std::vector<StrategyEstimate>& all, StrategyKind kind) {
   for (const StrategyEstimate& e : all)
-    if (e.key == key) return &e;
+    if (e.kind == kind) return &e;
   return nullptr;
 }
 
 bool usable(const StrategyEstimate* e) { return e && e->applicable && e->fits; }
 
-// The fastest usable one of `keys`, or null.
-const StrategyEstimate* fastest(const std::vector<StrategyEstimate>& all, std::initializer_list<std::string_view> keys) {
+// The fastest usable one of `kinds`, or null.
+const StrategyEstimate* fastest(const std::vector<StrategyEstimate>& all, std::initializer_list<StrategyKind> kinds) {
   const StrategyEstimate* best = nullptr;
-  for (std::string_view key : keys) {
-    const StrategyEstimate* e = find(all, key);
+  for (StrategyKind kind : kinds) {
+    const StrategyEstimate* e = find(all, kind);
     if (usable(e) && (!best || e->step_s < best->step_s)) best = e;
   }
   return best;
@@ -131,10 +131,14 @@ std::string one_node_note(const PlanInput& in, const StrategyEstimate& chosen) {
 
 }  // namespace
 
+const StrategyEstimate* Recommendation::estimate(const std::vector<StrategyEstimate>& all) const {
+  return strategy ? find(all, *strategy) : nullptr;
+}
+
 Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate>& all) {
   Recommendation r;
   r.devices_for_target = devices_for_target(in);
-  const StrategyEstimate& single = *find(all, "single");
+  const StrategyEstimate& single = *find(all, StrategyKind::SingleDevice);
   const double target_s = in.target_days * kDay;
   auto goal_text = [&](const StrategyEstimate& e) -> std::string {
     if (target_s <= 0 || e.train_s <= 0) return "";
@@ -144,9 +148,9 @@ Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate
                                      : " (more devices alone will not meet it)");
   };
 
-  const StrategyEstimate* ps = find(all, "parameter-server");
+  const StrategyEstimate* ps = find(all, StrategyKind::ParameterServer);
   if (in.preemptible && in.sparse && usable(ps)) {
-    r.key = ps->key;
+    r.strategy = ps->kind;
     r.reason = "Many workers that may be preempted, and a sparse model: asynchronous parameter servers keep "
                "training when workers are lost and take pushes as they come (" + time_text(*ps) +
                "), at the cost of stale gradients.";
@@ -156,21 +160,21 @@ Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate
   if (single.fits) {
     const bool single_meets = target_s > 0 && single.train_s > 0 && single.train_s <= target_s;
     if (in.cluster.devices() == 1 || single_meets) {
-      r.key = single.key;
+      r.strategy = single.kind;
       r.reason = "The model fits on one device (" + fits_text(single, in) + ") and " +
                  (single_meets ? "one device meets the goal: " : "this is one device: ") + time_text(single) +
                  "; no need to distribute.";
       return r;
     }
-    const StrategyEstimate* ring = find(all, "dp-ring");
-    const StrategyEstimate* rs = find(all, "dp-reduction-server");
-    const StrategyEstimate* dp = fastest(all, {"dp-ring", "dp-tree"});
+    const StrategyEstimate* ring = find(all, StrategyKind::DataParallelRing);
+    const StrategyEstimate* rs = find(all, StrategyKind::ReductionServer);
+    const StrategyEstimate* dp = fastest(all, {StrategyKind::DataParallelRing, StrategyKind::DataParallelTree});
     // Communication as a bottleneck: the ring's exchange, hidden or not,
     // is at least a quarter of the compute, and the Reduction Server saves
     // at least 5% of the step.
     const double comm_share = usable(ring) ? ring->comm_exchange_s / ring->compute_s : 0;
     if (in.cluster.nodes > 1 && comm_share >= 0.25 && usable(rs) && rs->step_s <= 0.95 * ring->step_s) {
-      r.key = rs->key;
+      r.strategy = rs->kind;
       char share[16];
       std::snprintf(share, sizeof share, "%.0f%%", 100 * comm_share);
       r.reason = "The model fits on one device, but across " + std::to_string(in.cluster.nodes) +
@@ -183,7 +187,7 @@ Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate
       return r;
     }
     if (dp) {
-      r.key = dp->key;
+      r.strategy = dp->kind;
       const double speedup = single.step_s / dp->step_s;
       char factor[32];
       std::snprintf(factor, sizeof factor, "%.1fx", speedup);
@@ -194,9 +198,9 @@ Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate
     }
   }
 
-  const StrategyEstimate* expert = find(all, "ep-dp");
+  const StrategyEstimate* expert = find(all, StrategyKind::ExpertData);
   if (usable(expert)) {
-    r.key = expert->key;
+    r.strategy = expert->kind;
     r.reason = "A mixture-of-experts model that does not fit on one device: expert parallelism places " +
                std::to_string(in.model.experts / expert->layout.ep) + " of the " + std::to_string(in.model.experts) +
                " experts on each device (" + format_gb(expert->memory.total()) + " per device), " +
@@ -204,9 +208,10 @@ Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate
     return r;
   }
   const StrategyEstimate* sharded = nullptr;
-  for (std::string_view key : {"zero-1", "zero-2", "zero-3"})
-    if (!sharded && usable(find(all, key))) sharded = find(all, key);
-  const StrategyEstimate* model_parallel = fastest(all, {"tp-dp", "pp-dp", "tp-pp-dp"});
+  for (StrategyKind kind : {StrategyKind::Zero1, StrategyKind::Zero2, StrategyKind::Zero3})
+    if (!sharded && usable(find(all, kind))) sharded = find(all, kind);
+  const StrategyEstimate* model_parallel =
+      fastest(all, {StrategyKind::TensorData, StrategyKind::PipelineData, StrategyKind::TensorPipelineData});
   const std::string need = "needs " + format_gb(single.memory.total()) + " per device, " +
                            format_gb(in.usable_bytes()) + " usable";
   // The notes: sharding for models that just miss one device (7-13B), tensor
@@ -217,15 +222,16 @@ Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate
       sharded && (!model_parallel || (very_large ? 1.25 * sharded->step_s < model_parallel->step_s
                                                  : sharded->step_s <= 1.25 * model_parallel->step_s));
   if (prefer_sharded) {
-    r.key = sharded->key;
+    r.strategy = sharded->kind;
     r.reason = "The model does not fit on one device (" + need + "): sharded data parallelism (ZeRO stage " +
-               std::to_string(sharded->key.back() - '0') + (sharded->key == "zero-3" ? ", FSDP" : "") + ") over " + devices_text(in.cluster.devices()) + " leaves " + format_gb(sharded->memory.total()) +
+               std::to_string(zero_stage(sharded->kind)) + (sharded->kind == StrategyKind::Zero3 ? ", FSDP" : "") +
+               ") over " + devices_text(in.cluster.devices()) + " leaves " + format_gb(sharded->memory.total()) +
                " per device, with less code than tensor or pipeline parallelism; " + time_text(*sharded) +
                goal_text(*sharded) + ".";
     return r;
   }
   if (model_parallel) {
-    r.key = model_parallel->key;
+    r.strategy = model_parallel->kind;
     const Layout& l = model_parallel->layout;
     r.reason = "A very large model (" + need + "): " + model_parallel->name + " with " + std::to_string(l.tp) +
                "-way tensor parallelism within a node over fast links, " + std::to_string(l.pp) +
@@ -235,7 +241,7 @@ Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate
     return r;
   }
 
-  r.key = "none";
+  r.strategy.reset();  // nothing fits
   r.has_smallest_fit = find_smallest_fit(in, r.smallest_fit);
   r.reason = "Does not fit anywhere on " + where(in) + ": one device " + need + ", and no strategy brings it under " +
              format_gb(in.usable_bytes()) + ". ";

@@ -11,6 +11,7 @@
 //     ("tens to hundreds of billions") the other way round: the tensor /
 //     pipeline / data layout unless sharding is more than 1.25x faster;
 //   - nothing fits: the smallest cluster of this device on which something does.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,13 +26,17 @@ struct SmallestFit {
 };
 
 struct Recommendation {
-  std::string key;     // a strategy key, or "none" when nothing fits
+  std::optional<StrategyKind> strategy;  // nullopt: nothing fits
   std::string reason;  // one or two sentences with the numbers
   // Data-parallel devices (this device, this node size) that meet the
   // target time; 0 when there is no target or no amount of training.
   int devices_for_target = 0;
   bool has_smallest_fit = false;
   SmallestFit smallest_fit;  // when nothing fits on the cluster given
+
+  std::string key() const { return strategy ? enum_string(*strategy) : "none"; }  // for --json and people
+  // The recommended strategy's estimate in `all`; null when nothing fits.
+  const StrategyEstimate* estimate(const std::vector<StrategyEstimate>& all) const;
 };
 
 Recommendation recommend(const PlanInput& input, const std::vector<StrategyEstimate>& estimates);

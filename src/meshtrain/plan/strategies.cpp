@@ -9,24 +9,6 @@
 
 namespace meshtrain::plan {
 
-std::string_view strategy_key(StrategyKind kind) {
-  switch (kind) {
-    case StrategyKind::SingleDevice: return "single";
-    case StrategyKind::DataParallelRing: return "dp-ring";
-    case StrategyKind::DataParallelTree: return "dp-tree";
-    case StrategyKind::ReductionServer: return "dp-reduction-server";
-    case StrategyKind::ParameterServer: return "parameter-server";
-    case StrategyKind::Zero1: return "zero-1";
-    case StrategyKind::Zero2: return "zero-2";
-    case StrategyKind::Zero3: return "zero-3";
-    case StrategyKind::TensorData: return "tp-dp";
-    case StrategyKind::PipelineData: return "pp-dp";
-    case StrategyKind::TensorPipelineData: return "tp-pp-dp";
-    case StrategyKind::ExpertData: return "ep-dp";
-  }
-  return "?";
-}
-
 namespace {
 
 using comm::AllReduceAlgorithm;
@@ -47,10 +29,6 @@ std::string_view strategy_name(StrategyKind kind) {
     case StrategyKind::ExpertData: return "expert x data parallel";
   }
   return "?";
-}
-
-int zero_stage(StrategyKind kind) {
-  return kind == StrategyKind::Zero1 ? 1 : kind == StrategyKind::Zero2 ? 2 : kind == StrategyKind::Zero3 ? 3 : 0;
 }
 
 // The tensor-parallel ways: the largest power of two within one node (and
@@ -213,7 +191,6 @@ class Estimator {
   StrategyEstimate estimate(int64_t b, bool recompute) const {
     StrategyEstimate e;
     e.kind = kind_;
-    e.key = strategy_key(kind_);
     e.name = strategy_name(kind_);
     e.layout = layout_;
     e.micro_batch = b;
@@ -290,7 +267,6 @@ StrategyEstimate with_fewest_stages(const PlanInput& in, const TrainingAmount& a
   }
   if (!any) {
     last.kind = kind;
-    last.key = strategy_key(kind);
     last.name = strategy_name(kind);
     last.applicable = false;
     last.note = "no pipeline depth between 2 and the layers divides the devices";
@@ -301,7 +277,6 @@ StrategyEstimate with_fewest_stages(const PlanInput& in, const TrainingAmount& a
 StrategyEstimate not_applicable(StrategyKind kind, std::string why) {
   StrategyEstimate e;
   e.kind = kind;
-  e.key = strategy_key(kind);
   e.name = strategy_name(kind);
   e.applicable = false;
   e.note = std::move(why);

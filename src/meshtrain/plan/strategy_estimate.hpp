@@ -1,8 +1,11 @@
 #pragma once
 // What the planner estimates for one strategy on the given cluster.
-#include "meshtrain/comm/mesh/device_mesh.hpp"
 #include <cstdint>
+#include <span>
 #include <string>
+
+#include "meshtrain/comm/mesh/device_mesh.hpp"
+#include "meshtrain/core/enum_names.hpp"
 
 namespace meshtrain::plan {
 
@@ -20,6 +23,27 @@ enum class StrategyKind {
   TensorPipelineData,
   ExpertData,
 };
+// Each strategy's key: short and stable, for --json, the SVG and tests.
+inline constexpr EnumName<StrategyKind> kStrategyKeys[] = {
+    {StrategyKind::SingleDevice, "single"},
+    {StrategyKind::DataParallelRing, "dp-ring"},
+    {StrategyKind::DataParallelTree, "dp-tree"},
+    {StrategyKind::ReductionServer, "dp-reduction-server"},
+    {StrategyKind::ParameterServer, "parameter-server"},
+    {StrategyKind::Zero1, "zero-1"},
+    {StrategyKind::Zero2, "zero-2"},
+    {StrategyKind::Zero3, "zero-3"},
+    {StrategyKind::TensorData, "tp-dp"},
+    {StrategyKind::PipelineData, "pp-dp"},
+    {StrategyKind::TensorPipelineData, "tp-pp-dp"},
+    {StrategyKind::ExpertData, "ep-dp"},
+};
+constexpr std::span<const EnumName<StrategyKind>> enum_names(StrategyKind) { return kStrategyKeys; }
+
+// ZeRO's stage (1, 2, 3) of a sharded strategy, 0 for the others.
+constexpr int zero_stage(StrategyKind kind) {
+  return kind == StrategyKind::Zero1 ? 1 : kind == StrategyKind::Zero2 ? 2 : kind == StrategyKind::Zero3 ? 3 : 0;
+}
 
 // Ways along each mesh axis: the runtime's own definition (comm/mesh/
 // device_mesh.hpp), so planner and runtime read a layout alike. workers() is
@@ -35,7 +59,6 @@ struct DeviceMemory {  // bytes per device
 
 struct StrategyEstimate {
   StrategyKind kind{};
-  std::string key;   // short and stable, for --json and tests: "dp-ring", "zero-3", ...
   std::string name;  // for people
   bool applicable = true;  // false: not for this model or cluster (note says why)
   Layout layout;
@@ -51,8 +74,8 @@ struct StrategyEstimate {
   double step_s = 0;
   double train_s = 0;        // 0: the amount of training is unknown
   std::string note;  // why it does not apply, or a caveat
-};
 
-std::string_view strategy_key(StrategyKind kind);
+  std::string key() const { return enum_string(kind); }  // "dp-ring", "zero-3", ...
+};
 
 }  // namespace meshtrain::plan

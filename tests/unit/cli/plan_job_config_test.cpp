@@ -36,19 +36,20 @@ plan::Plan tiny_plan(int devices = 2) { return plan::make_plan(plan::plan_input_
 // `micro` samples per micro-batch (as the planner would fill it in).
 plan::Plan recommending(plan::Plan p, const std::string& key, plan::Layout layout, int64_t micro) {
   plan::StrategyEstimate* e = nullptr;
+  const plan::StrategyKind kind = *parse_enum<plan::StrategyKind>(key);
   for (plan::StrategyEstimate& s : p.strategies)
-    if (s.key == key) e = &s;
+    if (s.kind == kind) e = &s;
   if (!e) {
     p.strategies.push_back({});
     e = &p.strategies.back();
-    e->key = key;
+    e->kind = kind;
   }
   e->applicable = e->fits = true;
   e->layout = layout;
   const int64_t replica = (p.input.global_batch + layout.dp - 1) / layout.dp;
   e->micro_batch = micro;
   e->accumulation = (replica + micro - 1) / micro;
-  p.recommendation.key = key;
+  p.recommendation.strategy = kind;
   return p;
 }
 
@@ -60,7 +61,7 @@ void expect_round_trip(const EmittedJob& job) {
 
 TEST(JobFromPlan, FreshJobRunsTheRecommendedDataParallelism) {
   const plan::Plan p = tiny_plan();
-  ASSERT_TRUE(p.recommendation.key == "dp-ring" || p.recommendation.key == "dp-tree") << p.recommendation.key;
+  ASSERT_TRUE(p.recommendation.key() == "dp-ring" || p.recommendation.key() == "dp-tree") << p.recommendation.key();
   const EmittedJob job = job_from_plan(p, nullptr);
   const JobConfig& c = job.config;
   EXPECT_EQ(c.model.kind, ModelKind::Gpt);
@@ -74,7 +75,7 @@ TEST(JobFromPlan, FreshJobRunsTheRecommendedDataParallelism) {
   EXPECT_EQ(c.parallel.data, DataParallelism::AllReduce);
   EXPECT_EQ(c.parallel.workers, 2);
   EXPECT_EQ(c.parallel.all_reduce,
-            p.recommendation.key == "dp-ring" ? comm::AllReduceAlgorithm::Ring : comm::AllReduceAlgorithm::Tree);
+            p.recommendation.key() == "dp-ring" ? comm::AllReduceAlgorithm::Ring : comm::AllReduceAlgorithm::Tree);
   EXPECT_EQ(c.training.batch_size * c.parallel.workers, 8);  // the plan's global batch
   EXPECT_EQ(c.parallel.tensor, 1);
   EXPECT_EQ(c.parallel.pipeline, 1);
@@ -84,7 +85,7 @@ TEST(JobFromPlan, FreshJobRunsTheRecommendedDataParallelism) {
 
 TEST(JobFromPlan, OneDeviceIsOneWorkerWithoutDataParallelism) {
   const plan::Plan p = tiny_plan(1);
-  ASSERT_EQ(p.recommendation.key, "single");
+  ASSERT_EQ(p.recommendation.key(), "single");
   const EmittedJob job = job_from_plan(p, nullptr);
   EXPECT_EQ(job.config.parallel.data, DataParallelism::None);
   EXPECT_EQ(job.config.parallel.workers, 1);
@@ -194,9 +195,52 @@ TEST(JobFromPlan, LargeBatchRuleAndStepsWhenThePlanHasThem) {
   EXPECT_EQ(c.schedule.reference_batch, 4);
 }
 
+bool has_note(const EmittedJob& job, const std::string& fragment) {
+  for (const std::string& n : job.notes)
+    if (n.find(fragment) != std::string::npos) return true;
+  return false;
+}
+
+TEST(JobFromPlan, TrainsInThePlansPrecision) {
+  const EmittedJob mixed = job_from_plan(tiny_plan(), nullptr);  // the planner's default: bf16
+  ASSERT_EQ(mixed.config.training.precision, Precision::Bf16);
+  EXPECT_EQ(parse_job_config(emitted_config_text(mixed, "job.toml"), "emitted").training.precision, Precision::Bf16);
+  EXPECT_TRUE(has_note(mixed, "fp32 parameters and gradients"));
+  EXPECT_FALSE(has_note(mixed, "trains in fp32"));
+  expect_round_trip(mixed);
+
+  plan::PlanValues v = tiny_values();
+  v["training.precision"] = {"fp32", "test"};
+  const EmittedJob fp32 = job_from_plan(plan::make_plan(plan::plan_input_from(v)), nullptr);
+  EXPECT_EQ(fp32.config.training.precision, Precision::Fp32);
+  EXPECT_TRUE(fp32.notes.empty());
+
+  v["training.precision"] = {"fp16", "test"};  // the runtime's 16-bit format is bf16
+  const EmittedJob fp16 = job_from_plan(plan::make_plan(plan::plan_input_from(v)), nullptr);
+  EXPECT_EQ(fp16.config.training.precision, Precision::Bf16);
+  EXPECT_TRUE(has_note(fp16, "planned in fp16"));
+}
+
+TEST(JobFromPlan, RecomputesWhenThePlanFitsOnlyByRecomputing) {
+  plan::Plan p = recommending(tiny_plan(), "dp-ring", {.dp = 2}, 4);
+  EXPECT_EQ(job_from_plan(p, nullptr).config.training.recompute, nn::Recompute::None);
+  for (plan::StrategyEstimate& e : p.strategies)
+    if (e.kind == plan::StrategyKind::DataParallelRing) e.recompute = true;
+  const EmittedJob job = job_from_plan(p, nullptr);
+  EXPECT_EQ(job.config.training.recompute, nn::Recompute::Full);
+  EXPECT_EQ(parse_job_config(emitted_config_text(job, "job.toml"), "emitted").training.recompute,
+            nn::Recompute::Full);
+  EXPECT_FALSE(has_note(job, "does not run yet"));
+  expect_round_trip(job);
+
+  JobConfig base;  // a base job's own setting gives way only to what the plan needs
+  base.training.recompute = nn::Recompute::Selective;
+  EXPECT_EQ(job_from_plan(p, &base).config.training.recompute, nn::Recompute::Full);
+}
+
 TEST(JobFromPlan, RefusesWhatCannotRun) {
   plan::Plan none = tiny_plan();
-  none.recommendation.key = "none";
+  none.recommendation.strategy.reset();  // nothing fits
   EXPECT_THROW(job_from_plan(none, nullptr), ConfigError);
 
   plan::PlanValues v = tiny_values();
@@ -246,6 +290,15 @@ TEST(AddJobToPlan, TheJobGivesModelBatchAndOptimizer) {
   const plan::PlanInput in = plan::plan_input_from(values);
   EXPECT_EQ(in.model.layers, 3);
   EXPECT_EQ(in.global_batch, 8);
+}
+
+TEST(AddJobToPlan, ABf16JobIsPlannedInMixedPrecision) {
+  JobConfig job;
+  job.training.precision = Precision::Bf16;
+  plan::PlanValues values = tiny_values();
+  add_job_to_plan(job, "job.toml", values);
+  EXPECT_EQ(values.at("training.precision").text, "bf16");
+  EXPECT_EQ(plan::plan_input_from(values).precision, plan::PlanPrecision::Bf16);
 }
 
 TEST(EmittedFile, WrittenAtomicallyAndNeverOverwrittenWithoutForce) {

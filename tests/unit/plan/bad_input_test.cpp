@@ -53,7 +53,7 @@ TEST(BadInput, NothingFitsSaysSoAndNamesTheSmallestConfiguration) {
       {"model.layers=96", "model.hidden=12288", "model.heads=96", "model.seq_len=2048", "model.vocab=50257",
        "hardware.device=tpu-v5e", "hardware.devices_per_node=1", "training.global_batch=16"}));
   const Recommendation& r = plan.recommendation;
-  EXPECT_EQ(r.key, "none");
+  EXPECT_EQ(r.key(), "none");
   EXPECT_NE(r.reason.find("Does not fit anywhere"), std::string::npos) << r.reason;
   ASSERT_TRUE(r.has_smallest_fit);
   EXPECT_TRUE(r.smallest_fit.strategy.fits);

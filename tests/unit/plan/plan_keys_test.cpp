@@ -21,12 +21,12 @@ TEST(PlanKeys, FileThenFlagsThenProfileOverrides) {
   read_plan_file(path, values);
   read_plan_flags({"--hardware.nodes=4", "--hardware.memory_gb=94", "--hardware.inter_gb_per_s=50"}, values);
   const PlanInput in = plan_input_from(values);
-  EXPECT_EQ(in.model.kind, "gpt");
+  EXPECT_EQ(in.model.kind, ShapeKind::Gpt);
   EXPECT_EQ(in.model.layers, 24);
   EXPECT_TRUE(in.sparse);
   EXPECT_EQ(in.global_batch, 512);
   EXPECT_DOUBLE_EQ(in.mfu, 0.5);
-  EXPECT_EQ(in.optimizer, "adam");  // adamw keeps Adam's state
+  EXPECT_EQ(in.optimizer, PlanOptimizer::Adam);  // adamw keeps Adam's state
   EXPECT_EQ(in.cluster.device.name, "h100");
   EXPECT_EQ(in.cluster.nodes, 4);  // the flag wins over the file
   EXPECT_EQ(in.cluster.devices_per_node, 8);
@@ -44,7 +44,7 @@ TEST(PlanKeys, BareParameterCountMeansKindParams) {
                    "--hardware.tflops=100", "--training.global_batch=8"},
                   values);
   const PlanInput in = plan_input_from(values);
-  EXPECT_EQ(in.model.kind, "params");
+  EXPECT_EQ(in.model.kind, ShapeKind::Params);
   EXPECT_DOUBLE_EQ(in.model.parameters(), 7e9);
   EXPECT_DOUBLE_EQ(in.peak_flops(), 100e12);
   EXPECT_EQ(in.cluster.devices(), 1);

@@ -13,7 +13,7 @@ namespace {
 
 const StrategyEstimate& strategy(const Plan& plan, std::string_view key) {
   for (const StrategyEstimate& e : plan.strategies)
-    if (e.key == key) return e;
+    if (e.key() == key) return e;
   throw std::runtime_error("no strategy " + std::string(key));
 }
 
@@ -31,7 +31,7 @@ TEST(Scenario, VisionModelOf1BFitsSoDataParallelOnOneNode) {
   const StrategyEstimate& single = strategy(plan, "single");
   EXPECT_TRUE(single.fits);
   EXPECT_NEAR(single.train_s / 86400, 10.0, 1e-6);
-  EXPECT_EQ(plan.recommendation.key, "dp-ring");
+  EXPECT_EQ(plan.recommendation.key(), "dp-ring");
   const StrategyEstimate& dp = strategy(plan, "dp-ring");
   // The notes: 8 A100s in one node, "roughly 7x faster after communication".
   EXPECT_EQ(dp.layout.dp, 8);
@@ -46,7 +46,7 @@ TEST(Scenario, VisionModelOnTwoNodesAddsTheReductionServer) {
   // "To go further, use 2 nodes x 8 GPUs, and add Reduction Server": over
   // A100 nodes' 100 Gbit Ethernet the ring's all-reduce dominates the step.
   const Plan plan = make_plan(testing::input_from(vision_1b("hardware.nodes=2")));
-  EXPECT_EQ(plan.recommendation.key, "dp-reduction-server");
+  EXPECT_EQ(plan.recommendation.key(), "dp-reduction-server");
   const StrategyEstimate& ring = strategy(plan, "dp-ring");
   const StrategyEstimate& rs = strategy(plan, "dp-reduction-server");
   EXPECT_GE(ring.comm_exchange_s / ring.compute_s, 0.25);
@@ -65,7 +65,7 @@ TEST(Scenario, FourHundredMillionModelSixDaysToUnderOneIsDataParallel) {
        "time.target_days=1"}));
   EXPECT_NEAR(plan.input.model.parameters() / 1e6, 440, 10);
   EXPECT_TRUE(strategy(plan, "single").fits);
-  EXPECT_EQ(plan.recommendation.key, "dp-ring");
+  EXPECT_EQ(plan.recommendation.key(), "dp-ring");
   EXPECT_LT(strategy(plan, "dp-ring").train_s / 86400, 1.0);
   EXPECT_EQ(plan.recommendation.devices_for_target, 8);  // 4 A100s would take about 1.5 days
 }
@@ -77,13 +77,13 @@ TEST(Scenario, CommunicationBoundMultiNodeDdpAddsTheReductionServer) {
        "hardware.device=h100", "hardware.nodes=4", "hardware.inter_link=ethernet-100g", "training.global_batch=256"}));
   const StrategyEstimate& ring = strategy(plan, "dp-ring");
   EXPECT_GT(ring.comm_exchange_s / ring.compute_s, 0.5);
-  EXPECT_EQ(plan.recommendation.key, "dp-reduction-server");
+  EXPECT_EQ(plan.recommendation.key(), "dp-reduction-server");
   EXPECT_NE(plan.recommendation.reason.find("Reduction Server"), std::string::npos);
   // With GPUDirect-RDMA between the nodes, communication no longer dominates.
   const Plan rdma = make_plan(testing::input_from(
       {"model.layers=24", "model.hidden=2048", "model.heads=16", "model.seq_len=2048", "model.vocab=50257",
        "hardware.device=h100", "hardware.nodes=4", "hardware.inter_link=gpudirect-rdma", "training.global_batch=256"}));
-  EXPECT_EQ(rdma.recommendation.key, "dp-ring");
+  EXPECT_EQ(rdma.recommendation.key(), "dp-ring");
 }
 
 TEST(Scenario, FullFineTuningOf13BShardsWithZero) {
@@ -96,8 +96,8 @@ TEST(Scenario, FullFineTuningOf13BShardsWithZero) {
   const StrategyEstimate& single = strategy(plan, "single");
   EXPECT_FALSE(single.fits);
   EXPECT_GT(single.memory.model_state() / 1e9, 200);  // 16 bytes per parameter
-  EXPECT_EQ(plan.recommendation.key.rfind("zero-", 0), 0u) << plan.recommendation.key;
-  EXPECT_TRUE(strategy(plan, plan.recommendation.key).fits);
+  EXPECT_EQ(plan.recommendation.key().rfind("zero-", 0), 0u) << plan.recommendation.key();
+  EXPECT_TRUE(strategy(plan, plan.recommendation.key()).fits);
   EXPECT_NE(plan.recommendation.reason.find("does not fit on one device"), std::string::npos);
 }
 
@@ -109,7 +109,7 @@ TEST(Scenario, VeryLargeTransformerUsesTensorPipelineAndData) {
        "hardware.device=h100", "hardware.nodes=64", "hardware.inter_link=gpudirect-rdma",
        "training.global_batch=1536"}));
   EXPECT_NEAR(plan.input.model.parameters() / 1e9, 175, 1);
-  EXPECT_EQ(plan.recommendation.key, "tp-pp-dp");
+  EXPECT_EQ(plan.recommendation.key(), "tp-pp-dp");
   const StrategyEstimate& chosen = strategy(plan, "tp-pp-dp");
   EXPECT_EQ(chosen.layout.tp, 8);
   EXPECT_GE(chosen.layout.pp, 2);
@@ -121,7 +121,7 @@ TEST(Scenario, PreemptibleCpuWorkersWithASparseModelUseParameterServers) {
       {"model.params=5e7", "model.sparse=true", "hardware.device=custom", "hardware.memory_gb=16",
        "hardware.tflops=1", "hardware.devices_per_node=1", "hardware.nodes=32", "hardware.preemptible=true",
        "training.precision=fp32", "training.global_batch=4096"}));
-  EXPECT_EQ(plan.recommendation.key, "parameter-server");
+  EXPECT_EQ(plan.recommendation.key(), "parameter-server");
   EXPECT_NE(plan.recommendation.reason.find("stale"), std::string::npos);
 }
 
@@ -130,7 +130,7 @@ TEST(Scenario, MixtureOfExpertsThatDoesNotFitUsesExpertParallelism) {
       {"model.layers=24", "model.hidden=2048", "model.heads=16", "model.seq_len=2048", "model.vocab=50257",
        "model.experts=16", "model.top_k=2", "hardware.device=h100", "training.global_batch=64"}));
   EXPECT_FALSE(strategy(plan, "single").fits);
-  EXPECT_EQ(plan.recommendation.key, "ep-dp");
+  EXPECT_EQ(plan.recommendation.key(), "ep-dp");
   const StrategyEstimate& ep = strategy(plan, "ep-dp");
   EXPECT_EQ(ep.layout.ep, 8);  // 2 of the 16 experts on each of the 8 devices
   EXPECT_TRUE(ep.fits);
@@ -140,7 +140,7 @@ TEST(Scenario, SmallModelThatMeetsTheGoalStaysOnOneDevice) {
   const Plan plan = make_plan(testing::input_from(
       {"model.params=1e8", "model.tokens_per_sample=512", "hardware.device=h100", "training.global_batch=64",
        "time.single_device_days=0.5", "time.target_days=1"}));
-  EXPECT_EQ(plan.recommendation.key, "single");
+  EXPECT_EQ(plan.recommendation.key(), "single");
 }
 
 TEST(Report, TableAndJsonCarryTheSameRecommendation) {

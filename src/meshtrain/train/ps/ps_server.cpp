@@ -1,7 +1,5 @@
 #include "meshtrain/train/ps/ps_server.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +12,7 @@
 #include "meshtrain/checkpoint/safetensors_reader.hpp"
 #include "meshtrain/checkpoint/safetensors_writer.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/core/threads.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/optim/factory.hpp"
 #include "meshtrain/optim/schedule.hpp"
@@ -201,7 +200,8 @@ PsServerSummary run_parameter_server(const JobConfig& config, std::FILE* out) {
   const PsJob job = read_ps_job(config.parallel, "server");
   const int index = job.env.role_index;
   const auto& tc = config.training;
-  if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
+  // The host's cores shared by every rank on it, workers too (core/threads.hpp).
+  use_threads(threads_for(tc.threads, job.env.local_world_size));
   const CheckpointSettings checkpoints = to_checkpoint_settings(config);
 
   // The same initial parameters on every server: the trainer's seed and init.

@@ -1,13 +1,12 @@
 #include "meshtrain/train/ps/ps_worker.hpp"
 
-#include <omp.h>
-
 #include <chrono>
 #include <cmath>
 #include <optional>
 #include <string>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/core/threads.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/parallel/parameter_server/client.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
@@ -60,7 +59,8 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   std::optional<RunDirLock> run_dir_lock;
   if (env.rank == 0) run_dir_lock.emplace(config.training.out_dir);
   const auto& tc = config.training;
-  if (tc.threads > 0) omp_set_num_threads(static_cast<int>(tc.threads));
+  // The host's cores shared by every rank on it, servers too (core/threads.hpp).
+  use_threads(threads_for(tc.threads, env.local_world_size));
   // Worker 0 serves /metrics and /healthz (metrics.prometheus_port): its own pushes.
   const std::unique_ptr<PrometheusEndpoint> prometheus = env.rank == 0 ? open_prometheus_endpoint(config, 0) : nullptr;
 

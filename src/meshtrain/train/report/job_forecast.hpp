@@ -114,12 +114,12 @@ struct JobForecast {
   }
 };
 
-// `measure_links` gives this machine's link over a transport ("shm" or
-// "tcp"; called only when there are several workers to talk). Throws
+// `measure_links` gives this machine's link over a transport (Shm or Tcp;
+// called only when there are several workers to talk). Throws
 // ConfigError for jobs it does not model (parameter servers) and whatever
 // building the job throws (missing data...).
 JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
-                         const std::function<comm::CostTable(const std::string& transport)>& measure_links,
+                         const std::function<comm::CostTable(comm::TransportKind transport)>& measure_links,
                          std::FILE* log);
 
 std::string format_job_forecast(const JobForecast& forecast);

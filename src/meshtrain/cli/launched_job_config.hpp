@@ -6,7 +6,7 @@
 // parallel.workers is the number of workers `meshtrain run` starts; in a
 // launched process the launcher has decided, and the job has the workers of
 // its world whatever the file says, which the device mesh checks against
-// the layout before any rank waits for another (worker_group.cpp, naming
+// the layout before any rank waits for another (parallel_context.cpp, naming
 // the launched count). So `meshtrain launch --nproc 8 -- meshtrain train
 // tiny-gpt.toml --parallel.tensor=2 --parallel.pipeline=2` runs although
 // the file says parallel.workers = 2, which 2 x 2 ways do not divide. With

@@ -2,9 +2,11 @@
 // The device mesh: a job's worker ranks arranged as pp x dp x tp, with
 // expert parallelism carved out of the data-parallel ways (ep divides dp), as
 // DeepSpeed, Megatron and torchtitan read it. Every process group of a job is
-// cut from it (mesh_groups.hpp), so data, tensor, pipeline and expert
-// parallelism agree on who is whose neighbour; the planner reads the same
-// shape (plan/strategy_estimate.hpp's Layout). Data parallelism alone is the
+// cut from it by one function (mesh_groups.hpp, which the job's parallel
+// context, parallel/parallel_context.hpp, calls), so data, tensor, pipeline
+// and expert parallelism agree on who is whose neighbour; the planner reads
+// the same shape (plan/strategy_estimate.hpp's Layout), and the forecast
+// (train/report/job_forecast.cpp) the same mesh. Data parallelism alone is the
 // mesh dp = workers, the other sizes 1. Reducers and parameter servers are
 // not worker ranks: they stay outside the mesh.
 //

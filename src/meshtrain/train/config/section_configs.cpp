@@ -26,4 +26,17 @@ CheckpointSettings to_checkpoint_settings(const JobConfig& c) {
           .config_toml = job_config_to_toml(c)};
 }
 
+parallel::ContextSettings to_context_settings(const ParallelSection& p) {
+  return {.data_parallel = p.data == DataParallelism::AllReduce,
+          .data = enum_string(p.data),
+          .all_reduce = p.all_reduce,
+          .tensor = static_cast<int>(p.tensor),
+          .pipeline = static_cast<int>(p.pipeline),
+          .expert = static_cast<int>(p.expert),
+          .sequence_parallel = p.sequence_parallel,
+          .reduce_dtype = p.reduce_dtype,
+          .transport = p.transport,
+          .timeout_s = p.timeout_s};
+}
+
 }  // namespace meshtrain

@@ -4,8 +4,7 @@
 // typed settings (the step engine's, the checkpoints'). Every conversion from
 // a JobConfig is here, done once by the entry that owns the whole config (the
 // trainer, a parameter-server role, the forecast, a command), so nothing
-// below it sees the whole config or converts it again. The worker group
-// takes the [parallel] section as it is.
+// below it sees the whole config or converts it again.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +13,7 @@
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/optim/schedule.hpp"
+#include "meshtrain/parallel/parallel_context.hpp"
 #include "meshtrain/train/config/job_config.hpp"
 
 namespace meshtrain {
@@ -96,5 +96,8 @@ StepSettings to_step_settings(const JobConfig& c, int data_ways);
 
 // The job's checkpoints, with its config as TOML.
 CheckpointSettings to_checkpoint_settings(const JobConfig& c);
+
+// What the job's parallel context is built from (parallel/parallel_context.hpp).
+parallel::ContextSettings to_context_settings(const ParallelSection& p);
 
 }  // namespace meshtrain

@@ -71,7 +71,7 @@ class SequentialMicroBatches final : public MicroBatchRunner {
 
 class PipelineMicroBatches final : public MicroBatchRunner {
  public:
-  PipelineMicroBatches(const ParallelSection& p, Gpt& model, WorkerGroup& workers)
+  PipelineMicroBatches(const ParallelSection& p, Gpt& model, parallel::ParallelContext& workers)
       : model_(model),
         workers_(workers),
         split_(p.micro_batches),
@@ -153,7 +153,7 @@ class PipelineMicroBatches final : public MicroBatchRunner {
   }
 
   Gpt& model_;
-  WorkerGroup& workers_;
+  parallel::ParallelContext& workers_;
   MicroBatchSplit split_;
   Precision reduce_dtype_;  // parallel.reduce_dtype: the wte sum's
   bool nonfinite_ = false;  // the last train()'s loss sum on this stage
@@ -169,7 +169,7 @@ std::unique_ptr<MicroBatchRunner> sequential_micro_batches(Model& model, int64_t
 }
 
 std::unique_ptr<MicroBatchRunner> make_micro_batches(const ParallelSection& parallel, Model& model,
-                                                     WorkerGroup& workers) {
+                                                     parallel::ParallelContext& workers) {
   if (workers.pipeline_size() == 1) return sequential_micro_batches(model, parallel.micro_batches);
   auto* gpt = dynamic_cast<Gpt*>(&model);
   if (!gpt) throw ConfigError("parallel.pipeline: pipeline stages split a GPT, not model '" + model.kind() + "'");

@@ -18,10 +18,10 @@
 
 #include "meshtrain/core/batch.hpp"
 #include "meshtrain/nn/model.hpp"
+#include "meshtrain/parallel/parallel_context.hpp"
 #include "meshtrain/parallel/pipeline/executor.hpp"
 #include "meshtrain/train/config/job_config.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
-#include "meshtrain/train/engine/worker_group.hpp"
 
 namespace meshtrain {
 
@@ -67,6 +67,6 @@ std::unique_ptr<MicroBatchRunner> sequential_micro_batches(Model& model, int64_t
 // The job's: through the pipeline when it has stages. M = micro_batches;
 // the batch size must divide by M.
 std::unique_ptr<MicroBatchRunner> make_micro_batches(const ParallelSection& parallel, Model& model,
-                                                     WorkerGroup& workers);
+                                                     parallel::ParallelContext& workers);
 
 }  // namespace meshtrain

@@ -4,7 +4,7 @@
 
 namespace meshtrain {
 
-MoeBalancing::MoeBalancing(Model& model, WorkerGroup& workers) : workers_(workers) {
+MoeBalancing::MoeBalancing(Model& model, parallel::ParallelContext& workers) : workers_(workers) {
   auto* gpt = dynamic_cast<Gpt*>(&model);
   if (!gpt || !gpt->config().moe.enabled()) return;
   model_ = gpt;
@@ -22,7 +22,7 @@ void MoeBalancing::add_balancing_gradients(const HeldGradients& held) {
   // Every layer's sums in one reduction over the data ranks.
   std::vector<double> packed;
   for (GptMoeLayer& l : model_->moe_layers()) packed.insert(packed.end(), l.sums->values().begin(), l.sums->values().end());
-  workers_.sum(packed);
+  workers_.data_sum(packed);
   size_t at = 0;
   const nn::MoeConfig& moe = model_->config().moe;
   for (GptMoeLayer& l : model_->moe_layers()) {

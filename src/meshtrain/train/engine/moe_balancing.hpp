@@ -17,8 +17,8 @@
 
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/nn/model.hpp"
+#include "meshtrain/parallel/parallel_context.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
-#include "meshtrain/train/engine/worker_group.hpp"
 
 namespace meshtrain {
 
@@ -34,7 +34,7 @@ class MoeBalancing {
  public:
   // Finds the model's MoE layers; a dense model (or another kind) has none
   // and every call below does nothing.
-  MoeBalancing(Model& model, WorkerGroup& workers);
+  MoeBalancing(Model& model, parallel::ParallelContext& workers);
 
   bool active() const { return model_ != nullptr; }
   void begin_step();
@@ -47,7 +47,7 @@ class MoeBalancing {
 
  private:
   Gpt* model_ = nullptr;
-  WorkerGroup& workers_;
+  parallel::ParallelContext& workers_;
   std::vector<int64_t> all_layers_;  // the whole model's MoE blocks
   std::vector<float> dw_;
 };

@@ -36,7 +36,7 @@ std::vector<double> tensor_hashes(const ParamStore& store) {
 
 }  // namespace
 
-void check_replicas(const ParamStore& store, WorkerGroup& workers, int64_t step) {
+void check_replicas(const ParamStore& store, parallel::ParallelContext& workers, int64_t step) {
   const std::vector<std::vector<double>> all = workers.all_gather_workers(tensor_hashes(store));
   // Replica sets: the workers at the same pipeline, tensor and expert position.
   std::map<std::tuple<int, int, int>, std::vector<int>> sets;

@@ -13,12 +13,12 @@
 #include <cstdint>
 
 #include "meshtrain/core/param_store.hpp"
-#include "meshtrain/train/engine/worker_group.hpp"
+#include "meshtrain/parallel/parallel_context.hpp"
 
 namespace meshtrain {
 
 // Every worker calls it at the same step. Throws Error on a mismatch.
-void check_replicas(const ParamStore& store, WorkerGroup& workers, int64_t step);
+void check_replicas(const ParamStore& store, parallel::ParallelContext& workers, int64_t step);
 
 // The fault knob's silent corruption (MESHTRAIN_FAULT=flip_bit:...): flips the
 // lowest bit of the first parameter of the store's middle tensor.

@@ -10,7 +10,7 @@ namespace {
 // LAMB and LARS take per-view norms (two sums per view). A view split across
 // workers adds its partial sums: over the data ranks when ZeRO shards the
 // store, and over the tensor ranks when the tensor is sharded there.
-void attach_view_sum_reducer(Optimizer& optimizer, const ParamStore& store, WorkerGroup& workers,
+void attach_view_sum_reducer(Optimizer& optimizer, const ParamStore& store, parallel::ParallelContext& workers,
                              bool data_sharded) {
   std::vector<size_t> tensor_sharded;  // views whose sums add over the tensor ranks
   if (workers.tensor_size() > 1)
@@ -18,7 +18,7 @@ void attach_view_sum_reducer(Optimizer& optimizer, const ParamStore& store, Work
       if (!store.views()[v].placement.replicated()) tensor_sharded.push_back(v);
   if (!data_sharded && tensor_sharded.empty()) return;
   optimizer.set_view_sum_reducer([&workers, data_sharded, tensor_sharded](std::span<double> sums) {
-    if (data_sharded) workers.sum(sums);
+    if (data_sharded) workers.data_sum(sums);
     if (tensor_sharded.empty()) return;
     std::vector<double> parts;
     parts.reserve(2 * tensor_sharded.size());
@@ -34,12 +34,12 @@ void attach_view_sum_reducer(Optimizer& optimizer, const ParamStore& store, Work
 }  // namespace
 
 StepMachinery make_step_machinery(const StepSettings& settings, const ParallelSection& parallel, Model& model,
-                                  WorkerGroup& workers) {
+                                  parallel::ParallelContext& workers) {
   StepMachinery m;
   m.micro_batches = make_micro_batches(parallel, model, workers);
   ParamStore& store = model.store();
   const OptimizerConfig& optimizer_config = settings.optimizer;
-  comm::ProcessGroup* group = workers.group();
+  comm::ProcessGroup* group = workers.data_group();
   if (!group) {
     m.optimizer = make_optimizer(optimizer_config, store);
     attach_view_sum_reducer(*m.optimizer, store, workers, false);

@@ -10,11 +10,11 @@
 #include "meshtrain/nn/model.hpp"
 #include "meshtrain/optim/optimizer.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
+#include "meshtrain/parallel/parallel_context.hpp"
 #include "meshtrain/parallel/zero/zero_engine.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
 #include "meshtrain/train/engine/micro_batches.hpp"
-#include "meshtrain/train/engine/worker_group.hpp"
 
 namespace meshtrain {
 
@@ -30,6 +30,6 @@ struct StepMachinery {
 // others receive the lead's). With one data-parallel way there is nothing to
 // shard and settings.zero_stage is ignored.
 StepMachinery make_step_machinery(const StepSettings& settings, const ParallelSection& parallel, Model& model,
-                                  WorkerGroup& workers);
+                                  parallel::ParallelContext& workers);
 
 }  // namespace meshtrain

@@ -23,7 +23,7 @@ namespace {
 // The global squared norm of the gradients the workers hold (the rule is
 // train_step.hpp's). With one tensor way the squares are one sum over what
 // the rank holds, exactly clip_grad_norm's.
-double global_squared_norm(const HeldGradients& held, const ParamStore& store, WorkerGroup& workers,
+double global_squared_norm(const HeldGradients& held, const ParamStore& store, parallel::ParallelContext& workers,
                            const MicroBatchRunner& micro_batches) {
   double duplicate[2];  // replicated, sharded
   micro_batches.duplicate_squares(held, duplicate[0], duplicate[1]);
@@ -31,7 +31,7 @@ double global_squared_norm(const HeldGradients& held, const ParamStore& store, W
   if (workers.tensor_size() == 1 && workers.expert_size() == 1) {
     squares = kernels::backend_for(store.device()).squared_norm(held.values.data(), 0, held.values.size()) -
               (duplicate[0] + duplicate[1]);
-    if (held.data_sharded) workers.sum({&squares, 1});
+    if (held.data_sharded) workers.data_sum({&squares, 1});
   } else {
     const parallel::GradSquares parts = parallel::grad_squares_by_placement(store, held.values, held.segments);
     // Replicated, tensor-sharded, tensor-sharded expert, replicated expert:
@@ -39,7 +39,7 @@ double global_squared_norm(const HeldGradients& held, const ParamStore& store, W
     // expert ranks. (The tied embedding's duplicate is never an expert.)
     double sums[4] = {parts.replicated - duplicate[0], parts.sharded - duplicate[1], parts.expert_sharded,
                       parts.expert_replicated};
-    if (held.data_sharded) workers.sum(sums);
+    if (held.data_sharded) workers.data_sum(sums);
     workers.tensor_sum({&sums[1], 2});
     workers.expert_sum({&sums[2], 2});
     squares = sums[0] + sums[1] + sums[2] + sums[3];
@@ -50,7 +50,7 @@ double global_squared_norm(const HeldGradients& held, const ParamStore& store, W
 
 // The global gradient norm before clipping; clips what the rank holds to
 // max_norm (> 0).
-float clip_global_norm(const HeldGradients& held, const ParamStore& store, WorkerGroup& workers,
+float clip_global_norm(const HeldGradients& held, const ParamStore& store, parallel::ParallelContext& workers,
                        const MicroBatchRunner& micro_batches, double max_norm) {
   const double norm = std::sqrt(global_squared_norm(held, store, workers, micro_batches));
   if (max_norm > 0) {
@@ -81,8 +81,8 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   // The global batch's mean: every data rank's share is the same size.
   // Tensor ranks share their batch and hold the same loss: not summed.
   double global_sum = static_cast<float>(loss_sum / static_cast<double>(micro_batches));
-  ctx.workers.sum({&global_sum, 1});
-  r.loss = static_cast<float>(global_sum / ctx.workers.size());
+  ctx.workers.data_sum({&global_sum, 1});
+  r.loss = static_cast<float>(global_sum / ctx.workers.data_size());
   // After an all-reduce the gradients are the same bits on every worker, so
   // the norm, the clipping and the update are too.
   r.grad_norm = clip_global_norm(held, ctx.model.store(), ctx.workers, ctx.micro_batches, ctx.settings.grad_clip);

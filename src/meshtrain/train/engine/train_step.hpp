@@ -29,12 +29,12 @@
 #include "meshtrain/optim/optimizer.hpp"
 #include "meshtrain/optim/schedule.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
+#include "meshtrain/parallel/parallel_context.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
 #include "meshtrain/train/engine/micro_batches.hpp"
 #include "meshtrain/train/engine/moe_balancing.hpp"
 #include "meshtrain/train/engine/update_guard.hpp"
-#include "meshtrain/train/engine/worker_group.hpp"
 
 namespace meshtrain {
 
@@ -51,7 +51,7 @@ struct StepContext {
   Model& model;
   Optimizer& optimizer;
   GradientReduction& gradients;  // the strategy (step_machinery.hpp)
-  WorkerGroup& workers;
+  parallel::ParallelContext& workers;
   const StepSettings& settings;  // schedule, base lr, clipping, micro-batches
   MicroBatchRunner& micro_batches;  // one after another, or through the pipeline (micro_batches.hpp)
   MoeBalancing* moe = nullptr;      // the MoE layers' balancing (moe_balancing.hpp); null: none

@@ -14,7 +14,7 @@ namespace meshtrain {
 namespace fs = std::filesystem;
 
 CheckpointSaver::CheckpointSaver(const CheckpointSettings& settings, const Model& model, Optimizer& optimizer,
-                                 parallel::ZeroEngine* zero, WorkerGroup& workers)
+                                 parallel::ZeroEngine* zero, parallel::ParallelContext& workers)
     : settings_(settings), model_(model), optimizer_(optimizer), zero_(zero), workers_(workers),
       async_(settings.async) {
   const ParamStore& store = model.store();
@@ -116,7 +116,7 @@ void CheckpointSaver::write(TrainState state, SavedShare share, fs::path dir,
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
-  auto info = writer->commit({.workers = workers_.workers(), .zero_stage = zero_stage_, .dp = workers_.size(),
+  auto info = writer->commit({.workers = workers_.workers(), .zero_stage = zero_stage_, .dp = workers_.data_size(),
                               .tp = tensor_ways, .pp = stages, .ep = expert_ways, .config = settings_.config_toml});
   checkpoint::prune(settings_.root, static_cast<size_t>(settings_.keep));
   committed_ = info.path.string();

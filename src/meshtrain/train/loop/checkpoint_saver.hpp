@@ -28,8 +28,8 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/nn/model.hpp"
 #include "meshtrain/optim/optimizer.hpp"
+#include "meshtrain/parallel/parallel_context.hpp"
 #include "meshtrain/parallel/zero/zero_engine.hpp"
-#include "meshtrain/train/engine/worker_group.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 
 namespace meshtrain {
@@ -38,7 +38,7 @@ class CheckpointSaver {
  public:
   // zero: the worker's ZeRO engine, or null (stage 0 or one worker).
   CheckpointSaver(const CheckpointSettings& settings, const Model& model, Optimizer& optimizer,
-                  parallel::ZeroEngine* zero, WorkerGroup& workers);
+                  parallel::ZeroEngine* zero, parallel::ParallelContext& workers);
   // Abandons a checkpoint still in flight (it never becomes complete).
   ~CheckpointSaver();
   CheckpointSaver(const CheckpointSaver&) = delete;
@@ -65,7 +65,7 @@ class CheckpointSaver {
   const Model& model_;
   Optimizer& optimizer_;
   parallel::ZeroEngine* zero_;
-  WorkerGroup& workers_;
+  parallel::ParallelContext& workers_;
   int zero_stage_ = 0;
   bool params_in_shard_ = false, state_in_shard_ = false;
   FlatSegments segments_;

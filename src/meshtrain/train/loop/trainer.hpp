@@ -29,7 +29,7 @@ struct TrainSummary {
 
 // With parallel.data = "parameter_server" this process is one asynchronous
 // worker (ps_worker.hpp); otherwise a synchronous worker, alone or one of a
-// data-parallel group (worker_group.hpp).
+// job's mesh (parallel/parallel_context.hpp).
 TrainSummary train(const JobConfig& config, const TrainOptions& options);
 
 }  // namespace meshtrain

@@ -9,10 +9,12 @@
 #include <thread>
 #include <vector>
 
+#include "meshtrain/comm/mesh/device_mesh.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/stopwatch.hpp"
 #include "meshtrain/core/memory.hpp"
 #include "meshtrain/core/statistics.hpp"
+#include "meshtrain/core/threads.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/optim/factory.hpp"
 #include "meshtrain/parallel/expert/mirrored_expert_group.hpp"
@@ -67,7 +69,7 @@ std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worke
 StepTimes time_steps(const JobConfig& config, Model& model, int workers, int rank, int threads, int steps) {
   const auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model.store());
   DataLoader loader = job_data_loader(config, rank, workers);
-  omp_set_num_threads(threads);
+  use_threads(threads);
   // Micro-batches (gradient accumulation) run one after another, so the
   // activations are one micro-batch's (train_step.hpp).
   const int64_t micro_batches = config.parallel.micro_batches;
@@ -135,7 +137,7 @@ Probe run_probe(const JobConfig& config, Model& model, int workers, int threads,
       probe.contended.update_s = std::max(probe.contended.update_s, t.update_s);
     }
   }
-  omp_set_num_threads(saved_threads);
+  use_threads(saved_threads);
   return probe;
 }
 
@@ -262,7 +264,7 @@ std::vector<std::unique_ptr<Model>> probe_pipeline_job(const JobConfig& config, 
 }  // namespace
 
 JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
-                         const std::function<comm::CostTable(const std::string& transport)>& measure_links,
+                         const std::function<comm::CostTable(comm::TransportKind transport)>& measure_links,
                          std::FILE* log) {
   if (config.parallel.data == DataParallelism::ParameterServer)
     throw ConfigError("plan --config: parameter-server jobs are not forecast (workers do not wait for each other); "
@@ -279,7 +281,7 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   const int data_ways = f.workers / model_ways;
   f.zero_stage = data_ways > 1 ? int(config.parallel.zero_stage) : 0;
   // As the trainer does: training.threads, else this host's cores shared by its workers.
-  f.threads = tc.threads > 0 ? int(tc.threads) : std::max(1, omp_get_num_procs() / f.workers);
+  f.threads = threads_for(tc.threads, f.workers);
   f.batch_per_worker = tc.batch_size;
   f.experts = int(config.model.n_expert);
   f.expert = f.experts > 1 ? int(config.parallel.expert) : 1;
@@ -289,8 +291,16 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
     // A job spanning hosts uses TCP between every pair (auto), in a host too.
     const comm::TransportKind kind = config.parallel.transport;
     const bool tcp = kind == comm::TransportKind::Tcp || (kind == comm::TransportKind::Auto && hosts.hosts > 1);
-    return measure_links(tcp ? "tcp" : "shm");
+    return measure_links(tcp ? comm::TransportKind::Tcp : comm::TransportKind::Shm);
   });
+  // The job's mesh, as its workers cut their groups from it
+  // (parallel/parallel_context.hpp); each group's link is that of worker
+  // 0's group along the axis.
+  const comm::DeviceMesh mesh({.dp = data_ways, .tp = f.tensor, .pp = f.pipeline, .ep = f.expert},
+                              data_ways * model_ways);
+  const auto link = [&](const char* name, comm::MeshAxis axis, bool every_rank = false) {
+    return links.group(name, mesh.group_ranks(axis, 0), every_rank);
+  };
 
   constexpr int kProbeSteps = 8;
   if (log)
@@ -305,7 +315,7 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   std::vector<ExpertLayerTraffic> traffic;
   if (f.pipeline > 1) {
     stages = probe_pipeline_job(config, data_ways, f, kProbeSteps,
-                                links.group("pipeline", f.tensor * data_ways, f.pipeline, true));
+                                link("pipeline", comm::MeshAxis::Pipeline, true));
     std::vector<Model*> all;
     for (auto& stage : stages) all.push_back(stage.get());
     traffic = expert_traffic(all, config.model, f.expert);
@@ -338,30 +348,28 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   if (config.checkpoint.async && config.checkpoint.every > 0 && config.checkpoint.every < tc.steps)
     f.checkpoint_copies = part * sizeof(float) * size_t(1 + k);
 
-  // The mesh's groups (device_mesh.hpp: rank = (pp_i dp + dp_i) tp + tp_i;
-  // an expert group is X consecutive data ranks).
-  const int n = data_ways, T = f.tensor, X = f.expert;
+  const int n = data_ways, X = f.expert;
   // Each stage runs its share of the layers; the critical path holds M V + P - 1 stage-micro-batches.
   const double share = double(f.micro_batches * f.virtual_stages + f.pipeline - 1) /
                        double(f.micro_batches * f.virtual_stages * f.pipeline);
   if (f.tensor > 1) {
-    add_tensor_parallel_comm(config, traffic, links.group("tensor", 1, T), f);
+    add_tensor_parallel_comm(config, traffic, link("tensor", comm::MeshAxis::Tensor), f);
     f.tensor_comm_s *= share;
     f.tensor_comm_bytes /= f.pipeline;
   }
   if (n > 1)
-    add_data_parallel_comm(config.parallel.all_reduce, store, n, links.group("data", T, n),
-                           links.group("expert data", T * X, n / X), f);
+    add_data_parallel_comm(config.parallel.all_reduce, store, n, link("data", comm::MeshAxis::Data),
+                           links.group("expert data", mesh.expert_data_ranks(0)), f);
   else
     f.algorithm = "none";
   if (f.pipeline > 1)
-    add_pipeline_comm(config, stages.back() ? *stages.back() : *model, links.group("pipeline", T * n, f.pipeline, true),
+    add_pipeline_comm(config, stages.back() ? *stages.back() : *model, link("pipeline", comm::MeshAxis::Pipeline, true),
                       f);
   if (!traffic.empty()) {
     const int64_t rows = config.training.batch_size / config.parallel.micro_batches * config.model.block_size;
+    const comm::CostTable a2a_link = X > 1 ? link("expert", comm::MeshAxis::Expert, true) : comm::CostTable{};
     const ExpertComm a2a = expert_all_to_all_comm(traffic, rows, config.model.n_embd, config.model.n_expert, X,
-                                                  config.parallel.micro_batches,
-                                                  X > 1 ? links.group("expert", T, X, true) : comm::CostTable{});
+                                                  config.parallel.micro_batches, a2a_link);
     f.expert_comm_s = a2a.seconds * share;
     f.expert_comm_bytes = a2a.bytes / f.pipeline;
     // After the last backward: the stage's layers' routing sums over the
@@ -371,12 +379,12 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
     for (const ExpertLayerTraffic& layer : traffic) sums += layer.sums * sizeof(double);
     sums /= size_t(f.pipeline);
     if (n > 1) {
-      const comm::CostTable data = links.group("data", T, n);
+      const comm::CostTable data = link("data", comm::MeshAxis::Data);
       f.expert_comm_s += comm::all_reduce_seconds(data, comm::choose_all_reduce(data, sums, n), sums, n);
     }
     if (X > 1)
-      f.expert_comm_s += comm::all_reduce_seconds(links.group("expert", T, X), comm::AllReduceAlgorithm::Ring,
-                                                  sizeof(double), X);
+      f.expert_comm_s += comm::all_reduce_seconds(link("expert", comm::MeshAxis::Expert),
+                                                  comm::AllReduceAlgorithm::Ring, sizeof(double), X);
   }
   f.crossing = links.crossing();
   return f;

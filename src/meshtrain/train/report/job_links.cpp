@@ -34,4 +34,9 @@ comm::CostTable JobLinks::group(const char* name, int stride, int members, bool 
   return comm::CostTable::on_one_link(alpha, sharing / hosts_.inter_bytes_per_s);
 }
 
+comm::CostTable JobLinks::group(const char* name, std::span<const int> ranks, bool every_rank) {
+  const int stride = ranks.size() > 1 ? ranks[1] - ranks[0] : 1;
+  return group(name, stride, static_cast<int>(ranks.size()), every_rank);
+}
+
 }  // namespace meshtrain

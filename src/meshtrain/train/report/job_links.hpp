@@ -10,6 +10,7 @@
 // ring crosses each host's link once) m / ranks-per-host of it, one that
 // every rank runs on its own (sends, all-to-alls) 1 / ranks-per-host.
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ class JobLinks {
   // each rank exchanges on its own (sends, all-to-all). A group that
   // crosses hosts is named in `crossing` (once).
   comm::CostTable group(const char* name, int stride, int members, bool every_rank = false);
+  // The same for a mesh group given by its ranks (DeviceMesh::group_ranks,
+  // evenly spaced).
+  comm::CostTable group(const char* name, std::span<const int> ranks, bool every_rank = false);
   int ranks_per_host() const { return per_host_; }
   const std::vector<std::string>& crossing() const { return crossing_; }
 

@@ -18,7 +18,8 @@
 // first, and "bf16 peak" is its rate on the 2048 square, the machine's
 // measured bf16 GEMM peak that end-to-end bf16 figures are a share of.
 //
-// Usage: bench_gemm [--quick] [--sweep] [--cpu-clock]
+// Usage: bench_gemm [--quick] [--sweep] [--cpu-clock] [--peak] [--bf16-peak]
+// (--bf16-peak: only the "bf16 peak" line, for the end-to-end bf16 benchmarks.)
 #include <dlfcn.h>
 #include <dnnl.h>
 // GCC 12 flags its own _mm512_undefined_* helpers as maybe-uninitialized.
@@ -283,12 +284,22 @@ void sweep() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, do_sweep = false, peak_only = false;
+  bool quick = false, do_sweep = false, peak_only = false, bf16_peak_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--peak")) peak_only = true;
     if (!std::strcmp(argv[i], "--sweep")) do_sweep = true;
     if (!std::strcmp(argv[i], "--cpu-clock")) g_cpu_clock = true;
+    if (!std::strcmp(argv[i], "--bf16-peak")) bf16_peak_only = true;
+  }
+  const Shape square{"square 2048", Trans::No, Trans::No, 2048, 2048, 2048, 0, false};
+  auto print_bf16_peak = [&] {
+    std::printf("bf16 peak (gemm_bf16, square 2048): 1 thread %.1f GFLOP/s, 2 threads %.1f\n",
+                time_gemm(Impl::Bf16, square, 1), time_gemm(Impl::Bf16, square, 2));
+  };
+  if (bf16_peak_only) {
+    print_bf16_peak();
+    return 0;
   }
   std::printf("kernels::gemm backend: %s, bf16: %s, OMP max threads %d\n", meshtrain::kernels::gemm_backend_name(),
               meshtrain::kernels::gemm_bf16_backend_name(), omp_get_max_threads());
@@ -308,9 +319,7 @@ int main(int argc, char** argv) {
   // the 1-thread one; a lower measurement means another job held a core.
   peak[2] = std::max(peak[2], 2 * peak[1]);
   std::printf("%% peak uses %.1f (1 thread) and %.1f (2 threads)\n", peak[1], peak[2]);
-  const Shape square{"square 2048", Trans::No, Trans::No, 2048, 2048, 2048, 0, false};
-  std::printf("bf16 peak (gemm_bf16, square 2048): 1 thread %.1f GFLOP/s, 2 threads %.1f\n",
-              time_gemm(Impl::Bf16, square, 1), time_gemm(Impl::Bf16, square, 2));
+  print_bf16_peak();
   std::printf("\n| shape | op | M x N x K | thr | ours | onednn | openblas | ours %% peak | ours / onednn | bf16 | bf16 / onednn |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : model_shapes(quick)) {

@@ -48,6 +48,7 @@ def parse_args():
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--ctx", type=int, default=256)
     p.add_argument("--batch", type=int, default=8, help="per-worker batch")
+    p.add_argument("--vocab", type=int, default=256, help="as torch_gpt.py's --vocab")
     p.add_argument("--steps", type=int, default=12, help="timed steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     p.add_argument("--threads", type=int, default=1, help="compute threads per process")
@@ -79,7 +80,8 @@ def worker(args):
     sys.argv = [os.path.join(HERE, "torch_gpt.py"), "--layers", str(args.layers), "--d", str(args.d),
                 "--heads", str(args.heads), "--ctx", str(args.ctx), "--batch", str(args.batch),
                 "--threads", str(args.threads), "--wait", args.wait, "--attn", args.attn,
-                "--optim", args.optim, "--precision", args.precision, "--seed", str(args.seed)]
+                "--optim", args.optim, "--precision", args.precision, "--seed", str(args.seed),
+                "--vocab", str(args.vocab)]
     sys.path.insert(0, HERE)
     import torch_gpt as tg  # noqa: E402  (imports torch)
     import torch

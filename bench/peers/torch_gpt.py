@@ -2,7 +2,8 @@
 """PyTorch peer for meshtrain's GPT training-throughput benchmark.
 
 The model is meant to be the same as meshtrain's GPT:
-  byte-level tokens (vocab 256), learned token and position embeddings,
+  byte-level tokens (vocab 256; --vocab N: random ids below N, e.g. GPT-2's 50257),
+  learned token and position embeddings,
   L pre-LN blocks  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x)),
   causal multi-head attention with one fused qkv Linear (bias) and an
   output projection (bias), MLP d -> 4d -> d with biases and GELU (tanh
@@ -30,9 +31,9 @@ after --warmup untimed steps (these include torch.compile's compilation).
 FLOPs per token = 6*N + 12*L*d*ctx, where N counts the weights of every
 matrix product and embedding, each once:
   N = L*(3d*d [qkv] + d*d [attn out] + 4d*d [mlp up] + 4d*d [mlp down])
-      + 256*d [token embedding = tied output layer, counted once]
+      + V*d [token embedding = tied output layer, counted once; V = 256]
       + ctx*d [position embedding]
-    = 12*L*d^2 + (256 + ctx)*d.
+    = 12*L*d^2 + (V + ctx)*d.
 Biases and LayerNorm gains/biases are not in N. (The position embedding and
 the tied embedding's lookup do no matmul work, but they are counted the way
 the benchmark counts them; 12*L*d*ctx is the attention score/value work.)
@@ -52,6 +53,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -64,6 +66,8 @@ def parse_args(argv=None):
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--ctx", type=int, default=128)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=256,
+                   help="vocabulary size (256: bytes; larger, e.g. GPT-2's 50257: random token ids)")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     p.add_argument("--threads", type=int, default=2)
@@ -114,7 +118,7 @@ if args.mode == "compile" and not hasattr(torch, "compile"):
 if args.precision == "bf16" and not hasattr(torch, "autocast"):
     sys.exit("torch %s has no torch.autocast" % torch.__version__)
 
-VOCAB = 256
+VOCAB = args.vocab
 
 
 class CausalSelfAttention(nn.Module):
@@ -287,12 +291,12 @@ def load_data():
         here = os.path.dirname(os.path.abspath(__file__))
         cand = os.path.join(here, "..", "..", "data", "kjv.txt")
         path = cand if os.path.exists(cand) else ""
-    if path:
+    if path and VOCAB == 256:
         with open(path, "rb") as f:
             raw = f.read()
         return torch.frombuffer(bytearray(raw), dtype=torch.uint8).long(), path
     g = torch.Generator().manual_seed(args.seed + 1)
-    return torch.randint(0, VOCAB, (1 << 20,), generator=g), "random bytes"
+    return torch.randint(0, VOCAB, (1 << 20,), generator=g), "random bytes" if VOCAB == 256 else "random ids"
 
 
 def blas_info():
@@ -380,6 +384,8 @@ def main():
         "steps": args.steps, "warmup": args.warmup,
         "data": data_name,
         "params_total": sum(p.numel() for p in model.parameters()),
+        "vocab": VOCAB,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "N": n,
         "flops_per_token": fpt,
         **timing_summary(times, tokens, fpt, t_first, warm_s, losses),

@@ -40,6 +40,11 @@
 // and the GELU's output are written only in bf16, by the kernels that make
 // them (under sequence parallelism the layernorms' outputs are fp32 too,
 // 8 s b h / t more, not counted).
+//
+// Flash attention (training.attention = "flash", kernels/flash_attention.hpp)
+// keeps no probabilities: the a s / (h t) term goes, in the layers and in
+// the backward gradients, and each layer keeps instead its rows' fp32
+// log-sum-exp, 4 s b a / t bytes.
 #include <cstdint>
 
 namespace meshtrain {
@@ -56,17 +61,19 @@ struct ActivationShape {
   double residual_bytes = 0;  // the residual stream's bytes per element; 0: act_bytes
   double gradient_bytes = 0;  // the activation gradients'; 0: act_bytes
   bool mixed_copies = false;  // meshtrain's bf16 work areas and copies (above)
+  bool flash_attention = false;  // no probabilities kept, a log-sum-exp per row (above)
 };
 
 inline double activation_bytes(const ActivationShape& m, ActivationRecompute mode) {
   const double sbh = m.seq * m.micro_batch * m.hidden, t = m.tensor, scale = m.act_bytes / 2;
   const double residual = (m.residual_bytes > 0 ? m.residual_bytes : m.act_bytes) / 2;
   const double gradient = (m.gradient_bytes > 0 ? m.gradient_bytes : m.act_bytes) / 2;
-  const double attention = (m.dropout ? 5.0 : 2.0) * m.heads * m.seq / (m.hidden * t);
+  const double attention = m.flash_attention ? 0.0 : (m.dropout ? 5.0 : 2.0) * m.heads * m.seq / (m.hidden * t);
+  const double lse = m.flash_attention ? 4 * m.seq * m.micro_batch * m.heads / t : 0.0;
   // Of the 8 (10 with dropout) whole-width bytes, 4 are the residual
   // stream's two tensors (the block's input and x1).
   const double linear = (m.dropout ? 6.0 : 4.0) + (24.0 + m.extra_experts * (m.dropout ? 19.0 : 16.0)) / t;
-  const double layer = sbh * (4 * residual + (linear + attention) * scale);
+  const double layer = sbh * (4 * residual + (linear + attention) * scale) + lse;
   double layers = 0;
   switch (mode) {
     case ActivationRecompute::None: layers = m.layers * layer; break;
@@ -80,7 +87,7 @@ inline double activation_bytes(const ActivationShape& m, ActivationRecompute mod
   // kernel keeps the probabilities' gradient for one row block of one head
   // at a time, per thread: no a s term.
   const double widths = m.mixed_copies ? 10.0 / t : 16.0 / t;
-  const double scores = m.mixed_copies ? 0.0 : 2.0 * m.heads * m.seq / (m.hidden * t);
+  const double scores = m.mixed_copies || m.flash_attention ? 0.0 : 2.0 * m.heads * m.seq / (m.hidden * t);
   const double backward = sbh * (2 + widths + scores) * gradient;
   const double ends = 4 * sbh * residual;
   const double copies = m.mixed_copies ? sbh * (10.0 / t + 2) + 2 * m.head_floats : 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "meshtrain/core/cpu_dispatch.hpp"
+#include "meshtrain/kernels/attention_products.hpp"
 #include "meshtrain/kernels/attention_softmax.hpp"
 #include "meshtrain/kernels/bf16_pair_products.hpp"
 #include "meshtrain/kernels/gemm.hpp"
@@ -16,27 +17,9 @@ namespace meshtrain::kernels {
 
 namespace {
 
-// One product of the attention kernels: on the bf16 operands when both are
-// given, else on the fp32 ones.
-struct Operand {
-  const float* f32;
-  const Bf16* b16;  // null: fp32 products
-  int ld;
-};
-
-void product(Trans ta, Trans tb, int M, int N, int K, float alpha, Operand a, Operand b, float* C, int ldc) {
-  if (a.b16 && b.b16)
-    gemm_bf16(ta, tb, M, N, K, alpha, a.b16, a.ld, b.b16, b.ld, 0.0f, C, ldc);
-  else
-    gemm(ta, tb, M, N, K, alpha, a.f32, a.ld, b.f32, b.ld, 0.0f, C, ldc);
-}
-
-// p + off, or null for an array not given (under bf16 the fp32 q, k, v and
-// the fp32 output may be absent).
-template <class T>
-T* at(T* p, int64_t off) {
-  return p ? p + off : nullptr;
-}
+using attention_detail::at;
+using attention_detail::Operand;
+using attention_detail::product;
 
 namespace pp = pair_products;
 
@@ -66,6 +49,7 @@ const char* attention_bf16_products_name() {
 
 namespace detail {
 void allow_packed_attention_products(bool allowed) { packed_products_allowed.store(allowed); }
+bool packed_attention_products_allowed() { return packed_products_allowed.load(std::memory_order_relaxed); }
 }  // namespace detail
 
 // Causal attention is computed in blocks of kRowBlock query rows: rows

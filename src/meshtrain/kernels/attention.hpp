@@ -59,6 +59,7 @@ namespace detail {
 // the CPU and shapes allow: attention.cpp); false forces the oneDNN path
 // (for tests that compare the two).
 void allow_packed_attention_products(bool allowed);
+bool packed_attention_products_allowed();
 }  // namespace detail
 
 }  // namespace meshtrain::kernels

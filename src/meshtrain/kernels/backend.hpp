@@ -23,6 +23,7 @@
 #include "meshtrain/core/function_ref.hpp"
 #include "meshtrain/kernels/adamw_math.hpp"
 #include "meshtrain/kernels/attention.hpp"
+#include "meshtrain/kernels/attention_kernel.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 
 namespace meshtrain::kernels {
@@ -30,11 +31,11 @@ namespace meshtrain::kernels {
 // One run of an AdamW update: parameters, gradients and both moments,
 // `size` elements each (optim/chunks.hpp cuts them).
 // What attention's forward keeps for its backward, laid out by the backend
-// that runs it: the CPU keeps the probabilities (B, NH, T, T), in `f32` or,
-// under bf16 products, `b16` (which a recomputation pool may
-// hold instead: nn/recompute.hpp); a flash-style GPU kernel keeps only the
-// per-row log-sum-exp (B, NH, T) in `lse`. All in the backend's memory; the layer holds
-// it and never reads it.
+// that runs it: the CPU's probabilities kernel keeps (B, NH, T, T), in `f32`
+// or, under bf16 products, `b16` (which a recomputation pool may hold
+// instead: nn/recompute.hpp); a flash-style kernel keeps only the per-row
+// log-sum-exp (B, NH, T) in `lse`. All in the backend's memory; the layer
+// holds it, chooses `kernel`, and never reads it.
 struct AttentionSaved {
   explicit AttentionSaved(DeviceAllocator& memory)
       : f32(memory, MemoryKind::Activations),
@@ -43,6 +44,7 @@ struct AttentionSaved {
   DeviceArray<float> f32;
   DeviceArray<Bf16> b16;
   DeviceArray<float> lse;
+  AttentionKernel kernel = AttentionKernel::Probabilities;
 };
 
 struct AdamWChunk {
@@ -136,7 +138,8 @@ class Backend {
   virtual void attention_backward(float* dqkv, const float* dout, const float* out, AttentionSaved& saved,
                                   const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, bool causal,
                                   float* scratch, const AttentionBf16* bf16 = nullptr) = 0;
-  virtual size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool bf16) = 0;
+  virtual size_t attention_backward_scratch(const AttentionSaved& saved, int64_t B, int64_t T, int64_t NH,
+                                            bool bf16) = 0;
 
   // Softmax cross-entropy (cross_entropy.hpp), whole rows or a vocabulary shard.
   virtual int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,

@@ -31,7 +31,7 @@ inline uint32_t word_at(const uint32_t* p) {
 
 template <int MR, int NV, bool kRounded>
 MESHTRAIN_TARGET_AVX512_BF16 void tile(int KP, float alpha, PackedA a, const uint32_t* b, int ldb, void* c, int ldc,
-                                       __mmask16 last, bool stream) {
+                                       __mmask16 last, bool stream, bool accumulate) {
   // Every loop over the tile unrolled, so the accumulators live in
   // registers (GCC otherwise keeps the array on the stack).
   const bool full = last == __mmask16(0xFFFF);
@@ -39,7 +39,12 @@ MESHTRAIN_TARGET_AVX512_BF16 void tile(int KP, float alpha, PackedA a, const uin
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; ++v) {
+      const float* row = static_cast<const float*>(c) + int64_t(i) * ldc + 16 * v;  // fp32 C only
+      acc[i][v] = !accumulate                 ? _mm512_setzero_ps()
+                  : v == NV - 1 && !full ? _mm512_maskz_loadu_ps(last, row)
+                                              : _mm512_loadu_ps(row);
+    }
   for (int kp = 0; kp < KP; ++kp) {
     const uint32_t* brow = b + int64_t(kp) * ldb;
     __m512bh bv[NV];
@@ -86,7 +91,7 @@ MESHTRAIN_TARGET_AVX512_BF16 void store_fence() { _mm_sfence(); }
 
 // The tile function for MR rows (1..kRows) and NV vectors (1..kVectors).
 template <bool kRounded>
-using TileFn = void (*)(int, float, PackedA, const uint32_t*, int, void*, int, __mmask16, bool);
+using TileFn = void (*)(int, float, PackedA, const uint32_t*, int, void*, int, __mmask16, bool, bool);
 
 template <bool kRounded, int MR>
 TileFn<kRounded> tile_for_vectors(int nv) {
@@ -112,7 +117,7 @@ TileFn<kRounded> tile_for(int mr, int nv) {
 
 template <bool kRounded>
 void run(int M, int N, int KP, float alpha, PackedA a, const uint32_t* b, int ldb, void* c, int ldc,
-         bool stream = false) {
+         bool stream = false, bool accumulate = false) {
   constexpr size_t elem = kRounded ? sizeof(Bf16) : sizeof(float);
   for (int n0 = 0; n0 < N; n0 += 16 * kVectors) {
     const int cols = N - n0 < 16 * kVectors ? N - n0 : 16 * kVectors;
@@ -122,7 +127,7 @@ void run(int M, int N, int KP, float alpha, PackedA a, const uint32_t* b, int ld
       const int mr = M - i0 < kRows ? M - i0 : kRows;
       const PackedA rows{a.a + int64_t(i0) * a.row, a.row, a.pair};
       void* c_tile = static_cast<char*>(c) + (int64_t(i0) * ldc + n0) * int64_t(elem);
-      tile_for<kRounded>(mr, nv)(KP, alpha, rows, b + n0, ldb, c_tile, ldc, last, stream);
+      tile_for<kRounded>(mr, nv)(KP, alpha, rows, b + n0, ldb, c_tile, ldc, last, stream, accumulate);
     }
   }
   if (stream) store_fence();  // streamed lines visible before anyone reads them
@@ -184,6 +189,10 @@ void product_streamed(int M, int N, int KP, PackedA a, const uint32_t* b, int ld
 
 void product_rounded(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, Bf16* c, int ldc) {
   run<true>(M, N, KP, 1.0f, a, b, ldb, c, ldc);
+}
+
+void product_accumulate(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, float* c, int ldc) {
+  run<false>(M, N, KP, 1.0f, a, b, ldb, c, ldc, /*stream=*/false, /*accumulate=*/true);
 }
 
 }  // namespace meshtrain::kernels::pair_products

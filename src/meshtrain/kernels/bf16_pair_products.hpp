@@ -60,6 +60,11 @@ void product_streamed(int M, int N, int KP, PackedA a, const uint32_t* b, int ld
 // The same as product() with C written rounded to bf16 (to nearest even), alpha = 1.
 void product_rounded(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, Bf16* c, int ldc);
 
+// C += A B (alpha 1, fp32 C): the sums start from C's values, so a
+// product over several blocks of K (flash attention's key and query blocks)
+// accumulates in registers, not through a temporary.
+void product_accumulate(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, float* c, int ldc);
+
 // A row-major bf16 matrix (ld even) as a PackedA.
 inline PackedA row_major(const Bf16* a, int ld) {
   return {reinterpret_cast<const uint32_t*>(a), ld / 2, 1};

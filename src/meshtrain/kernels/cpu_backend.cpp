@@ -16,6 +16,7 @@
 #include "meshtrain/kernels/cross_entropy.hpp"
 #include "meshtrain/kernels/elementwise.hpp"
 #include "meshtrain/kernels/embedding.hpp"
+#include "meshtrain/kernels/flash_attention.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/kernels/gemm_bf16.hpp"
 #include "meshtrain/kernels/guarded_backend.hpp"
@@ -123,10 +124,15 @@ class CpuBackend final : public Backend {
   void copy(float* dst, const float* src, size_t n) override { std::copy(src, src + n, dst); }
   void fill(float* dst, size_t n, float value) override { std::fill(dst, dst + n, value); }
 
-  // The CPU saves the probabilities (B, NH, T, T): fp32, or bf16 under
-  // bf16 products.
+  // The probabilities kernel saves (B, NH, T, T): fp32, or bf16 under bf16
+  // products; the flash kernel the log-sum-exp (B, NH, T).
   void attention_forward(float* out, AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C,
                          int64_t NH, bool causal, const AttentionBf16* bf16) override {
+    if (saved.kernel == AttentionKernel::Flash) {
+      saved.lse.ensure(size_t(B * NH * T));
+      kernels::flash_attention_forward(out, saved.lse.raw(), qkv, B, T, C, NH, causal, bf16);
+      return;
+    }
     const size_t probs = size_t(B * NH * T * T);
     if (bf16) {
       AttentionBf16 b = *bf16;
@@ -138,8 +144,10 @@ class CpuBackend final : public Backend {
       kernels::attention_forward(out, saved.f32.raw(), qkv, B, T, C, NH, causal);
     }
   }
+  // The flash kernel's log-sum-exp is the layer's own, never pooled: nothing to redo.
   void attention_recompute(AttentionSaved& saved, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
                            bool causal, const AttentionBf16* bf16) override {
+    if (saved.kernel == AttentionKernel::Flash) return;
     if (bf16) {
       AttentionBf16 b = *bf16;
       b.out = nullptr;  // the probabilities only
@@ -148,10 +156,12 @@ class CpuBackend final : public Backend {
       attention_forward(nullptr, saved, qkv, B, T, C, NH, causal, nullptr);
     }
   }
-  void attention_backward(float* dqkv, const float* dout, const float*, AttentionSaved& saved, const float* qkv,
+  void attention_backward(float* dqkv, const float* dout, const float* out, AttentionSaved& saved, const float* qkv,
                           int64_t B, int64_t T, int64_t C, int64_t NH, bool causal, float* scratch,
                           const AttentionBf16* bf16) override {
-    if (bf16) {
+    if (saved.kernel == AttentionKernel::Flash) {
+      kernels::flash_attention_backward(dqkv, dout, out, saved.lse.raw(), qkv, B, T, C, NH, causal, bf16);
+    } else if (bf16) {
       AttentionBf16 b = *bf16;
       b.att = saved.b16.raw();
       kernels::attention_backward(dqkv, nullptr, nullptr, nullptr, nullptr, B, T, C, NH, causal, &b);
@@ -159,10 +169,11 @@ class CpuBackend final : public Backend {
       kernels::attention_backward(dqkv, scratch, dout, saved.f32.raw(), qkv, B, T, C, NH, causal);
     }
   }
-  // fp32 keeps the score gradients (B, NH, T, T); bf16 a per-thread row
-  // block of its own.
-  size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool bf16) override {
-    return bf16 ? 0 : size_t(B * NH * T * T);
+  // fp32 probabilities keep the score gradients (B, NH, T, T); bf16 a
+  // per-thread row block of its own, and flash per-thread blocks.
+  size_t attention_backward_scratch(const AttentionSaved& saved, int64_t B, int64_t T, int64_t NH,
+                                    bool bf16) override {
+    return bf16 || saved.kernel == AttentionKernel::Flash ? 0 : size_t(B * NH * T * T);
   }
 
   int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,

@@ -232,9 +232,10 @@ class GuardedBackend final : public Backend {
     const Open open(memory_);
     cpu_.attention_backward(dqkv, dout, out, saved, qkv, B, T, C, NH, causal, scratch, bf16);
   }
-  size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool bf16) override {
+  size_t attention_backward_scratch(const AttentionSaved& saved, int64_t B, int64_t T, int64_t NH,
+                                    bool bf16) override {
     const Open open(memory_);
-    return cpu_.attention_backward_scratch(B, T, NH, bf16);
+    return cpu_.attention_backward_scratch(saved, B, T, NH, bf16);
   }
   int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
                                int64_t V) override {

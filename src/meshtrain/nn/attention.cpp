@@ -22,14 +22,16 @@ int64_t heads_per_rank(const std::string& prefix, int64_t C, int64_t n_head, Ten
 
 }  // namespace
 
-SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
-                             TensorParallelComm* tp)
+SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head,
+                             AttentionOptions options, TensorParallelComm* tp)
     : store_(store),
       C_(C / (tp ? tp->size() : 1)),
       NH_(heads_per_rank(prefix, C, n_head, tp)),
-      causal_(causal),
+      causal_(options.causal),
       c_attn_(store, prefix + ".c_attn", C, 3 * C, true, LinearShard::column(tp, 3)),
-      c_proj_(store, prefix + ".c_proj", C, C, true, LinearShard::row(tp)) {}
+      c_proj_(store, prefix + ".c_proj", C, C, true, LinearShard::row(tp)) {
+  saved_.kernel = options.kernel;
+}
 
 void SelfAttention::init(Rng& rng, float stddev, float proj_stddev) {
   c_attn_.init(rng, stddev);
@@ -63,7 +65,7 @@ void SelfAttention::backward(float* dinp, const float* dout, Workspace& ws) {
   kernels::Backend& backend = backend_of(store_);
   float* dqkv = Workspace::get(ws.dqkv, B_ * T_ * 3 * C_);  // (B, T, 3C)
   const bool bf16_products = store_.bf16_products();
-  float* scratch = Workspace::get(ws.datt, backend.attention_backward_scratch(B_, T_, NH_, bf16_products));
+  float* scratch = Workspace::get(ws.datt, backend.attention_backward_scratch(saved_, B_, T_, NH_, bf16_products));
   if (bf16_products) {
     // The heads read their output gradient rounded: c_proj writes it so
     // (the bits of rounding its fp32 product after).

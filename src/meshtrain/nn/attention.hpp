@@ -16,13 +16,22 @@
 
 namespace meshtrain::nn {
 
+// Causal (GPT) or full (ViT), and which kernel (training.attention): a bool
+// converts, for the probabilities kernel.
+struct AttentionOptions {
+  AttentionOptions(bool causal, kernels::AttentionKernel kernel = kernels::AttentionKernel::Probabilities)  // NOLINT
+      : causal(causal), kernel(kernel) {}
+  bool causal;
+  kernels::AttentionKernel kernel;
+};
+
 class SelfAttention {
  public:
   // Declares "<prefix>.c_attn.*" (C, 3C) and "<prefix>.c_proj.*" (C, C).
   // With a tensor-parallel group of T ranks, each rank holds n_head/T heads:
   // c_attn is a column shard blocked by q, k, v and c_proj a row shard.
   // Throws Error when n_head does not divide C, or T does not divide n_head.
-  SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
+  SelfAttention(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, AttentionOptions options,
                 TensorParallelComm* tp = nullptr);
 
   // c_attn ~ N(0, stddev), c_proj ~ N(0, proj_stddev), biases 0.

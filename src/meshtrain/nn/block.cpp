@@ -4,12 +4,12 @@
 
 namespace meshtrain::nn {
 
-Block::Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
+Block::Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, AttentionOptions attention,
              TensorParallelComm* tp, const FeedForwardFactory& make_ffn)
     : store_(store),
       unit_(store.begin_unit(prefix)),
       ln_1_(store, prefix + ".ln_1", C, tp),
-      attn_(store, prefix + ".attn", C, n_head, causal, tp),
+      attn_(store, prefix + ".attn", C, n_head, attention, tp),
       ln_2_(store, prefix + ".ln_2", C, tp),
       mlp_(make_ffn ? make_ffn(store, prefix + ".mlp") : std::make_unique<Mlp>(store, prefix + ".mlp", C, tp)),
       tp_(tp),

@@ -34,7 +34,7 @@ class Block {
   // whole on every rank, or under sequence parallelism (tensor_parallel.hpp)
   // each rank holds its N/TP rows of them (N = B T).
   // make_ffn null: the dense MLP (mlp.hpp).
-  Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, bool causal,
+  Block(ParamStore& store, const std::string& prefix, int64_t C, int64_t n_head, AttentionOptions attention,
         TensorParallelComm* tp = nullptr, const FeedForwardFactory& make_ffn = nullptr);
 
   // Linear weights ~ N(0, stddev), the two c_proj weights ~ N(0, proj_stddev), norms 1/0, biases 0.

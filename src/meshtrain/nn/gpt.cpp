@@ -133,7 +133,9 @@ std::unique_ptr<Gpt::Slot> Gpt::make_slot(const GptPiece& piece) {
         return ffn;
       };
     s->blocks.push_back(
-        std::make_unique<nn::Block>(store_, "h." + std::to_string(i), c.n_embd, c.n_head, true, tp_, moe));
+        std::make_unique<nn::Block>(store_, "h." + std::to_string(i), c.n_embd, c.n_head,
+                                     nn::AttentionOptions(true, kernels::resolve_attention(c.attention, c.block_size)),
+                                     tp_, moe));
     s->blocks.back()->set_recompute(c.recompute, recomputed_);
     if (c.precision == Precision::Bf16) s->blocks.back()->keep_bf16_activations(recomputed_);
   }
@@ -205,17 +207,22 @@ ForwardResult Gpt::head_forward(Slot& s, const int32_t* targets) {
     s.lnf = s.lnf_all.raw();
   }
   s.logits.ensure(B * T * V);
-  // logits (B*T, V) = ln_f (B*T, C) wte^T (C, V), V: this rank's vocabulary rows
-  const int n = static_cast<int>(B * T), v = static_cast<int>(V), c = static_cast<int>(C);
+  output_layer(s, s.lnf, B * T);
+  return s.xent->forward(s.logits.raw(), targets, B * T);
+}
+
+void Gpt::output_layer(Slot& s, const float* lnf, int64_t rows) {
+  // logits (rows, V) = ln_f (rows, C) wte^T (C, V), V: this rank's vocabulary rows
+  const int64_t C = config_.n_embd, V = vocab_rows_;
+  const int n = static_cast<int>(rows), v = static_cast<int>(V), c = static_cast<int>(C);
   if (store_.bf16_products()) {  // both operands rounded once, kept for backward
     backend_of(store_).gemm_bf16(
-        Trans::No, Trans::Yes, n, v, c, 1.0f, round_into(store_, s.lnf, size_t(B * T * C), s.lnf16), c,
+        Trans::No, Trans::Yes, n, v, c, 1.0f, round_into(store_, lnf, size_t(rows * C), s.lnf16), c,
         round_into(store_, store_.param(head_wte_), size_t(V * C), s.wte16), c, 0.0f, s.logits.raw(), v);
   } else {
-    backend_of(store_).gemm(Trans::No, Trans::Yes, n, v, c, 1.0f, s.lnf, c, store_.param(head_wte_), c, 0.0f,
+    backend_of(store_).gemm(Trans::No, Trans::Yes, n, v, c, 1.0f, lnf, c, store_.param(head_wte_), c, 0.0f,
                             s.logits.raw(), v);
   }
-  return s.xent->forward(s.logits.raw(), targets, B * T);
 }
 
 void Gpt::head_backward(Slot& s, bool split) {
@@ -336,7 +343,7 @@ std::span<const float> Gpt::last_logits(std::span<const int32_t> tokens) {
 std::span<const float> Gpt::sequence_logits(std::span<const int32_t> tokens) { return logits_from(tokens, 0); }
 
 std::span<const float> Gpt::logits_from(std::span<const int32_t> tokens, int64_t first) {
-  const int64_t T = static_cast<int64_t>(tokens.size()), C = config_.n_embd, V = config_.vocab_size;
+  const int64_t T = static_cast<int64_t>(tokens.size()), C = config_.n_embd, V = vocab_rows_;
   if (tp_ && tp_->size() > 1)
     throw Error("gpt: generation runs in one process, but this model is split over " +
                 std::to_string(tp_->size()) + " tensor-parallel ranks; consolidate the checkpoint " +
@@ -350,10 +357,7 @@ std::span<const float> Gpt::logits_from(std::span<const int32_t> tokens, int64_t
   s.forwarded = false;  // saved activations now belong to this sequence, not a training batch
   const int64_t rows = T - first;
   s.logits.ensure(rows * V);
-  // logits (rows, V) = lnf[first:T] (rows, C) wte^T.
-  backend_of(store_).gemm(Trans::No, Trans::Yes, static_cast<int>(rows), static_cast<int>(V), static_cast<int>(C), 1.0f,
-                          lnf + first * C, static_cast<int>(C), store_.param(head_wte_), static_cast<int>(C), 0.0f,
-                          s.logits.raw(), static_cast<int>(V));
+  output_layer(s, lnf + first * C, rows);  // in the training's precision
   const size_t n = static_cast<size_t>(rows * V);
   if (store_.on_host()) return {s.logits.raw(), n};
   logits_host_.resize(n);

@@ -75,6 +75,7 @@ struct GptConfig {
   // The products' precision, set on the store; bf16 also keeps the blocks'
   // activations in bf16 (nn/recompute.hpp).
   Precision precision = Precision::Fp32;
+  kernels::AttentionKernel attention = kernels::AttentionKernel::Auto;  // training.attention
   // Where the parameters, gradients and activations live (training.device):
   // the dense GPT on one device (docs/gpu.md).
   Device device{};
@@ -200,6 +201,9 @@ class Gpt final : public Model, public nn::PipelineModel {
   std::span<const float> logits_from(std::span<const int32_t> tokens, int64_t first);
   // The tied output layer and the loss over ln_f's output.
   ForwardResult head_forward(Slot& s, const int32_t* targets);
+  // s.logits (rows, V) from the final norm's rows: bf16 products under bf16
+  // (their rounded operands kept in s for backward), else fp32.
+  void output_layer(Slot& s, const float* lnf, int64_t rows);
   // dlogits -> dlnf -> s.dres (rows of this rank).
   void head_backward(Slot& s, bool split);
   void head_backward_weight(Slot& s);

@@ -31,8 +31,10 @@ std::vector<std::unique_ptr<nn::Block>> make_blocks(ParamStore& store, const Vit
                                                     nn::TensorParallelComm* tp, nn::SharedActivations& recomputed) {
   store.set_compute_precision(c.precision);  // first: the blocks choose what they keep by it
   std::vector<std::unique_ptr<nn::Block>> blocks;
+  const int64_t patches = (c.image_size / c.patch_size) * (c.image_size / c.patch_size);
+  const nn::AttentionOptions attention(false, kernels::resolve_attention(c.attention, patches));
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    blocks.push_back(std::make_unique<nn::Block>(store, "h." + std::to_string(i), c.n_embd, c.n_head, false, tp));
+    blocks.push_back(std::make_unique<nn::Block>(store, "h." + std::to_string(i), c.n_embd, c.n_head, attention, tp));
     blocks.back()->set_recompute(c.recompute, recomputed);
     if (c.precision == Precision::Bf16) blocks.back()->keep_bf16_activations(recomputed);
   }

@@ -38,6 +38,7 @@ struct VitConfig {
   // The products' precision, set on the store; bf16 also keeps the blocks'
   // activations in bf16 (nn/recompute.hpp).
   Precision precision = Precision::Fp32;
+  kernels::AttentionKernel attention = kernels::AttentionKernel::Auto;  // training.attention
   Device device{};  // training.device, as GptConfig's
 };
 

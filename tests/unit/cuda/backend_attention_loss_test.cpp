@@ -34,7 +34,7 @@ TEST(CudaBackendAttention, OutputAndGradientMatchTheCpuBackend) {
   // CPU
   AttentionSaved cpu_saved{cpu_backend().allocator()};
   std::vector<float> out(size_t(B * T * C)), dqkv(qkv.size());
-  std::vector<float> scratch(cpu_backend().attention_backward_scratch(B, T, NH, false));
+  std::vector<float> scratch(cpu_backend().attention_backward_scratch(cpu_saved, B, T, NH, false));
   cpu_backend().attention_forward(out.data(), cpu_saved, qkv.data(), B, T, C, NH, true);
   cpu_backend().attention_backward(dqkv.data(), dout.data(), out.data(), cpu_saved, qkv.data(), B, T, C, NH, true,
                                    scratch.data());
@@ -46,7 +46,8 @@ TEST(CudaBackendAttention, OutputAndGradientMatchTheCpuBackend) {
     AttentionSaved saved{gpu_memory()};
     auto d_out = test::poisoned<float>(gpu_memory(), out.size());
     auto d_dqkv = test::poisoned<float>(gpu_memory(), dqkv.size());
-    DeviceBuffer<float> d_scratch(gpu_memory(), gpu().attention_backward_scratch(B, T, NH, false), MemoryKind::Other);
+    DeviceBuffer<float> d_scratch(gpu_memory(), gpu().attention_backward_scratch(saved, B, T, NH, false),
+                                   MemoryKind::Other);
     gpu().attention_forward(d_out.ptr().raw(), saved, d_qkv.ptr().raw(), B, T, C, NH, true);
     gpu().attention_recompute(saved, d_qkv.ptr().raw(), B, T, C, NH, true);  // nothing to redo
     gpu().attention_backward(d_dqkv.ptr().raw(), d_dout.ptr().raw(), d_out.ptr().raw(), saved, d_qkv.ptr().raw(), B,

@@ -190,7 +190,7 @@ class CudaBackend final : public Backend {
     else
       cuda::attention_backward(dqkv, scratch, dout, out, saved.lse.raw(), qkv, B, T, C, NH, causal, stream_);
   }
-  size_t attention_backward_scratch(int64_t B, int64_t T, int64_t NH, bool) override {
+  size_t attention_backward_scratch(const AttentionSaved&, int64_t B, int64_t T, int64_t NH, bool) override {
     return size_t(attention_backward_scratch_floats(B, T, NH));
   }
 

@@ -68,8 +68,14 @@ void Router::forward(const float* x, int64_t B, int64_t T, RouterSums* sums) {
   kept_.ensure(N * k);
   float* p = z_.data();
   // z (N, E) = x (N, C) W (C, E)
-  backend_of(store_).gemm(Trans::No, Trans::No, int(N), int(E), int(C_), 1.0f, x, int(C_), store_.param(weight_),
-                          int(E), 0.0f, p, int(E));
+  if (store_.bf16_products())
+    backend_of(store_).gemm_bf16(Trans::No, Trans::No, int(N), int(E), int(C_), 1.0f,
+                                 round_into(store_, x, size_t(N * C_), x16_), int(C_),
+                                 round_into(store_, store_.param(weight_), size_t(C_ * E), w16_), int(E), 0.0f, p,
+                                 int(E));
+  else
+    backend_of(store_).gemm(Trans::No, Trans::No, int(N), int(E), int(C_), 1.0f, x, int(C_), store_.param(weight_),
+                            int(E), 0.0f, p, int(E));
   const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
   double z_squares = 0;
   std::vector<float> score(static_cast<size_t>(E));
@@ -152,10 +158,18 @@ void Router::backward(const float* dgates, float* dx) {
       dz[size_t(t * E + e)] = float(pt[e] * (dp[size_t(e)] - pdp) + z_grad * pt[e]);
   }
   // dW (C, E) += x^T dz; dx (N, C) += dz W^T
-  backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x_, int(C_), dz.data(), int(E), 1.0f,
-                          store_.grad(weight_), int(E));
-  backend_of(store_).gemm(Trans::No, Trans::Yes, int(N), int(C_), int(E), 1.0f, dz.data(), int(E),
-                          store_.param(weight_), int(E), 1.0f, dx, int(C_));
+  if (store_.bf16_products()) {  // on forward's rounded x and W
+    const Bf16* dz16 = round_into(store_, dz.data(), dz.size(), dz16_);
+    backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x16_.raw(), int(C_), dz16,
+                                 int(E), 1.0f, store_.grad(weight_), int(E));
+    backend_of(store_).gemm_bf16(Trans::No, Trans::Yes, int(N), int(C_), int(E), 1.0f, dz16, int(E), w16_.raw(),
+                                 int(E), 1.0f, dx, int(C_));
+  } else {
+    backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x_, int(C_), dz.data(), int(E),
+                            1.0f, store_.grad(weight_), int(E));
+    backend_of(store_).gemm(Trans::No, Trans::Yes, int(N), int(C_), int(E), 1.0f, dz.data(), int(E),
+                            store_.param(weight_), int(E), 1.0f, dx, int(C_));
+  }
   store_.grad_ready(weight_);
   if (has_bias_) store_.grad_ready(bias_);
 }

@@ -1,6 +1,6 @@
 #pragma once
-// A mixture-of-experts layer's router: z = x W (N, E), p = softmax(z) in
-// fp32, each token's top-k experts by p (plus the balancing bias, when
+// A mixture-of-experts layer's router: z = x W (N, E) (bf16 products under
+// training.precision = "bf16"), p = softmax(z) in fp32, each token's top-k experts by p (plus the balancing bias, when
 // auxiliary-loss-free balancing is on: it changes which experts are chosen,
 // never the gates), gates renormalised over the k chosen (k = 1: the gate is
 // p itself, as in Switch, since one renormalised weight would be 1 and carry
@@ -18,8 +18,10 @@
 #include <string>
 
 #include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/moe/moe_config.hpp"
 #include "meshtrain/nn/moe/router_sums.hpp"
 
@@ -67,6 +69,12 @@ class Router {
   AlignedBuffer<int32_t> choices_{MemoryKind::Activations};
   AlignedBuffer<float> gates_{MemoryKind::Activations};
   AlignedBuffer<uint8_t> kept_{MemoryKind::Activations};
+  // bf16 products (training.precision = "bf16"): x and W rounded once in
+  // forward, kept for backward, which rounds dz too; the softmax, the top-k
+  // choice and the gates stay fp32.
+  DeviceArray<Bf16> x16_{memory_of(store_), MemoryKind::Activations};   // (N, C)
+  DeviceArray<Bf16> w16_{memory_of(store_), MemoryKind::WeightCopies};  // (C, E)
+  DeviceArray<Bf16> dz16_{memory_of(store_), MemoryKind::Activations};  // (N, E), backward's
   // Marks in kept_ the choices past an expert's capacity in each of the B
   // sequences of T tokens (choices_ set); returns how many were dropped.
   int64_t apply_capacity(int64_t B, int64_t T);

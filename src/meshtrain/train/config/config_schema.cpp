@@ -134,6 +134,10 @@ const std::vector<Field>& fields() {
       MT_ENUM(training, precision,
               "the matrix products of the linear layers, attention and the output layer: bf16 operands with fp32 sums (weights, gradients and optimizer "
               "state stay fp32), or fp32"),
+      MT_ENUM(training, attention,
+              "attention's kernel: probabilities (keeps the (B, heads, T, T) softmax for backward), flash "
+              "(blocks with an online softmax that keep each row's log-sum-exp: memory linear in T), or auto "
+              "(flash from a context of 512 on)"),
       MT_FIELD(training, device, String, {},
                "where the model trains: \"cpu\", \"cuda\" (the GPU numbered LOCAL_RANK under a launcher, else 0) or "
                "\"cuda:N\"; a GPU that cannot be used stops the job with the reason, exit status 3 (docs/gpu.md)"),

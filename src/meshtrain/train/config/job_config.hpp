@@ -15,6 +15,7 @@
 #include "meshtrain/core/precision.hpp"
 #include "meshtrain/data/dataset.hpp"
 #include "meshtrain/data/sampler.hpp"
+#include "meshtrain/kernels/attention_kernel.hpp"
 #include "meshtrain/nn/recompute.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/optim/schedule.hpp"
@@ -89,6 +90,7 @@ struct TrainingSection {
   double max_memory_mb = 0;  // per-rank limit on tracked memory; 0: none
   nn::Recompute recompute = nn::Recompute::None;
   Precision precision = Precision::Fp32;  // the matrix products' operands (core/precision.hpp)
+  kernels::AttentionKernel attention = kernels::AttentionKernel::Auto;  // kernels/attention_kernel.hpp
   std::string device = "cpu";             // "cpu", "cuda" or "cuda:N" (core/device.hpp)
   // Divergence (docs/long-jobs.md): steps whose update is skipped.
   std::string skip_steps;        // "1200-1250, 3000": these steps read their batch and leave the model as it is

@@ -7,6 +7,7 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/memory.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
+#include "meshtrain/train/engine/model_factory.hpp"
 
 namespace meshtrain {
 namespace {
@@ -107,7 +108,9 @@ size_t predict_activations(const JobConfig& config) {
                                                .dropout = false,
                                                .residual_bytes = 4,
                                                .gradient_bytes = 4,
-                                               .mixed_copies = bf16},
+                                               .mixed_copies = bf16,
+                                               .flash_attention = attention_kernel(m, config.training) ==
+                                                                  kernels::AttentionKernel::Flash},
                                               mode));
 }
 

@@ -18,21 +18,37 @@ nn::MoeConfig gpt_moe_config(const ModelSection& m) {
           .expert_bias_rate = m.expert_bias_rate};
 }
 
+kernels::AttentionKernel attention_kernel(const ModelSection& m, const TrainingSection& training) {
+  switch (m.kind) {
+    case ModelKind::Gpt: return kernels::resolve_attention(training.attention, m.block_size);
+    case ModelKind::Vit: {
+      const int64_t side = m.patch_size > 0 ? m.image_size / m.patch_size : 0;
+      return kernels::resolve_attention(training.attention, side * side);
+    }
+    case ModelKind::Mlp: break;
+  }
+  return kernels::AttentionKernel::Auto;
+}
+
 std::unique_ptr<Model> make_model(const ModelSection& m, nn::TensorParallelComm* tp) {
   return make_model(m, ModelLayout{.tp = tp});
 }
 
 ModelLayout model_layout(const ParallelSection& p, nn::TensorParallelComm* tp, int stage, nn::ExpertParallelComm* ep,
-                         nn::Recompute recompute, Precision precision, const Device& device) {
-  return {.tp = tp,
-          .ep = ep,
-          .pipeline = static_cast<int>(p.pipeline),
-          .virtual_stages = static_cast<int>(p.virtual_stages),
-          .stage = stage,
-          .stage_layers = p.stage_layers,
-          .recompute = recompute,
-          .precision = precision,
-          .device = device};
+                         const TrainingSection* training, const Device& device) {
+  ModelLayout layout{.tp = tp,
+                     .ep = ep,
+                     .pipeline = static_cast<int>(p.pipeline),
+                     .virtual_stages = static_cast<int>(p.virtual_stages),
+                     .stage = stage,
+                     .stage_layers = p.stage_layers,
+                     .device = device};
+  if (training) {
+    layout.recompute = training->recompute;
+    layout.precision = training->precision;
+    layout.attention = training->attention;
+  }
+  return layout;
 }
 
 namespace {
@@ -53,6 +69,7 @@ std::unique_ptr<Model> make_layer_model(const ModelSection& m, const ModelLayout
                              .moe = gpt_moe_config(m),
                              .recompute = layout.recompute,
                              .precision = layout.precision,
+                             .attention = layout.attention,
                              .device = layout.device};
       if (P * V == 1)
         return std::make_unique<Gpt>(
@@ -78,6 +95,7 @@ std::unique_ptr<Model> make_layer_model(const ModelSection& m, const ModelLayout
                                              .classes = m.classes,
                                              .recompute = layout.recompute,
                                              .precision = layout.precision,
+                                             .attention = layout.attention,
                                              .device = layout.device},
                                    tp);
   }

@@ -23,15 +23,22 @@ struct ModelLayout {
   std::vector<int64_t> stage_layers{};  // empty: balanced
   nn::Recompute recompute = nn::Recompute::None;  // training.recompute
   Precision precision = Precision::Fp32;           // training.precision
+  kernels::AttentionKernel attention = kernels::AttentionKernel::Auto;  // training.attention
   Device device{};                                 // training.device, opened (train/loop/training_device.hpp)
 };
 
 std::unique_ptr<Model> make_model(const ModelSection& model, nn::TensorParallelComm* tp = nullptr);
 std::unique_ptr<Model> make_model(const ModelSection& model, const ModelLayout& layout);
-// The layout of worker `stage` of a job's [parallel] section.
+// The layout of worker `stage` of a job's [parallel] section; the layers
+// compute as `training` says (recomputation, precision, attention kernel),
+// or by default when it is null.
 ModelLayout model_layout(const ParallelSection& parallel, nn::TensorParallelComm* tp, int stage,
-                         nn::ExpertParallelComm* ep = nullptr, nn::Recompute recompute = nn::Recompute::None,
-                         Precision precision = Precision::Fp32, const Device& device = {});
+                         nn::ExpertParallelComm* ep = nullptr, const TrainingSection* training = nullptr,
+                         const Device& device = {});
+// The kernel the model's attention runs: training.attention, "auto" resolved
+// at the model's context (a GPT's block_size, a ViT's patches); Auto for a
+// model without attention.
+kernels::AttentionKernel attention_kernel(const ModelSection& model, const TrainingSection& training);
 // The [model] section's mixture-of-experts keys.
 nn::MoeConfig gpt_moe_config(const ModelSection& model);
 

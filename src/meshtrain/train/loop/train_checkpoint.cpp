@@ -333,6 +333,7 @@ CheckpointModel load_checkpoint_model(const std::string& user_path, const std::v
   apply_overrides(loaded.config, overrides);
   ModelLayout layout;
   layout.precision = loaded.config.training.precision;  // evaluated as it trained
+  layout.attention = loaded.config.training.attention;
   loaded.model = make_model(loaded.config.model, layout);
   loaded.step = load_train_checkpoint(loaded.path, *loaded.model, nullptr).step;
   return loaded;

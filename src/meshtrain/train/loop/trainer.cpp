@@ -15,10 +15,12 @@
 #include "meshtrain/comm/flight/flight_recorder.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/stopwatch.hpp"
+#include "meshtrain/core/threads.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/kernels/gemm_bf16.hpp"
+#include "meshtrain/parallel/parallel_context.hpp"
 #include "meshtrain/train/config/rank_agreement.hpp"
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/memory_budget.hpp"
@@ -26,7 +28,6 @@
 #include "meshtrain/train/engine/replica_check.hpp"
 #include "meshtrain/train/engine/step_machinery.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
-#include "meshtrain/train/engine/worker_group.hpp"
 #include "meshtrain/train/loop/checkpoint_saver.hpp"
 #include "meshtrain/train/loop/evaluator.hpp"
 #include "meshtrain/train/loop/heartbeat.hpp"
@@ -77,19 +78,14 @@ std::optional<RunDirLock> lock_run_dir(const TrainingSection& training) {
   return lock;
 }
 
-// threads = 0: this process's share of the cores. Several workers with all
-// cores each would oversubscribe them, which slows OpenMP down many times.
-void use_cores(int64_t threads, int local_workers) {
-  if (threads > 0)
-    omp_set_num_threads(static_cast<int>(threads));
-  else if (local_workers > 1)
-    omp_set_num_threads(std::max(1, omp_get_num_procs() / local_workers));
-}
+// threads = 0: this process's share of the cores (core/threads.hpp).
+void use_cores(int64_t threads, int local_workers) { use_threads(threads_for(threads, local_workers)); }
 
 // The checkpoint every worker resumes from: the lead picks the newest complete
 // one and the others load the same step (the checkpoint directory must be
 // one that every worker sees). nullopt: start from step 0.
-std::optional<std::string> agree_on_resume_checkpoint(WorkerGroup& workers, const std::string& root, std::FILE* out) {
+std::optional<std::string> agree_on_resume_checkpoint(parallel::ParallelContext& workers, const std::string& root,
+                                                      std::FILE* out) {
   std::optional<checkpoint::CheckpointInfo> latest;
   if (workers.is_lead()) latest = find_resume_checkpoint(root, out);
   const int64_t step = workers.broadcast_from_lead(latest ? latest->step : -1);
@@ -97,7 +93,7 @@ std::optional<std::string> agree_on_resume_checkpoint(WorkerGroup& workers, cons
   if (workers.is_lead()) return latest->path.string();
   auto path = (std::filesystem::path(root) / checkpoint::step_dir_name(step)).string();
   if (!std::filesystem::is_directory(path))
-    throw CheckpointError("worker " + std::to_string(workers.rank()) + " cannot see checkpoint " + path +
+    throw CheckpointError("worker " + std::to_string(workers.worker_rank()) + " cannot see checkpoint " + path +
                           " that worker 0 resumes from: checkpoint.dir must be shared by all workers");
   return path;
 }
@@ -146,7 +142,7 @@ class SyncTrainer {
   const JobConfig& config_;
   const TrainOptions& options_;
   const CheckpointSettings checkpoints_;
-  WorkerGroup workers_;
+  parallel::ParallelContext workers_;
   std::unique_ptr<Model> model_;
   std::optional<DataLoader> loader_;
   StepSettings step_;
@@ -174,10 +170,10 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, c
       config_(config),
       options_(options),
       checkpoints_(check_writable(to_checkpoint_settings(config))),
-      workers_(config.parallel, shared_settings(config)),
+      workers_(to_context_settings(config.parallel),
+               [shared = shared_settings(config)](comm::ProcessGroup& all) { check_ranks_agree(shared, all); }),
       model_(make_model(config.model, model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank(),
-                                                   workers_.expert_group(), config.training.recompute,
-                                                   config.training.precision,
+                                                   workers_.expert_group(), &config.training,
                                                    check_device_job(device, config, workers_.workers())))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
       guard_(config.training.skip_steps, config.training.spike_sigma, config.training.spike_window),
@@ -188,9 +184,9 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, c
   if (config.training.check_replicas_every > 0 && config.parallel.zero_stage >= 3)
     throw ConfigError("training.check_replicas_every: ZeRO-3 keeps no replicas of the parameters to compare "
                       "(parallel.zero_stage = 3)");
-  loader_.emplace(job_data_loader(config, workers_.rank(), workers_.size()));
-  step_ = to_step_settings(config, workers_.size());
-  check_memory_budget(config.training.max_memory_mb, step_, model_->store(), workers_.size());
+  loader_.emplace(job_data_loader(config, workers_.data_rank(), workers_.data_size()));
+  step_ = to_step_settings(config, workers_.data_size());
+  check_memory_budget(config.training.max_memory_mb, step_, model_->store(), workers_.data_size());
   Rng init_rng(static_cast<uint64_t>(config.training.seed));
   model_->init_parameters(init_rng);
   machinery_ = make_step_machinery(step_, config.parallel, *model_, workers_);
@@ -217,7 +213,7 @@ TrainSummary SyncTrainer::run() {
   // peaks are the training's.
   MemoryTracker::global().reset_peaks();
   MemoryPrediction predicted =
-      predict_memory(model_->store(), workers_.size(), step_.zero_stage, optimizer_state_floats(step_.optimizer),
+      predict_memory(model_->store(), workers_.data_size(), step_.zero_stage, optimizer_state_floats(step_.optimizer),
                      step_.micro_batches);
   predicted.activations = predict_activations(config_);
   if (lead_)
@@ -252,22 +248,34 @@ std::optional<int64_t> SyncTrainer::resume() {
 }
 
 void SyncTrainer::print_setup() const {
-  const int world_size = workers_.size();
+  // Workers are every process of the mesh; the global batch is the data
+  // ways' (a tensor or pipeline group shares one batch). Where every worker
+  // is a data way, "N workers" says both.
+  const int workers = workers_.workers(), data_ways = workers_.data_size();
+  const auto plural = [](int n, const char* one) { return std::to_string(n) + " " + one + (n == 1 ? "" : "s"); };
+  const std::string data_ways_text = plural(data_ways, data_ways == workers ? "worker" : "data-parallel way");
+  const std::string ways_text =
+      data_ways == workers ? data_ways_text : plural(workers, "worker") + ", " + data_ways_text;
   std::fprintf(out_,
-               "model %s: %zu parameters | per-device batch %lld, global batch %lld (%d worker%s) | "
+               "model %s: %zu parameters | per-device batch %lld, global batch %lld (%s) | "
                "base lr %.4g, scale rule %s (reference batch %lld) -> effective lr %.4g | %s %s | "
                "%d threads, GEMM %s | device %s\n",
                model_->kind().c_str(), model_->store().global_parameter_count(),
-               (long long)config_.training.batch_size, (long long)(config_.training.batch_size * world_size),
-               world_size, world_size == 1 ? "" : "s", config_.optimizer.lr,
+               (long long)config_.training.batch_size, (long long)(config_.training.batch_size * data_ways),
+               ways_text.c_str(), config_.optimizer.lr,
                enum_string(config_.schedule.scale_rule).c_str(), (long long)reference_batch(config_), step_.base_lr,
                machinery_.optimizer->name().c_str(), enum_string(config_.schedule.decay).c_str(),
                omp_get_max_threads(), kernels::gemm_backend_name(), device_name(model_->store().device()).c_str());
+  const bool flash = attention_kernel(config_.model, config_.training) == kernels::AttentionKernel::Flash;
   if (config_.training.precision == Precision::Bf16)
     std::fprintf(out_,
                  "precision: bf16 products with fp32 sums in the linear layers, attention and the output layer (bf16 GEMM: %s; "
                  "attention: %s); fp32 master weights, gradients and optimizer state\n",
-                 kernels::gemm_bf16_backend_name(), kernels::attention_bf16_products_name());
+                 kernels::gemm_bf16_backend_name(),
+                 flash ? "oneDNN on flash blocks" : kernels::attention_bf16_products_name());
+  if (flash)
+    std::fprintf(out_, "attention: flash (blocks with an online softmax: keeps each row's log-sum-exp, not the "
+                       "(B, heads, T, T) probabilities)\n");
   if (config_.training.recompute != nn::Recompute::None)
     std::fprintf(out_, "activation recomputation: %s (%s)\n", enum_string(config_.training.recompute).c_str(),
                  config_.training.recompute == nn::Recompute::Full
@@ -275,10 +283,11 @@ void SyncTrainer::print_setup() const {
                      : "attention's probabilities are recomputed in backward");
   if (const auto* sync = machinery_.sync.get())
     std::fprintf(out_,
-                 "data parallel: %d workers, all-reduce %s over %s, %zu gradient buckets (up to %.3g MiB; the "
+                 "data parallel: %s, all-reduce %s over %s, %zu gradient buckets (up to %.3g MiB; the "
                  "first and the last, up to 1 MiB)\n",
-                 world_size, enum_string(config_.parallel.all_reduce).c_str(), workers_.transport_name(),
-                 sync->buckets().size(), config_.parallel.bucket_mb);
+                 (data_ways == workers ? data_ways_text : plural(data_ways, "way")).c_str(),
+                 enum_string(config_.parallel.all_reduce).c_str(), workers_.transport_name(), sync->buckets().size(),
+                 config_.parallel.bucket_mb);
   if (workers_.tensor_size() > 1)
     std::fprintf(out_, "tensor parallel: %d ways (%s over %s); %zu of the model's parameters on this worker\n",
                  workers_.tensor_size(), workers_.mesh().describe().c_str(), workers_.transport_name(),
@@ -295,8 +304,8 @@ void SyncTrainer::print_setup() const {
                  moe.capacity_factor > 0 ? "" : " (dropless)", workers_.expert_size(),
                  (long long)(moe.n_expert / workers_.expert_size()));
   if (const auto* zero = machinery_.zero.get())
-    std::fprintf(out_, "ZeRO stage %d: %zu units sharded over %d workers (%zu of %zu elements on this one)\n",
-                 step_.zero_stage, zero->layout().units().size(), world_size, zero->layout().local_size(),
+    std::fprintf(out_, "ZeRO stage %d: %zu units sharded over %s (%zu of %zu elements on this one)\n",
+                 step_.zero_stage, zero->layout().units().size(), data_ways_text.c_str(), zero->layout().local_size(),
                  model_->store().flat_size());
   if (prometheus_)
     std::fprintf(out_, "live metrics: http://%s:%d/metrics and /healthz (metrics.prometheus_port)\n",
@@ -332,7 +341,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     StepTiming timing{.comm_bytes = workers_.bytes_sent() - sent_before};
     check_memory_peak(tc.max_memory_mb, step);
     timing.step_s = seconds_since(t0);
-    timing.per_s = static_cast<double>(batch_.batch_size * unit_.per_sample * workers_.size()) / timing.step_s;
+    timing.per_s = static_cast<double>(batch_.batch_size * unit_.per_sample * workers_.data_size()) / timing.step_s;
     throughput_ema = step == first_step + 1 ? timing.per_s : 0.9 * throughput_ema + 0.1 * timing.per_s;
     if (std::isfinite(r.loss)) summary_.final_loss = r.loss;
     summary_.last_step = step;
@@ -363,7 +372,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
   const int64_t batch_size = config_.training.batch_size;
   nlohmann::json rec = {{"step", step}, {"lr", r.lr}, {"step_ms", timing.step_s * 1e3},
                         {"batch_size", batch_size},
-                        {"global_batch", batch_size * workers_.size()},
+                        {"global_batch", batch_size * workers_.data_size()},
                         {"elapsed_s", seconds_since(run_start)}};
   add_step_fields(rec, r);
   if (skipped_steps_ || guard_.window().enabled()) rec["skipped_steps"] = skipped_steps_;
@@ -388,9 +397,9 @@ void SyncTrainer::evaluate_at(int64_t step) {
   gradients.begin_evaluation();
   EvalResult r = evaluate(*machinery_.micro_batches, *loader_, config_.training.eval_batches, eval_batch_);
   gradients.end_evaluation();
-  if (workers_.size() > 1) {
+  if (workers_.data_size() > 1) {
     double sums[3] = {r.loss_sum, double(r.correct), double(r.predictions)};
-    workers_.sum(sums);
+    workers_.data_sum(sums);
     r = combine_eval_sums(sums[0], sums[1], sums[2], r.batches);
   }
   summary_.val_loss = r.loss;
@@ -500,7 +509,7 @@ void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock:
   if (predicted.activations) peaks["predicted_activations_mb"] = double(predicted.activations) / (1 << 20);
   metrics_->write(peaks);
   if (options_.memory_report) {
-    std::fputs(memory_report(predicted, workers_.size(), step_.zero_stage).c_str(), out_);
+    std::fputs(memory_report(predicted, workers_.data_size(), step_.zero_stage).c_str(), out_);
     std::fputs(pipeline_memory_.c_str(), out_);
   }
   if (summary_.stopped_by) {

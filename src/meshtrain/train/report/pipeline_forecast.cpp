@@ -12,6 +12,7 @@
 #include "meshtrain/core/stopwatch.hpp"
 #include "meshtrain/core/memory.hpp"
 #include "meshtrain/core/statistics.hpp"
+#include "meshtrain/core/threads.hpp"
 #include "meshtrain/data/loader.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/optim/factory.hpp"
@@ -47,8 +48,7 @@ StageRig make_rig(const JobConfig& config, int stage, int tensor_rank, int data_
   if (p.tensor > 1) rig.tp = std::make_unique<parallel::SoloTensorGroup>(tensor_rank, int(p.tensor), p.sequence_parallel);
   if (p.expert > 1 && config.model.n_expert > 1) rig.ep = std::make_unique<parallel::MirroredExpertGroup>(0, int(p.expert));
   rig.model =
-      make_model(config.model, model_layout(p, rig.tp.get(), stage, rig.ep.get(), config.training.recompute,
-                                             config.training.precision));
+      make_model(config.model, model_layout(p, rig.tp.get(), stage, rig.ep.get(), &config.training));
   Rng rng(static_cast<uint64_t>(config.training.seed));
   rig.model->init_parameters(rng);
   rig.gpt = dynamic_cast<Gpt*>(rig.model.get());
@@ -115,7 +115,7 @@ SlotTimes run_slot(StageRig& rig, size_t slot, ProbeClock clock = {}) {
 // Median times of `steps` runs of slot 0 (after two untimed ones), per
 // chunk, and of the norm and update, on `threads` threads of the caller.
 StageForecast time_stage(const JobConfig& config, StageRig& rig, int threads, int steps, ProbeClock clock = {}) {
-  omp_set_num_threads(threads);
+  use_threads(threads);
   std::vector<double> forward, backward, weight, update;
   const double chunks = double(rig.gpt->pieces());
   for (int i = 0; i < 2 + steps; ++i) {
@@ -184,7 +184,7 @@ PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways
   // rank w % tensor); a stage's times are its slowest worker's.
   double work_bound = 0;
   if (workers > 1) {
-    const int cores = omp_get_num_procs();
+    const int cores = this_host_cpu().cores;
     const ProbeClock clock{workers * threads > cores};
     std::vector<StageForecast> times(static_cast<size_t>(workers));
     std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
@@ -229,7 +229,7 @@ PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways
   probe.compute_s = std::max(together.makespan, work_bound);
   probe.bubble = together.bubble;
   probe.exposed_sends_s = transfer_s > 0 ? simulate(schedule, probe.stages, transfer_s).makespan - together.makespan : 0;
-  omp_set_num_threads(saved_threads);
+  use_threads(saved_threads);
   return probe;
 }
 

@@ -6,6 +6,7 @@
 
 #include "../grad_check.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/bf16.hpp"
 #include "meshtrain/nn/moe/moe_mlp.hpp"
 #include "meshtrain/nn/moe/router.hpp"
 #include "meshtrain/nn/moe/router_sums.hpp"
@@ -90,6 +91,54 @@ TEST(Router, GatesAreRenormalisedTopKProbabilities) {
       EXPECT_NEAR(gate_sum, k == 1 ? chosen : 1.0, 1e-5) << "token " << t << " k " << k;
     }
   }
+}
+
+// Under training.precision = "bf16" the router's product takes x and W
+// rounded to bf16 (fp32 sums): the gates are the softmax of those logits,
+// not of the fp32 ones; backward's input gradient stays within bf16's
+// rounding of fp32's.
+TEST(Router, Bf16ProductsRouteOnRoundedOperands) {
+  const int64_t C = 16, N = 9, E = 4, k = 2;
+  auto run = [&](Precision precision, std::vector<float>& gates, std::vector<float>& dx, std::vector<float>& x,
+                 std::vector<float>& w) {
+    ParamStore store;
+    store.set_compute_precision(precision);
+    Router router(store, "r", C, moe(E, k));
+    store.allocate();
+    Rng rng(5);
+    randomize(store, rng, 0.5f);
+    x = random_vector(N * C, rng);
+    w.assign(store.param(0), store.param(0) + C * E);
+    router.forward(x.data(), 1, N, nullptr);
+    gates.assign(router.gates(), router.gates() + N * k);
+    std::vector<float> dgates = random_vector(N * k, rng);
+    dx.assign(N * C, 0.0f);
+    router.backward(dgates.data(), dx.data());
+  };
+  std::vector<float> g32, dx32, g16, dx16, x, w;
+  run(Precision::Fp32, g32, dx32, x, w);
+  run(Precision::Bf16, g16, dx16, x, w);
+  auto round = [](float v) { return double(kernels::to_float(kernels::to_bf16(v))); };
+  double worst_rounded = 0, worst_fp32 = 0;
+  for (int64_t t = 0; t < N; ++t) {
+    std::vector<double> z(E, 0.0);
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t c = 0; c < C; ++c) z[size_t(e)] += round(x[size_t(t * C + c)]) * round(w[size_t(c * E + e)]);
+    // The top-2 gate of the first choice, p_a / (p_a + p_b), from the rounded logits.
+    std::vector<double> sorted = z;
+    std::sort(sorted.rbegin(), sorted.rend());
+    const double gate = 1.0 / (1.0 + std::exp(sorted[1] - sorted[0]));
+    worst_rounded = std::max(worst_rounded, std::abs(gate - g16[size_t(t * k)]));
+    worst_fp32 = std::max(worst_fp32, std::abs(double(g32[size_t(t * k)]) - g16[size_t(t * k)]));
+  }
+  EXPECT_LT(worst_rounded, 1e-6) << "the gates of the rounded products";
+  EXPECT_GT(worst_fp32, 1e-6) << "not the fp32 router's";
+  double d = 0, n = 0;
+  for (size_t i = 0; i < dx32.size(); ++i) {
+    d += (dx16[i] - dx32[i]) * (dx16[i] - dx32[i]);
+    n += dx32[i] * dx32[i];
+  }
+  EXPECT_LT(std::sqrt(d / n), 2e-2) << "input gradient within bf16's rounding";
 }
 
 // Every token prefers expert 0 (then 1): with capacity factor 1 an expert

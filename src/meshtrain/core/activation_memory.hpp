@@ -51,6 +51,10 @@ namespace meshtrain {
 
 enum class ActivationRecompute { None, Selective, Full };
 
+// From this context on, meshtrain's default attention (training.attention =
+// "auto", kernels/attention_kernel.hpp) is flash, and the planner assumes it.
+inline constexpr int64_t kFlashAttentionFromContext = 512;
+
 struct ActivationShape {
   double seq = 0, micro_batch = 0, hidden = 0, heads = 0, layers = 0;
   double head_floats = 0;  // the loss's fp32 inputs (a GPT's logits, s b V / t)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "meshtrain/core/activation_memory.hpp"
 #include "meshtrain/core/enum_names.hpp"
 
 namespace meshtrain::kernels {
@@ -21,7 +22,7 @@ inline constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
     {AttentionKernel::Auto, "auto"}, {AttentionKernel::Probabilities, "probabilities"}, {AttentionKernel::Flash, "flash"}};
 constexpr std::span<const EnumName<AttentionKernel>> enum_names(AttentionKernel) { return kAttentionKernelNames; }
 
-inline constexpr int64_t kAutoFlashContext = 512;
+inline constexpr int64_t kAutoFlashContext = kFlashAttentionFromContext;
 
 // The kernel `kernel` means for sequences of up to `context` tokens.
 constexpr AttentionKernel resolve_attention(AttentionKernel kernel, int64_t context) {

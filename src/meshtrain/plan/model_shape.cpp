@@ -106,7 +106,8 @@ double ModelShape::activation_bytes(double b, int t, ActivationRecompute mode, d
        .tensor = double(t),
        .act_bytes = act_bytes,
        .extra_experts = double(top_k - 1),
-       .dropout = dropout},
+       .dropout = dropout,
+       .flash_attention = flash_attention},
       mode);
 }
 

@@ -29,6 +29,7 @@ struct ModelShape {
   int64_t seq_len = 0, vocab = 0;             // gpt: s, V
   int64_t image_size = 0, patch_size = 0, channels = 3, classes = 0;  // vit
   int64_t experts = 1, top_k = 1;             // E, k
+  bool flash_attention = false;  // attention keeps no probabilities (model.flash_attention)
 
   // Throws ConfigError naming the field ("model.heads: ...").
   void validate() const;
@@ -49,7 +50,8 @@ struct ModelShape {
   // Korthikanti et al. (2022) per layer, the recomputation mode, one layer's
   // backward gradients, the ends and the fp32 logits
   // (core/activation_memory.hpp). Other frameworks train with dropout;
-  // meshtrain has none (dropout = false: its own runs).
+  // meshtrain has none (dropout = false: its own runs). With
+  // flash_attention, no probabilities: a log-sum-exp per row instead.
   double activation_bytes(double b, int t, ActivationRecompute mode, double act_bytes, bool dropout = true) const;
   // recompute: full recomputation, else none.
   double activation_bytes(double b, int t, bool recompute, double act_bytes) const;

@@ -38,6 +38,8 @@ constexpr Key kKeys[] = {
     {"model.experts", Type::Integer, "experts per MoE layer (1: dense)"},
     {"model.top_k", Type::Integer, "experts each token goes through"},
     {"model.sparse", Type::Flag, "a sparse model (large embeddings, sparse updates)"},
+    {"model.flash_attention", Type::Flag,
+     "attention keeps no (B, heads, s, s) probabilities (flash; meshtrain's default from s = 512)"},
     {"training.precision", Type::Text, "fp32, bf16 or fp16 (mixed, fp32 master weights)"},
     {"training.optimizer", Type::Text, "sgd, momentum (lars), adam (adamw, lamb)"},
     {"training.global_batch", Type::Integer, "samples per optimizer step"},
@@ -205,6 +207,7 @@ PlanInput plan_input_from(const PlanValues& values) {
   m.experts = r.integer("model.experts", 1);
   m.top_k = r.integer("model.top_k", 1);
   in.sparse = r.flag("model.sparse");
+  m.flash_attention = r.flag("model.flash_attention");
 
   in.precision = r.choice("training.precision", in.precision, "precision");
   in.optimizer = r.choice<PlanOptimizer>("training.optimizer", in.optimizer, "optimizer", kOptimizerAliases);

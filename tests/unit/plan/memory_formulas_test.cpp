@@ -67,6 +67,13 @@ TEST(ModelShape, ActivationsFollowKorthikanti) {
   // meshtrain's own layers (no dropout): s b h (8 + 24/t + 2 a s / (h t)).
   EXPECT_DOUBLE_EQ(in.model.activation_bytes(b, 1, ActivationRecompute::None, 2, /*dropout=*/false),
                    L * s * b * h * (32 + 2 * a * s / h) + rest);
+  // Flash attention (model.flash_attention): no a s terms, and a 4-byte
+  // log-sum-exp per row and head in each layer.
+  const PlanInput flash = testing::input_from({"model.layers=24", "model.hidden=2048", "model.heads=16",
+                                               "model.seq_len=2048", "model.vocab=50000", "model.flash_attention=true",
+                                               "hardware.device=h100"});
+  EXPECT_DOUBLE_EQ(flash.model.activation_bytes(b, 1, ActivationRecompute::None, 2, /*dropout=*/false),
+                   L * (s * b * h * 32 + 4 * s * b * a) + s * b * h * (2 + 16) + 4 * s * b * h + logits);
 }
 
 TEST(ModelShape, MixtureOfExpertsCountsActiveParameters) {

@@ -35,7 +35,9 @@
 // gradients in fp32: residual_bytes = gradient_bytes = 4. On top
 // (mixed_copies), once per model: the bf16 output gradients a backward
 // rounds, s b h 2 (4 + 1)/t; and the output layer's bf16 operands,
-// s b h 2 + 2 s b V / t. No fp32 tensor is made only to be rounded: the
+// s b h 2 + 2 s b V / t (the logits' gradient). Its fused classifier (no
+// vocabulary split) holds the fp32 logits of one block of rows only
+// (head_chunk_floats). No fp32 tensor is made only to be rounded: the
 // layernorms' outputs, q k v, the MLP's pre-activation, the heads' output
 // and the GELU's output are written only in bf16, by the kernels that make
 // them (under sequence parallelism the layernorms' outputs are fp32 too,
@@ -66,6 +68,9 @@ struct ActivationShape {
   double gradient_bytes = 0;  // the activation gradients'; 0: act_bytes
   bool mixed_copies = false;  // meshtrain's bf16 work areas and copies (above)
   bool flash_attention = false;  // no probabilities kept, a log-sum-exp per row (above)
+  // meshtrain's fused classifier (bf16 without a vocabulary split,
+  // nn/gpt.hpp): the fp32 logits of one block of rows only; 0: all of them.
+  double head_chunk_floats = 0;
 };
 
 inline double activation_bytes(const ActivationShape& m, ActivationRecompute mode) {
@@ -95,7 +100,8 @@ inline double activation_bytes(const ActivationShape& m, ActivationRecompute mod
   const double backward = sbh * (2 + widths + scores) * gradient;
   const double ends = 4 * sbh * residual;
   const double copies = m.mixed_copies ? sbh * (10.0 / t + 2) + 2 * m.head_floats : 0;
-  return layers + backward + ends + 4 * m.head_floats + copies;
+  const double logits = m.head_chunk_floats > 0 ? m.head_chunk_floats : m.head_floats;
+  return layers + backward + ends + 4 * logits + copies;
 }
 
 }  // namespace meshtrain

@@ -6,7 +6,7 @@
 
 namespace meshtrain::nn {
 
-ForwardResult SoftmaxCrossEntropy::forward(const float* logits, const int32_t* targets, int64_t N, int64_t V) {
+void SoftmaxCrossEntropy::begin(const int32_t* targets, int64_t N, int64_t V) {
   if (N <= 0) throw Error("SoftmaxCrossEntropy: no rows");
   for (int64_t n = 0; n < N; ++n)
     if (targets[n] < 0 || targets[n] >= V)
@@ -14,17 +14,32 @@ ForwardResult SoftmaxCrossEntropy::forward(const float* logits, const int32_t* t
                   " is outside [0, " + std::to_string(V) + ")");
   lse_.ensure(N);
   loss_.ensure(N);
-  logits_ = logits;
-  targets = staged_input(backend_, targets, static_cast<size_t>(N), targets_staged_);
-  targets_ = targets;
+  logits_ = nullptr;
+  targets_ = staged_input(backend_, targets, static_cast<size_t>(N), targets_staged_);
   N_ = N;
   V_ = V;
+}
+
+ForwardResult SoftmaxCrossEntropy::finish(int64_t correct) const {
   ForwardResult r;
-  r.correct = backend_.softmax_xent_forward(lse_.raw(), loss_.raw(), logits, targets, N, V);
-  r.count = N;
+  r.correct = correct;
+  r.count = N_;
   // Summed serially in double: the same loss whatever the thread count.
-  r.loss = static_cast<float>(backend_.sum_in_order(loss_.raw(), static_cast<size_t>(N)) / N);
+  r.loss = static_cast<float>(backend_.sum_in_order(loss_.raw(), static_cast<size_t>(N_)) / N_);
   return r;
+}
+
+ForwardResult SoftmaxCrossEntropy::forward(const float* logits, const int32_t* targets, int64_t N, int64_t V) {
+  begin(targets, N, V);
+  logits_ = logits;
+  return finish(backend_.softmax_xent_forward(lse_.raw(), loss_.raw(), logits, targets_, N, V));
+}
+
+int64_t SoftmaxCrossEntropy::rows(float* logits, int64_t r0, int64_t rows) {
+  const int64_t correct =
+      backend_.softmax_xent_forward(lse_.raw() + r0, loss_.raw() + r0, logits, targets_ + r0, rows, V_);
+  backend_.softmax_xent_backward(logits, logits, lse_.raw() + r0, targets_ + r0, rows, V_, 1.0f / N_);
+  return correct;
 }
 
 void SoftmaxCrossEntropy::backward(float* dlogits) {

@@ -23,6 +23,16 @@ class SoftmaxCrossEntropy {
   // (the models reuse their logits buffer in place).
   void backward(float* dlogits);
 
+  // The fused classifier (nn/gpt.hpp): the loss and its gradient a block of
+  // rows at a time, so the (N, V) fp32 logits never exist whole. begin()
+  // checks and stages the N targets; rows() takes the logits of rows
+  // [r0, r0 + rows) and leaves in their place their gradient of the mean
+  // loss over all N rows, returning the block's hits; finish() gives the
+  // mean loss and the hits over all N. backward() is not called after.
+  void begin(const int32_t* targets, int64_t N, int64_t V);
+  int64_t rows(float* logits, int64_t r0, int64_t rows);
+  ForwardResult finish(int64_t correct) const;
+
  private:
   kernels::Backend& backend_;
   const float* logits_ = nullptr;

@@ -206,9 +206,32 @@ ForwardResult Gpt::head_forward(Slot& s, const int32_t* targets) {
     tp_->all_gather(s.lnf, s.lnf_all.raw(), static_cast<size_t>(local_rows(B, T) * C));  // -> (B*T, C)
     s.lnf = s.lnf_all.raw();
   }
+  s.fused_gradient = false;
+  if (store_.bf16_products() && s.xent->serial()) return fused_head_forward(s, targets);
   s.logits.ensure(B * T * V);
   output_layer(s, s.lnf, B * T);
   return s.xent->forward(s.logits.raw(), targets, B * T);
+}
+
+ForwardResult Gpt::fused_head_forward(Slot& s, const int32_t* targets) {
+  const int64_t N = s.B * s.T, C = config_.n_embd, V = vocab_rows_;
+  nn::SoftmaxCrossEntropy& xent = *s.xent->serial();
+  kernels::Backend& backend = backend_of(store_);
+  xent.begin(targets, N, V);
+  const Bf16* lnf16 = round_into(store_, s.lnf, size_t(N * C), s.lnf16);
+  const Bf16* wte16 = round_into(store_, store_.param(head_wte_), size_t(V * C), s.wte16);
+  s.logits.ensure(std::min(N, kClassifierRows) * V);
+  s.dlogits16.ensure(N * V);
+  int64_t correct = 0;
+  for (int64_t r0 = 0; r0 < N; r0 += kClassifierRows) {
+    const int64_t rows = std::min(kClassifierRows, N - r0);
+    backend.gemm_bf16(Trans::No, Trans::Yes, int(rows), int(V), int(C), 1.0f, lnf16 + r0 * C, int(C), wte16, int(C),
+                      0.0f, s.logits.raw(), int(V));
+    correct += xent.rows(s.logits.raw(), r0, rows);
+    backend.to_bf16(s.logits.raw(), s.dlogits16.raw() + r0 * V, size_t(rows * V));
+  }
+  s.fused_gradient = true;
+  return xent.finish(correct);
 }
 
 void Gpt::output_layer(Slot& s, const float* lnf, int64_t rows) {
@@ -230,9 +253,11 @@ void Gpt::head_backward(Slot& s, bool split) {
   const bool seq = nn::sequence_parallel(tp_);
   const int n = static_cast<int>(N), c = static_cast<int>(C), v = static_cast<int>(V);
   float* dlogits = s.logits.raw();  // in place
-  s.xent->backward(dlogits);
-  // bf16: rounded once for both products (and a split backward's later weight half).
-  if (store_.bf16_products()) round_into(store_, dlogits, static_cast<size_t>(N * V), s.dlogits16);
+  if (!s.fused_gradient) {
+    s.xent->backward(dlogits);
+    // bf16: rounded once for both products (and a split backward's later weight half).
+    if (store_.bf16_products()) round_into(store_, dlogits, static_cast<size_t>(N * V), s.dlogits16);
+  }
   float* dlnf = nn::Workspace::get(ws_.dln, rows * C);  // (B, T, C), this rank's rows
   // Under sequence parallelism the whole-row dlnf goes over the gathered
   // ln_f output, which the dwte GEMM reads first.

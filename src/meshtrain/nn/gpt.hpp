@@ -99,6 +99,9 @@ struct GptPiece {
 
 class Gpt final : public Model, public nn::PipelineModel {
  public:
+  // Rows of logits the fused classifier holds at a time (fused_head_forward).
+  static constexpr int64_t kClassifierRows = 256;
+
   // Declares and allocates every parameter (zeroed); call init_parameters() next.
   // Throws ConfigError on non-positive sizes, n_embd not divisible by n_head,
   // or, with a tensor-parallel group, n_head or vocab_size not divisible by
@@ -172,7 +175,9 @@ class Gpt final : public Model, public nn::PipelineModel {
     int64_t B = 0, T = 0;
     const float* lnf = nullptr;                              // (B, T, C), owned by ln_f (or lnf_all)
     DeviceArray<float> input{memory, MemoryKind::Activations};     // (B, T, C) from the previous stage
-    DeviceArray<float> logits{memory, MemoryKind::Activations};    // (B, T, V/TP); dlogits in place in backward
+    // (B, T, V/TP); dlogits in place in backward. The fused classifier's:
+    // one block of kClassifierRows rows.
+    DeviceArray<float> logits{memory, MemoryKind::Activations};
     DeviceArray<float> dres{memory, MemoryKind::Activations};      // (B, T, C) residual-stream gradient (rank's rows)
     // Sequence parallelism only: ln_f's output gathered (B, T, C), then in
     // backward the output layer's whole-row input gradient before its reduce-scatter.
@@ -183,6 +188,7 @@ class Gpt final : public Model, public nn::PipelineModel {
     DeviceArray<Bf16> lnf16{memory, MemoryKind::Activations};
     DeviceArray<Bf16> dlogits16{memory, MemoryKind::Activations};
     bool forwarded = false;       // forward ran, backward not yet
+    bool fused_gradient = false;  // the fused classifier left dlogits16 ready
     bool weights_pending = false;  // a split backward ran, backward_piece_weights not yet
   };
   struct PieceState {
@@ -204,6 +210,12 @@ class Gpt final : public Model, public nn::PipelineModel {
   // s.logits (rows, V) from the final norm's rows: bf16 products under bf16
   // (their rounded operands kept in s for backward), else fp32.
   void output_layer(Slot& s, const float* lnf, int64_t rows);
+  // The fused classifier (bf16 products, no vocabulary split): the output
+  // layer and the loss kClassifierRows rows at a time, each block's logits
+  // turned into their gradient at once and kept only rounded (dlogits16),
+  // as llm.c's fused classifier does on GPUs: the (B T, V) fp32 logits
+  // (823 MB for GPT-2 at batch 4, context 1024) never exist whole.
+  ForwardResult fused_head_forward(Slot& s, const int32_t* targets);
   // dlogits -> dlnf -> s.dres (rows of this rank).
   void head_backward(Slot& s, bool split);
   void head_backward_weight(Slot& s);

@@ -40,6 +40,9 @@ class VocabParallelCrossEntropy {
   // written; may alias the logits.
   void backward(float* dlogits);
 
+  // The serial loss, for the fused classifier; null under a group.
+  SoftmaxCrossEntropy* serial() { return tp_ ? nullptr : &serial_; }
+
   int64_t vocab_begin() const { return v0_; }
   int64_t vocab_columns() const { return V_cols_; }
 

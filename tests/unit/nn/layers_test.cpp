@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "grad_check.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/nn/attention.hpp"
@@ -204,6 +206,31 @@ TEST(SoftmaxCrossEntropy, MeanLossGradientAndTargetCheck) {
   expect_grad_matches(z.data(), dz.data(), z.size(), loss, "dlogits", rng, 35, {1e-2f, 2e-4, 2e-2});
   tgt[2] = 7;
   EXPECT_THROW(xent.forward(z.data(), tgt.data(), N, V), Error);
+}
+
+// The fused classifier's blocks of rows (nn/gpt.hpp): the same loss, hits
+// and gradient bits as the whole-logits forward and backward.
+TEST(SoftmaxCrossEntropy, RowBlocksGiveTheWholeForwardsBits) {
+  const int64_t N = 11, V = 9;
+  Rng rng(4);
+  const auto z = random_vector(N * V, rng, 3.0f);
+  std::vector<int32_t> tgt(N);
+  for (int64_t n = 0; n < N; ++n) tgt[size_t(n)] = int32_t((n * 5) % V);
+  SoftmaxCrossEntropy whole(kernels::cpu_backend()), blocks(kernels::cpu_backend());
+  const ForwardResult a = whole.forward(z.data(), tgt.data(), N, V);
+  std::vector<float> dz(N * V);
+  whole.backward(dz.data());
+  std::vector<float> g = z;  // each block's logits become their gradient in place
+  blocks.begin(tgt.data(), N, V);
+  int64_t correct = 0;
+  for (int64_t r0 = 0; r0 < N; r0 += 4) correct += blocks.rows(g.data() + r0 * V, r0, std::min<int64_t>(4, N - r0));
+  const ForwardResult b = blocks.finish(correct);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.correct, b.correct);
+  EXPECT_EQ(b.count, N);
+  EXPECT_EQ(0, std::memcmp(dz.data(), g.data(), dz.size() * sizeof(float)));
+  tgt[3] = -1;
+  EXPECT_THROW(blocks.begin(tgt.data(), N, V), Error);
 }
 
 }  // namespace

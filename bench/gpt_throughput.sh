@@ -102,7 +102,7 @@ run_meshtrain() {  # config steps
   local metrics="$OUT/$cfg-meshtrain.jsonl"
   rm -f "$metrics"
   bench_run meshtrain "$OUT/$cfg-meshtrain.log" "$MESHTRAIN" train "$toml" "--training.steps=$steps" \
-    "--metrics.path=$metrics" || return
+    "--training.threads=$THREADS" "--metrics.path=$metrics" || return
   local line
   line="$(bench_mt_metrics "$metrics" "$MT_SKIP" "$L" "$D" "$C" peer=meshtrain)" || { echo "    FAILED to read $metrics"; return; }
   bench_record "$line" "config=$cfg" runner=meshtrain

@@ -17,7 +17,7 @@
 #include "meshtrain/plan/plan_keys.hpp"
 #include "meshtrain/plan/plan_report.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
-#include "meshtrain/train/report/job_forecast.hpp"
+#include "meshtrain/train/forecast/job_forecast.hpp"
 
 namespace meshtrain::cli {
 namespace {

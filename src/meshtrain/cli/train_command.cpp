@@ -9,7 +9,7 @@
 #include "meshtrain/cli/launched_job_config.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
-#include "meshtrain/train/loop/trainer.hpp"
+#include "meshtrain/train/train.hpp"
 
 namespace meshtrain::cli {
 namespace {

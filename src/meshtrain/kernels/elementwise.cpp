@@ -8,7 +8,7 @@
 #include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/kernels/gelu_math.hpp"
 #include "meshtrain/kernels/gelu_table.hpp"
-#include "meshtrain/kernels/parallel.hpp"
+#include "meshtrain/kernels/omp_split.hpp"
 
 namespace meshtrain::kernels {
 
@@ -105,7 +105,7 @@ void gelu_forward_bf16(Bf16* out16, const Bf16* inp16, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out16[i].bits = value[inp16[i].bits];
 }
 
-// Split by columns (parallel.hpp) so each thread owns its bias sums.
+// Split by columns (omp_split.hpp) so each thread owns its bias sums.
 MESHTRAIN_HOT_LOOP
 void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const Bf16* dout, int64_t M, int64_t N) {
   const float* slope_of = detail::gelu_table().slope;

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "meshtrain/core/cpu_dispatch.hpp"
-#include "meshtrain/kernels/parallel.hpp"
+#include "meshtrain/kernels/omp_split.hpp"
 
 namespace meshtrain::kernels {
 

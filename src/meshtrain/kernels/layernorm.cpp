@@ -6,7 +6,7 @@
 
 #include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/kernels/layernorm_math.hpp"
-#include "meshtrain/kernels/parallel.hpp"
+#include "meshtrain/kernels/omp_split.hpp"
 
 namespace meshtrain::kernels {
 

@@ -6,7 +6,7 @@
 // context, parallel/parallel_context.hpp, calls), so data, tensor, pipeline
 // and expert parallelism agree on who is whose neighbour; the planner reads
 // the same shape (plan/strategy_estimate.hpp's Layout), and the forecast
-// (train/report/job_forecast.cpp) the same mesh. Data parallelism alone is the
+// (train/forecast/job_forecast.cpp) the same mesh. Data parallelism alone is the
 // mesh dp = workers, the other sizes 1. Reducers and parameter servers are
 // not worker ranks: they stay outside the mesh.
 //

@@ -6,6 +6,7 @@
 #include "meshtrain/core/activation_memory.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/memory.hpp"
+#include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 #include "meshtrain/train/engine/model_factory.hpp"
 
@@ -89,13 +90,15 @@ void check_memory_peak(double max_memory_mb, int64_t step) {
               "; a higher parallel.zero_stage or a smaller training.batch_size needs less");
 }
 
-size_t predict_activations(const JobConfig& config) {
-  const ModelSection& m = config.model;
-  const ParallelSection& p = config.parallel;
+size_t predict_activations(const ModelSection& m, const ParallelSection& p, const TrainingSection& training) {
   if (m.kind != ModelKind::Gpt || p.pipeline > 1 || m.n_expert > 1 || p.sequence_parallel) return 0;
-  const double t = double(p.tensor), b = double(config.training.batch_size / std::max<int64_t>(p.micro_batches, 1));
-  const auto mode = static_cast<ActivationRecompute>(config.training.recompute);  // the same three, in order
-  const bool bf16 = config.training.precision == Precision::Bf16;  // meshtrain's bf16 (activation_memory.hpp)
+  const double t = double(p.tensor), b = double(training.batch_size / std::max<int64_t>(p.micro_batches, 1));
+  const auto mode = static_cast<ActivationRecompute>(training.recompute);  // the same three, in order
+  const bool bf16 = training.precision == Precision::Bf16;  // meshtrain's bf16 (activation_memory.hpp)
+  // Gpt's fused classifier: bf16 without a vocabulary split (nn/gpt.hpp).
+  const bool fused_classifier = bf16 && p.tensor == 1;
+  const double vocab = double(m.vocab_size);
+  const double classifier_rows = std::min(double(m.block_size) * b, double(Gpt::kClassifierRows));
   return static_cast<size_t>(activation_bytes({.seq = double(m.block_size),
                                                .micro_batch = b,
                                                .hidden = double(m.n_embd),
@@ -109,8 +112,9 @@ size_t predict_activations(const JobConfig& config) {
                                                .residual_bytes = 4,
                                                .gradient_bytes = 4,
                                                .mixed_copies = bf16,
-                                               .flash_attention = attention_kernel(m, config.training) ==
-                                                                  kernels::AttentionKernel::Flash},
+                                               .flash_attention = attention_kernel(m, training) ==
+                                                                  kernels::AttentionKernel::Flash,
+                                               .head_chunk_floats = fused_classifier ? classifier_rows * vocab : 0},
                                               mode));
 }
 

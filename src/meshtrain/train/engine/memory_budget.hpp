@@ -54,9 +54,13 @@ void check_memory_budget(double max_memory_mb, const StepSettings& step, const P
 // whose activations did not fit), naming the kinds.
 void check_memory_peak(double max_memory_mb, int64_t step);
 
-// The formula's activation bytes of one rank for the job (a GPT on one
-// pipeline stage without experts or sequence parallelism; 0 otherwise).
-size_t predict_activations(const JobConfig& config);
+// The formula's activation bytes of one rank for the job of these sections
+// (a GPT on one pipeline stage without experts or sequence parallelism; 0
+// otherwise): the model's shape, how the parallel layout splits the batch
+// and the width, and how training keeps activations (batch, precision,
+// recomputation, attention kernel).
+size_t predict_activations(const ModelSection& model, const ParallelSection& parallel,
+                           const TrainingSection& training);
 
 // A table of tracked peak bytes per kind beside the prediction, for
 // --memory-report and the end of a run.

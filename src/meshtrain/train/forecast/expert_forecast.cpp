@@ -1,4 +1,4 @@
-#include "meshtrain/train/report/expert_forecast.hpp"
+#include "meshtrain/train/forecast/expert_forecast.hpp"
 
 #include <algorithm>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "meshtrain/train/report/job_forecast.hpp"
+#include "meshtrain/train/forecast/job_forecast.hpp"
 
 #include <omp.h>
 
@@ -24,9 +24,9 @@
 #include "meshtrain/train/engine/model_factory.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
-#include "meshtrain/train/report/expert_forecast.hpp"
-#include "meshtrain/train/report/job_links.hpp"
-#include "meshtrain/train/report/pipeline_forecast.hpp"
+#include "meshtrain/train/forecast/expert_forecast.hpp"
+#include "meshtrain/train/forecast/job_links.hpp"
+#include "meshtrain/train/forecast/pipeline_forecast.hpp"
 
 namespace meshtrain {
 namespace {

@@ -71,7 +71,7 @@
 #include "meshtrain/comm/collectives/cost_model.hpp"
 #include "meshtrain/train/config/job_config.hpp"
 #include "meshtrain/train/engine/memory_budget.hpp"
-#include "meshtrain/train/report/pipeline_forecast.hpp"
+#include "meshtrain/train/forecast/pipeline_forecast.hpp"
 
 namespace meshtrain {
 

@@ -1,4 +1,4 @@
-#include "meshtrain/train/report/job_links.hpp"
+#include "meshtrain/train/forecast/job_links.hpp"
 
 #include <algorithm>
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "meshtrain/comm/collectives/cost_model.hpp"
-#include "meshtrain/train/report/job_forecast.hpp"
+#include "meshtrain/train/forecast/job_forecast.hpp"
 
 namespace meshtrain {
 

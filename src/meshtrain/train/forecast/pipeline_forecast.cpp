@@ -1,4 +1,4 @@
-#include "meshtrain/train/report/pipeline_forecast.hpp"
+#include "meshtrain/train/forecast/pipeline_forecast.hpp"
 
 #include <omp.h>
 

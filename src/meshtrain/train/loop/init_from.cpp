@@ -12,15 +12,15 @@
 
 namespace meshtrain {
 
-std::string init_parameters_from(const JobConfig& config, Model& model, parallel::ZeroEngine* zero) {
-  const std::string& path = config.model.init_from;
+std::string init_parameters_from(const ModelSection& model_config, Model& model, parallel::ZeroEngine* zero) {
+  const std::string& path = model_config.init_from;
   if (!std::filesystem::exists(path)) throw IoError("model.init_from: " + path + " does not exist");
   if (const auto hf = interop::find_hf_gpt2(path)) {
     // The file holds the whole model: its layout is one process's model of
     // the job's sizes, which this rank's part is cut from by name.
     std::vector<checkpoint::SavedTensorRank> saved(1);
-    saved[0].layout = checkpoint::layout_copy(make_model(config.model)->store());
-    saved[0].reader = interop::open_hf_gpt2(*hf, config.model, *saved[0].layout);
+    saved[0].layout = checkpoint::layout_copy(make_model(model_config)->store());
+    saved[0].reader = interop::open_hf_gpt2(*hf, model_config, *saved[0].layout);
     const auto reader = checkpoint::open_resharded(std::move(saved), model.store());
     read_parameters(*reader, model, zero);
     return "Hugging Face GPT-2 " + hf->weights.string();

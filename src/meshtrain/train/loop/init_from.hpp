@@ -17,11 +17,13 @@
 
 namespace meshtrain {
 
-// Reads the parameters `config.model.init_from` names into `model` (built
-// from config in this rank's layout; with `zero` at stage 3, this worker's
-// shard). Everything is checked before a parameter is written; a mismatch is
-// a CheckpointError naming the tensor and both shapes. Returns what was
-// loaded, for the log ("Hugging Face GPT-2 <path>", "checkpoint <path>").
-std::string init_parameters_from(const JobConfig& config, Model& model, parallel::ZeroEngine* zero);
+// Reads the parameters `model_config.init_from` names into `model` (built
+// from model_config in this rank's layout; with `zero` at stage 3, this
+// worker's shard). The model section is all it needs: the source's layout
+// is one process's model of the same sizes. Everything is checked before a
+// parameter is written; a mismatch is a CheckpointError naming the tensor
+// and both shapes. Returns what was loaded, for the log ("Hugging Face
+// GPT-2 <path>", "checkpoint <path>").
+std::string init_parameters_from(const ModelSection& model_config, Model& model, parallel::ZeroEngine* zero);
 
 }  // namespace meshtrain

@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,21 +29,19 @@
 #include "meshtrain/train/engine/train_step.hpp"
 #include "meshtrain/train/loop/checkpoint_saver.hpp"
 #include "meshtrain/train/loop/evaluator.hpp"
-#include "meshtrain/train/loop/heartbeat.hpp"
 #include "meshtrain/train/loop/init_from.hpp"
 #include "meshtrain/train/loop/run_dir_lock.hpp"
 #include "meshtrain/train/loop/step_record.hpp"
+#include "meshtrain/train/loop/step_reporter.hpp"
 #include "meshtrain/train/loop/stop_request.hpp"
 #include "meshtrain/train/loop/train_checkpoint.hpp"
 #include "meshtrain/train/loop/training_device.hpp"
-#include "meshtrain/train/ps/ps_worker.hpp"
 #include "meshtrain/train/report/metrics_log.hpp"
 #include "meshtrain/train/report/prometheus_endpoint.hpp"
 #include "meshtrain/train/report/pipeline_trace.hpp"
 #include "meshtrain/train/report/progress.hpp"
 #include "meshtrain/train/report/rank_telemetry.hpp"
 #include "meshtrain/train/report/tensorboard/tensorboard_log.hpp"
-#include "meshtrain/train/report/throughput.hpp"
 
 namespace meshtrain {
 namespace {
@@ -149,12 +146,14 @@ class SyncTrainer {
   StepMachinery machinery_;
   std::optional<MoeBalancing> moe_;  // the MoE layers' balancing and routing report
   const ThroughputUnit unit_;
+  const size_t predicted_activations_;  // the formula's bytes (memory_budget.hpp); 0: not predicted
   const bool lead_;
   std::FILE* out_;  // the lead's report stream; null on the others
   int64_t last_step_ = 0;
   TrainSummary summary_;
   std::optional<MetricsLog> metrics_;  // the lead's
   std::optional<Progress> progress_;
+  std::optional<StepReporter> reporter_;  // the summary, throughput, step records and heartbeat
   std::optional<CheckpointSaver> saver_;
   UpdateGuard guard_;           // steps whose update is left out (update_guard.hpp)
   int64_t skipped_steps_ = 0;   // so far in the run, resumed ones included
@@ -176,10 +175,12 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, c
                                                    workers_.expert_group(), &config.training,
                                                    check_device_job(device, config, workers_.workers())))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
-      guard_(config.training.skip_steps, config.training.spike_sigma, config.training.spike_window),
+      predicted_activations_(predict_activations(config.model, config.parallel, config.training)),
       lead_(workers_.is_lead()),
-      out_(lead_ ? options.out : nullptr) {
-  if (lead_) prometheus_ = open_prometheus_endpoint(config, workers_.worker_rank());  // a port in use fails here
+      out_(lead_ ? options.out : nullptr),
+      guard_(config.training.skip_steps, config.training.spike_sigma, config.training.spike_window) {
+  if (lead_)  // a port in use fails here
+    prometheus_ = open_prometheus_endpoint(config.metrics, config.parallel.heartbeat_timeout_s, workers_.worker_rank());
   use_cores(config.training.threads, workers_.local_size());
   if (config.training.check_replicas_every > 0 && config.parallel.zero_stage >= 3)
     throw ConfigError("training.check_replicas_every: ZeRO-3 keeps no replicas of the parameters to compare "
@@ -196,7 +197,7 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, c
 TrainSummary SyncTrainer::run() {
   const std::optional<int64_t> resumed = options_.resume ? resume() : std::nullopt;
   if (!resumed && !config_.model.init_from.empty()) {
-    const std::string source = init_parameters_from(config_, *model_, machinery_.zero.get());
+    const std::string source = init_parameters_from(config_.model, *model_, machinery_.zero.get());
     if (out_) std::fprintf(out_, "parameters from %s (model.init_from)\n", source.c_str());
   }
   int64_t step = resumed.value_or(0);
@@ -215,11 +216,12 @@ TrainSummary SyncTrainer::run() {
   MemoryPrediction predicted =
       predict_memory(model_->store(), workers_.data_size(), step_.zero_stage, optimizer_state_floats(step_.optimizer),
                      step_.micro_batches);
-  predicted.activations = predict_activations(config_);
+  predicted.activations = predicted_activations_;
   if (lead_)
     metrics_.emplace(config_.metrics_path(), step, workers_.worker_rank(),
                      tensorboard::open_trainer_tensorboard(config_.tensorboard_dir(), step, config_.metrics.tensorboard));
   progress_.emplace(out_ ? out_ : options_.out, options_.interactive && lead_);
+  reporter_.emplace(unit_, summary_, metrics_ ? &*metrics_ : nullptr, prometheus_.get());
   // Every worker writes its part (checkpoint_saver.hpp); the lead reports
   // each checkpoint once it is committed.
   saver_.emplace(checkpoints_, *model_, *machinery_.optimizer, machinery_.zero.get(), workers_);
@@ -323,8 +325,6 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
                         .moe = moe_->active() ? &*moe_ : nullptr,
                         .guard = guard_.window().enabled() ? &guard_ : nullptr};
   const int64_t first_step = step;
-  Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)
-  double throughput_ema = 0;
   double checkpoint_s = 0;  // the last iteration's save
   while (step < last_step_) {
     const auto t0 = Clock::now();
@@ -341,10 +341,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     StepTiming timing{.comm_bytes = workers_.bytes_sent() - sent_before};
     check_memory_peak(tc.max_memory_mb, step);
     timing.step_s = seconds_since(t0);
-    timing.per_s = static_cast<double>(batch_.batch_size * unit_.per_sample * workers_.data_size()) / timing.step_s;
-    throughput_ema = step == first_step + 1 ? timing.per_s : 0.9 * throughput_ema + 0.1 * timing.per_s;
-    if (std::isfinite(r.loss)) summary_.final_loss = r.loss;
-    summary_.last_step = step;
+    timing.per_s = reporter_->step_done(step, r.loss, batch_.batch_size * workers_.data_size(), timing.step_s);
     const bool log_now = step % tc.log_every == 0 || step == last_step_;
     // A checkpoint's time counts in the step after it, logged or not.
     interval_.add_step(timing.step_s + checkpoint_s, data_s, r.comm.exposed_s, checkpoint_s);
@@ -353,7 +350,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     const double elapsed = seconds_since(run_start);
     if (lead_)
       progress_->update({.step = step, .total_steps = tc.steps, .loss = summary_.final_loss, .lr = r.lr,
-                         .throughput = throughput_ema, .unit = unit_.unit,
+                         .throughput = reporter_->throughput_ema(), .unit = unit_.unit,
                          .seconds_left = elapsed / (step - first_step) * (last_step_ - step)},
                         log_now);
     if (stop_agreed(step)) break;
@@ -361,8 +358,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     const auto saving = Clock::now();
     if (checkpoints_.every > 0 && step % checkpoints_.every == 0 && step != last_step_) save(step, false);
     checkpoint_s = seconds_since(saving);
-    heartbeat.beat();  // after the step's evaluation and checkpoint too
-    if (prometheus_) prometheus_->progress(step);
+    reporter_->alive(step);  // after the step's evaluation and checkpoint too
   }
   return step;
 }
@@ -387,8 +383,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
   if (machinery_.sync) add_overlap_fields(rec, r.comm);
   add_memory_peaks(rec);
   rec.update(ranks);
-  metrics_->write(rec);
-  if (prometheus_) prometheus_->update(rec);  // the same numbers on /metrics
+  reporter_->record(rec);
 }
 
 void SyncTrainer::evaluate_at(int64_t step) {
@@ -526,12 +521,7 @@ void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock:
 
 }  // namespace
 
-TrainSummary train(const JobConfig& config, const TrainOptions& options) {
-  const Device device = open_training_device(config.training);
-  if (config.parallel.data == DataParallelism::ParameterServer) {
-    check_device_job(device, config, 1);
-    return train_parameter_server_worker(config, options);
-  }
+TrainSummary train_synchronous(const JobConfig& config, const TrainOptions& options, const Device& device) {
   // Every worker's ring of its collectives, <out_dir>/flight/ (`meshtrain why-hung`).
   comm::flight::open_worker_ring(config.training.out_dir);
   watch_stop_signals();  // before the workers' threads start: they inherit the blocked signals

@@ -12,8 +12,8 @@
 #include "meshtrain/train/config/section_configs.hpp"
 #include "meshtrain/train/engine/model_factory.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
-#include "meshtrain/train/loop/heartbeat.hpp"
 #include "meshtrain/train/loop/run_dir_lock.hpp"
+#include "meshtrain/train/loop/step_reporter.hpp"
 #include "meshtrain/train/ps/ps_job.hpp"
 #include "meshtrain/train/report/metrics_log.hpp"
 #include "meshtrain/train/report/prometheus_endpoint.hpp"
@@ -62,7 +62,8 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   // The host's cores shared by every rank on it, servers too (core/threads.hpp).
   use_threads(threads_for(tc.threads, env.local_world_size));
   // Worker 0 serves /metrics and /healthz (metrics.prometheus_port): its own pushes.
-  const std::unique_ptr<PrometheusEndpoint> prometheus = env.rank == 0 ? open_prometheus_endpoint(config, 0) : nullptr;
+  const std::unique_ptr<PrometheusEndpoint> prometheus =
+      env.rank == 0 ? open_prometheus_endpoint(config.metrics, config.parallel.heartbeat_timeout_s, 0) : nullptr;
 
   DataLoader loader = job_data_loader(config, env.rank, env.num_workers());
   ModelLayout layout;
@@ -82,30 +83,28 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   std::fflush(options.out);
 
   MetricsLog metrics(tc.out_dir + "/worker-" + std::to_string(env.rank) + ".jsonl", -1, env.rank);
-  const ThroughputUnit unit = throughput_unit(config.data.kind, config.model.block_size);
   TrainSummary summary{.first_step = clock, .last_step = clock};
+  // A push is this worker's step: its batch alone, reported as the trainer's are.
+  StepReporter reporter(throughput_unit(config.data.kind, config.model.block_size), summary, &metrics,
+                        prometheus.get());
+  const ThroughputUnit& unit = reporter.unit();
   Batch batch;
   const auto start = Clock::now();
-  Heartbeat heartbeat;  // for the supervisor (parallel.heartbeat_timeout_s)
   while (client.pull(store)) {
     const auto t0 = Clock::now();
     loader.next_batch(batch);
     const auto [loss, grad_norm] = batch_gradient(*model, batch, config.optimizer.grad_clip, env.rank, clock);
     if (!client.push(store)) break;
     ++clock;
-    heartbeat.beat();
-    if (prometheus) prometheus->progress(clock);
-    summary.final_loss = loss;
-    summary.last_step = clock;
+    reporter.alive(clock);
     const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double per_s = reporter.step_done(clock, loss, batch.batch_size, step_s);
     if (clock % tc.log_every != 0) continue;
-    const double per_s = static_cast<double>(batch.batch_size * unit.per_sample) / step_s;
     nlohmann::json rec = {{"clock", clock}, {"server_step", client.server_step()}, {"loss", loss},
                           {"grad_norm", grad_norm}, {"staleness", client.last_staleness()},
                           {"step_ms", step_s * 1e3}, {"rank", env.rank}};
     rec[unit.metric] = per_s;
-    metrics.write(rec);
-    if (prometheus) prometheus->update(rec);
+    reporter.record(rec);
     std::fprintf(options.out, "ps-worker rank %d: clock %lld | server step %lld/%lld | loss %.4f | staleness %lld | %.0f %s\n",
                  env.rank, (long long)clock, (long long)client.server_step(), (long long)tc.steps, loss,
                  (long long)client.last_staleness(), per_s, unit.unit);

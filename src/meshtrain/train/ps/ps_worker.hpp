@@ -15,7 +15,7 @@
 // No evaluation or checkpoint here: server 0 saves the final parameters.
 // --resume and --stop-at-step do not apply (the servers own the job's state).
 #include "meshtrain/train/config/job_config.hpp"
-#include "meshtrain/train/loop/trainer.hpp"
+#include "meshtrain/train/loop/train_options.hpp"
 
 namespace meshtrain {
 

@@ -448,13 +448,13 @@ void PrometheusEndpoint::serve() {
   for (auto it = clients.begin(); it != clients.end();) it = drop(it);
 }
 
-std::unique_ptr<PrometheusEndpoint> open_prometheus_endpoint(const JobConfig& config, int rank) {
-  if (config.metrics.prometheus_port <= 0) return nullptr;
-  const double timeout = config.parallel.heartbeat_timeout_s;
+std::unique_ptr<PrometheusEndpoint> open_prometheus_endpoint(const MetricsSection& metrics,
+                                                             double heartbeat_timeout_s, int rank) {
+  if (metrics.prometheus_port <= 0) return nullptr;
   return std::make_unique<PrometheusEndpoint>(
-      PrometheusOptions{.address = config.metrics.prometheus_address,
-                        .port = static_cast<int>(config.metrics.prometheus_port),
-                        .heartbeat_timeout_s = timeout > 0 ? timeout : kDefaultHealthTimeoutS,
+      PrometheusOptions{.address = metrics.prometheus_address,
+                        .port = static_cast<int>(metrics.prometheus_port),
+                        .heartbeat_timeout_s = heartbeat_timeout_s > 0 ? heartbeat_timeout_s : kDefaultHealthTimeoutS,
                         .rank = rank,
                         .restarts = restarts_from_environment()});
 }

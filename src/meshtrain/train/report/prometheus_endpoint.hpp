@@ -49,7 +49,7 @@
 
 namespace meshtrain {
 
-struct JobConfig;
+struct MetricsSection;
 
 // /healthz's limit when parallel.heartbeat_timeout_s is 0 (off): generous
 // enough for a step with an evaluation and a synchronous checkpoint.
@@ -120,11 +120,12 @@ class PrometheusEndpoint {
   std::thread thread_;
 };
 
-// The endpoint a job's config asks for on worker `rank` (the lead), or null
-// when metrics.prometheus_port is 0. Its heartbeat timeout is
-// parallel.heartbeat_timeout_s (kDefaultHealthTimeoutS when 0), its restart
-// count the launcher's (restarts_from_environment).
-std::unique_ptr<PrometheusEndpoint> open_prometheus_endpoint(const JobConfig& config, int rank);
+// The endpoint the job's metrics section asks for on worker `rank` (the
+// lead), or null when metrics.prometheus_port is 0. Its heartbeat timeout is
+// `heartbeat_timeout_s` (parallel.heartbeat_timeout_s; kDefaultHealthTimeoutS
+// when 0), its restart count the launcher's (restarts_from_environment).
+std::unique_ptr<PrometheusEndpoint> open_prometheus_endpoint(const MetricsSection& metrics,
+                                                             double heartbeat_timeout_s, int rank);
 
 // How many times the job was restarted before this process:
 // TORCHELASTIC_RESTART_COUNT under torchrun, else the k of the "-r<k>" that

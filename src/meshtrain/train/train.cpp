@@ -1,0 +1,19 @@
+#include "meshtrain/train/train.hpp"
+
+#include "meshtrain/train/loop/trainer.hpp"
+#include "meshtrain/train/loop/training_device.hpp"
+#include "meshtrain/train/ps/ps_worker.hpp"
+
+namespace meshtrain {
+
+TrainSummary train(const JobConfig& config, const TrainOptions& options) {
+  // First, so a job that asks for a GPU it cannot use stops before anything is built.
+  const Device device = open_training_device(config.training);
+  if (config.parallel.data == DataParallelism::ParameterServer) {
+    check_device_job(device, config, 1);
+    return train_parameter_server_worker(config, options);
+  }
+  return train_synchronous(config, options, device);
+}
+
+}  // namespace meshtrain

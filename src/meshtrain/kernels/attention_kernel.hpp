@@ -18,8 +18,9 @@ namespace meshtrain::kernels {
 // 768 = 47% of it), and the kernel that keeps them below, which is faster
 // there (flash recomputes the scores in backward).
 enum class AttentionKernel { Auto, Probabilities, Flash };
-inline constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
-    {AttentionKernel::Auto, "auto"}, {AttentionKernel::Probabilities, "probabilities"}, {AttentionKernel::Flash, "flash"}};
+inline constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {{AttentionKernel::Auto, "auto"},
+                                                                      {AttentionKernel::Probabilities, "probabilities"},
+                                                                      {AttentionKernel::Flash, "flash"}};
 constexpr std::span<const EnumName<AttentionKernel>> enum_names(AttentionKernel) { return kAttentionKernelNames; }
 
 inline constexpr int64_t kAutoFlashContext = kFlashAttentionFromContext;

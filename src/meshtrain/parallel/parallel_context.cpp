@@ -113,8 +113,9 @@ void ParallelContext::use_reducers(int reducers) {
   const int workers = mesh_.workers(), groups = tensor_size();
   const rs::GroupRanks mine = rs::group_ranks(workers, reducers, groups, tensor_rank());
   if (is_lead()) {
-    channels_.main->run_blocking([] { return std::string("telling the reducers the data-parallel groups"); },
-                                 [&](comm::Transport& t) { rs::announce_groups(t, workers, reducers, uint32_t(groups)); });
+    channels_.main->run_blocking(
+        [] { return std::string("telling the reducers the data-parallel groups"); },
+        [&](comm::Transport& t) { rs::announce_groups(t, workers, reducers, uint32_t(groups)); });
   }
   groups_[comm::MeshAxis::Data].use_reducers(mine.reducers);
 }

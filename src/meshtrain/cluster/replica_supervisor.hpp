@@ -57,6 +57,10 @@
 //
 // When the job fails, the supervisor prints a summary: each replica that
 // failed, how often, and its last lines of output.
+//
+// Its parts: replica_group.hpp (the processes and their output),
+// heartbeat_watch.hpp (heartbeats and hang diagnosis), restart_policy.hpp
+// and supervisor_summary.hpp (failures and the job's outcome).
 #include <chrono>
 #include <cstdio>
 #include <string>

@@ -129,122 +129,158 @@ std::string one_node_note(const PlanInput& in, const StrategyEstimate& chosen) {
          "(gpudirect-rdma, infiniband-ndr) would.";
 }
 
-}  // namespace
+// What every rule below reads: the job, every strategy's estimate, the one
+// device baseline and the time goal (0: none).
+struct RecommendContext {
+  const PlanInput& in;
+  const std::vector<StrategyEstimate>& all;
+  const StrategyEstimate& single;
+  double target_s;
+  int devices_for_target;
 
-const StrategyEstimate* Recommendation::estimate(const std::vector<StrategyEstimate>& all) const {
-  return strategy ? find(all, *strategy) : nullptr;
-}
-
-Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate>& all) {
-  Recommendation r;
-  r.devices_for_target = devices_for_target(in);
-  const StrategyEstimate& single = *find(all, StrategyKind::SingleDevice);
-  const double target_s = in.target_days * kDay;
-  auto goal_text = [&](const StrategyEstimate& e) -> std::string {
+  // How `e` stands against the time goal, as a clause; empty without a goal.
+  std::string goal_text(const StrategyEstimate& e) const {
     if (target_s <= 0 || e.train_s <= 0) return "";
     if (e.train_s <= target_s) return ", within the goal of " + format_days(target_s);
     return "; that misses the goal of " + format_days(target_s) +
-           (r.devices_for_target > 0 ? " (ring data parallelism on " + devices_text(r.devices_for_target) + " meets it)"
-                                     : " (more devices alone will not meet it)");
-  };
-
-  const StrategyEstimate* ps = find(all, StrategyKind::ParameterServer);
-  if (in.preemptible && in.sparse && usable(ps)) {
-    r.strategy = ps->kind;
-    r.reason = "Many workers that may be preempted, and a sparse model: asynchronous parameter servers keep "
-               "training when workers are lost and take pushes as they come (" + time_text(*ps) +
-               "), at the cost of stale gradients.";
-    return r;
+           (devices_for_target > 0 ? " (ring data parallelism on " + devices_text(devices_for_target) + " meets it)"
+                                   : " (more devices alone will not meet it)");
   }
-
-  if (single.fits) {
-    const bool single_meets = target_s > 0 && single.train_s > 0 && single.train_s <= target_s;
-    if (in.cluster.devices() == 1 || single_meets) {
-      r.strategy = single.kind;
-      r.reason = "The model fits on one device (" + fits_text(single, in) + ") and " +
-                 (single_meets ? "one device meets the goal: " : "this is one device: ") + time_text(single) +
-                 "; no need to distribute.";
-      return r;
-    }
-    const StrategyEstimate* ring = find(all, StrategyKind::DataParallelRing);
-    const StrategyEstimate* rs = find(all, StrategyKind::ReductionServer);
-    const StrategyEstimate* dp = fastest(all, {StrategyKind::DataParallelRing, StrategyKind::DataParallelTree});
-    // Communication as a bottleneck: the ring's exchange, hidden or not,
-    // is at least a quarter of the compute, and the Reduction Server saves
-    // at least 5% of the step.
-    const double comm_share = usable(ring) ? ring->comm_exchange_s / ring->compute_s : 0;
-    if (in.cluster.nodes > 1 && comm_share >= 0.25 && usable(rs) && rs->step_s <= 0.95 * ring->step_s) {
-      r.strategy = rs->kind;
-      char share[16];
-      std::snprintf(share, sizeof share, "%.0f%%", 100 * comm_share);
-      r.reason = "The model fits on one device, but across " + std::to_string(in.cluster.nodes) +
-                 " nodes the ring's gradient all-reduce takes " + format_seconds(ring->comm_exchange_s) + " a step (" +
-                 share + " of the compute): add the Reduction Server (worker pool 2), where each node sends its "
-                 "gradients once instead of about twice, " +
-                 format_seconds(ring->step_s) + " -> " + format_seconds(rs->step_s) + " a step" +
-                 (rs->train_s > 0 ? ", " + format_days(rs->train_s) + " to train" : "") + goal_text(*rs) + "." +
-                 one_node_note(in, *rs) + " Scale the learning rate with the global batch and add warmup.";
-      return r;
-    }
-    if (dp) {
-      r.strategy = dp->kind;
-      const double speedup = single.step_s / dp->step_s;
-      char factor[32];
-      std::snprintf(factor, sizeof factor, "%.1fx", speedup);
-      r.reason = "The model fits on one device (" + fits_text(single, in) + "), so synchronous data parallelism: " +
-                 where(in) + " train it " + factor + " faster than one device after communication, " +
-                 time_text(*dp) + goal_text(*dp) + ". Scale the learning rate with the global batch and add warmup.";
-      return r;
-    }
+  // One device's memory against what it offers.
+  std::string need_text() const {
+    return "needs " + format_gb(single.memory.total()) + " per device, " + format_gb(in.usable_bytes()) + " usable";
   }
+};
 
-  const StrategyEstimate* expert = find(all, StrategyKind::ExpertData);
-  if (usable(expert)) {
-    r.strategy = expert->kind;
-    r.reason = "A mixture-of-experts model that does not fit on one device: expert parallelism places " +
-               std::to_string(in.model.experts / expert->layout.ep) + " of the " + std::to_string(in.model.experts) +
-               " experts on each device (" + format_gb(expert->memory.total()) + " per device), " +
-               time_text(*expert) + goal_text(*expert) + ".";
-    return r;
-  }
-  const StrategyEstimate* sharded = nullptr;
+// Each rule picks a strategy and explains it in `r` (returning true), or
+// leaves `r` alone for the next rule. They run in the notes' order.
+
+// Preemptible workers on a sparse model: asynchronous parameter servers.
+bool pick_parameter_server(const RecommendContext& c, Recommendation& r) {
+  const StrategyEstimate* ps = find(c.all, StrategyKind::ParameterServer);
+  if (!c.in.preemptible || !c.in.sparse || !usable(ps)) return false;
+  r.strategy = ps->kind;
+  r.reason = "Many workers that may be preempted, and a sparse model: asynchronous parameter servers keep "
+             "training when workers are lost and take pushes as they come (" + time_text(*ps) +
+             "), at the cost of stale gradients.";
+  return true;
+}
+
+// The model fits, and one device is all there is or already meets the goal.
+bool pick_single_device(const RecommendContext& c, Recommendation& r) {
+  const bool single_meets = c.target_s > 0 && c.single.train_s > 0 && c.single.train_s <= c.target_s;
+  if (c.in.cluster.devices() != 1 && !single_meets) return false;
+  r.strategy = c.single.kind;
+  r.reason = "The model fits on one device (" + fits_text(c.single, c.in) + ") and " +
+             (single_meets ? "one device meets the goal: " : "this is one device: ") + time_text(c.single) +
+             "; no need to distribute.";
+  return true;
+}
+
+// The model fits but the ring's gradient exchange between nodes is the
+// bottleneck: communication is at least a quarter of the compute, hidden or
+// not, and the Reduction Server saves at least 5% of the step.
+bool pick_reduction_server(const RecommendContext& c, Recommendation& r) {
+  const StrategyEstimate* ring = find(c.all, StrategyKind::DataParallelRing);
+  const StrategyEstimate* rs = find(c.all, StrategyKind::ReductionServer);
+  const double comm_share = usable(ring) ? ring->comm_exchange_s / ring->compute_s : 0;
+  const bool exchange_bound =
+      c.in.cluster.nodes > 1 && comm_share >= 0.25 && usable(rs) && rs->step_s <= 0.95 * ring->step_s;
+  if (!exchange_bound) return false;
+  r.strategy = rs->kind;
+  char share[16];
+  std::snprintf(share, sizeof share, "%.0f%%", 100 * comm_share);
+  r.reason = "The model fits on one device, but across " + std::to_string(c.in.cluster.nodes) +
+             " nodes the ring's gradient all-reduce takes " + format_seconds(ring->comm_exchange_s) + " a step (" +
+             share + " of the compute): add the Reduction Server (worker pool 2), where each node sends its "
+             "gradients once instead of about twice, " +
+             format_seconds(ring->step_s) + " -> " + format_seconds(rs->step_s) + " a step" +
+             (rs->train_s > 0 ? ", " + format_days(rs->train_s) + " to train" : "") + c.goal_text(*rs) + "." +
+             one_node_note(c.in, *rs) + " Scale the learning rate with the global batch and add warmup.";
+  return true;
+}
+
+// The model fits: the faster of ring and tree synchronous data parallelism.
+bool pick_data_parallel(const RecommendContext& c, Recommendation& r) {
+  const StrategyEstimate* dp = fastest(c.all, {StrategyKind::DataParallelRing, StrategyKind::DataParallelTree});
+  if (!dp) return false;
+  r.strategy = dp->kind;
+  const double speedup = c.single.step_s / dp->step_s;
+  char factor[32];
+  std::snprintf(factor, sizeof factor, "%.1fx", speedup);
+  r.reason = "The model fits on one device (" + fits_text(c.single, c.in) + "), so synchronous data parallelism: " +
+             where(c.in) + " train it " + factor + " faster than one device after communication, " +
+             time_text(*dp) + c.goal_text(*dp) + ". Scale the learning rate with the global batch and add warmup.";
+  return true;
+}
+
+// A mixture of experts that does not fit: spread the experts.
+bool pick_expert_parallel(const RecommendContext& c, Recommendation& r) {
+  const StrategyEstimate* expert = find(c.all, StrategyKind::ExpertData);
+  if (!usable(expert)) return false;
+  r.strategy = expert->kind;
+  r.reason = "A mixture-of-experts model that does not fit on one device: expert parallelism places " +
+             std::to_string(c.in.model.experts / expert->layout.ep) + " of the " +
+             std::to_string(c.in.model.experts) + " experts on each device (" + format_gb(expert->memory.total()) +
+             " per device), " + time_text(*expert) + c.goal_text(*expert) + ".";
+  return true;
+}
+
+// The lowest ZeRO stage that fits, or null.
+const StrategyEstimate* lowest_fitting_zero(const std::vector<StrategyEstimate>& all) {
   for (StrategyKind kind : {StrategyKind::Zero1, StrategyKind::Zero2, StrategyKind::Zero3})
-    if (!sharded && usable(find(all, kind))) sharded = find(all, kind);
+    if (usable(find(all, kind))) return find(all, kind);
+  return nullptr;
+}
+
+void explain_sharded(const RecommendContext& c, const StrategyEstimate& sharded, Recommendation& r) {
+  r.strategy = sharded.kind;
+  r.reason = "The model does not fit on one device (" + c.need_text() + "): sharded data parallelism (ZeRO stage " +
+             std::to_string(zero_stage(sharded.kind)) + (sharded.kind == StrategyKind::Zero3 ? ", FSDP" : "") +
+             ") over " + devices_text(c.in.cluster.devices()) + " leaves " + format_gb(sharded.memory.total()) +
+             " per device, with less code than tensor or pipeline parallelism; " + time_text(sharded) +
+             c.goal_text(sharded) + ".";
+}
+
+void explain_model_parallel(const RecommendContext& c, const StrategyEstimate& model_parallel, bool sharding_fits,
+                            Recommendation& r) {
+  r.strategy = model_parallel.kind;
+  const Layout& l = model_parallel.layout;
+  r.reason = "A very large model (" + c.need_text() + "): " + model_parallel.name + " with " + std::to_string(l.tp) +
+             "-way tensor parallelism within a node over fast links, " + std::to_string(l.pp) +
+             " pipeline stages and " + std::to_string(l.dp) + " data-parallel replicas fits in " +
+             format_gb(model_parallel.memory.total()) + " per device, " + time_text(model_parallel) +
+             c.goal_text(model_parallel) + (sharding_fits ? "; faster than sharding alone." : ".");
+}
+
+// The model does not fit on one device. The notes: sharding for models that
+// just miss one device (7-13B), tensor + pipeline + data parallelism for tens
+// to hundreds of billions. Either gives way when the other is more than
+// 1.25x faster.
+bool pick_sharded_or_model_parallel(const RecommendContext& c, Recommendation& r) {
+  const StrategyEstimate* sharded = lowest_fitting_zero(c.all);
   const StrategyEstimate* model_parallel =
-      fastest(all, {StrategyKind::TensorData, StrategyKind::PipelineData, StrategyKind::TensorPipelineData});
-  const std::string need = "needs " + format_gb(single.memory.total()) + " per device, " +
-                           format_gb(in.usable_bytes()) + " usable";
-  // The notes: sharding for models that just miss one device (7-13B), tensor
-  // + pipeline + data parallelism for tens to hundreds of billions. Either
-  // gives way when the other is more than 1.25x faster.
-  const bool very_large = in.model.parameters() >= kVeryLargeParameters;
+      fastest(c.all, {StrategyKind::TensorData, StrategyKind::PipelineData, StrategyKind::TensorPipelineData});
+  const bool very_large = c.in.model.parameters() >= kVeryLargeParameters;
   const bool prefer_sharded =
       sharded && (!model_parallel || (very_large ? 1.25 * sharded->step_s < model_parallel->step_s
                                                  : sharded->step_s <= 1.25 * model_parallel->step_s));
-  if (prefer_sharded) {
-    r.strategy = sharded->kind;
-    r.reason = "The model does not fit on one device (" + need + "): sharded data parallelism (ZeRO stage " +
-               std::to_string(zero_stage(sharded->kind)) + (sharded->kind == StrategyKind::Zero3 ? ", FSDP" : "") +
-               ") over " + devices_text(in.cluster.devices()) + " leaves " + format_gb(sharded->memory.total()) +
-               " per device, with less code than tensor or pipeline parallelism; " + time_text(*sharded) +
-               goal_text(*sharded) + ".";
-    return r;
-  }
-  if (model_parallel) {
-    r.strategy = model_parallel->kind;
-    const Layout& l = model_parallel->layout;
-    r.reason = "A very large model (" + need + "): " + model_parallel->name + " with " + std::to_string(l.tp) +
-               "-way tensor parallelism within a node over fast links, " + std::to_string(l.pp) +
-               " pipeline stages and " + std::to_string(l.dp) + " data-parallel replicas fits in " +
-               format_gb(model_parallel->memory.total()) + " per device, " + time_text(*model_parallel) +
-               goal_text(*model_parallel) + (sharded ? "; faster than sharding alone." : ".");
-    return r;
-  }
+  if (prefer_sharded)
+    explain_sharded(c, *sharded, r);
+  else if (model_parallel)
+    explain_model_parallel(c, *model_parallel, sharded != nullptr, r);
+  else
+    return false;
+  return true;
+}
 
-  r.strategy.reset();  // nothing fits
-  r.has_smallest_fit = find_smallest_fit(in, r.smallest_fit);
-  r.reason = "Does not fit anywhere on " + where(in) + ": one device " + need + ", and no strategy brings it under " +
-             format_gb(in.usable_bytes()) + ". ";
+// Nothing fits here: says so, and names the smallest cluster of this device
+// where something would.
+void explain_nothing_fits(const RecommendContext& c, Recommendation& r) {
+  r.strategy.reset();
+  r.has_smallest_fit = find_smallest_fit(c.in, r.smallest_fit);
+  r.reason = "Does not fit anywhere on " + where(c.in) + ": one device " + c.need_text() +
+             ", and no strategy brings it under " + format_gb(c.in.usable_bytes()) + ". ";
   if (r.has_smallest_fit) {
     const SmallestFit& f = r.smallest_fit;
     r.reason += "The smallest configuration that fits: " + std::to_string(f.nodes) + " node" +
@@ -254,6 +290,25 @@ Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate
   } else {
     r.reason += "Not even 4096 nodes of this device hold it: a device with more memory is needed.";
   }
+}
+
+}  // namespace
+
+const StrategyEstimate* Recommendation::estimate(const std::vector<StrategyEstimate>& all) const {
+  return strategy ? find(all, *strategy) : nullptr;
+}
+
+Recommendation recommend(const PlanInput& in, const std::vector<StrategyEstimate>& all) {
+  Recommendation r;
+  r.devices_for_target = devices_for_target(in);
+  const RecommendContext c{in, all, *find(all, StrategyKind::SingleDevice), in.target_days * kDay,
+                           r.devices_for_target};
+  if (pick_parameter_server(c, r)) return r;
+  const bool fits_one_device = c.single.fits;
+  if (fits_one_device && (pick_single_device(c, r) || pick_reduction_server(c, r) || pick_data_parallel(c, r)))
+    return r;
+  if (pick_expert_parallel(c, r) || pick_sharded_or_model_parallel(c, r)) return r;
+  explain_nothing_fits(c, r);
   return r;
 }
 

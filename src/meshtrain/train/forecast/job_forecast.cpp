@@ -261,16 +261,17 @@ std::vector<std::unique_ptr<Model>> probe_pipeline_job(const JobConfig& config, 
   return std::move(probe.models);
 }
 
-}  // namespace
-
-JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
-                         const std::function<comm::CostTable(comm::TransportKind transport)>& measure_links,
-                         std::FILE* log) {
+// Parameter-server workers do not wait for each other: no step time to forecast.
+void check_forecastable(const JobConfig& config) {
   if (config.parallel.data == DataParallelism::ParameterServer)
     throw ConfigError("plan --config: parameter-server jobs are not forecast (workers do not wait for each other); "
                       "it covers parallel.data = \"allreduce\" at every ZeRO stage and one process");
+}
+
+// The job's shape from its config: the ways along each mesh axis, the
+// workers, their threads and batch, the hosts.
+JobForecast job_shape(const JobConfig& config, const HostLayout& hosts) {
   JobForecast f;
-  const auto& tc = config.training;
   f.tensor = int(config.parallel.tensor);
   f.pipeline = int(config.parallel.pipeline);
   f.micro_batches = int(config.parallel.micro_batches);
@@ -278,115 +279,179 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   const int model_ways = f.tensor * f.pipeline;
   f.workers = config.parallel.data == DataParallelism::AllReduce || model_ways > 1
                   ? int(std::max<int64_t>(model_ways, config.parallel.workers)) : 1;
-  const int data_ways = f.workers / model_ways;
-  f.zero_stage = data_ways > 1 ? int(config.parallel.zero_stage) : 0;
+  f.zero_stage = f.workers / model_ways > 1 ? int(config.parallel.zero_stage) : 0;
   // As the trainer does: training.threads, else this host's cores shared by its workers.
-  f.threads = threads_for(tc.threads, f.workers);
-  f.batch_per_worker = tc.batch_size;
+  f.threads = threads_for(config.training.threads, f.workers);
+  f.batch_per_worker = config.training.batch_size;
   f.experts = int(config.model.n_expert);
   f.expert = f.experts > 1 ? int(config.parallel.expert) : 1;
   f.hosts = hosts.hosts;
-  // Checked before the probe: a layout that cannot be placed fails at once.
-  JobLinks links(hosts, f.workers, [&] {
-    // A job spanning hosts uses TCP between every pair (auto), in a host too.
+  return f;
+}
+
+// The job's groups and their links: the mesh its workers cut their groups
+// from (parallel/parallel_context.hpp); each group's link is that of worker
+// 0's group along the axis.
+struct JobGroups {
+  JobLinks links;
+  comm::DeviceMesh mesh;
+
+  comm::CostTable link(const char* name, comm::MeshAxis axis, bool every_rank = false) {
+    return links.group(name, mesh.group_ranks(axis, 0), every_rank);
+  }
+};
+
+// The in-host link to measure: a job spanning hosts uses TCP between every
+// pair (auto), in a host too.
+std::function<comm::CostTable()> intra_host_link(
+    const JobConfig& config, const HostLayout& hosts,
+    const std::function<comm::CostTable(comm::TransportKind transport)>& measure_links) {
+  return [&config, &hosts, &measure_links] {
     const comm::TransportKind kind = config.parallel.transport;
     const bool tcp = kind == comm::TransportKind::Tcp || (kind == comm::TransportKind::Auto && hosts.hosts > 1);
     return measure_links(tcp ? comm::TransportKind::Tcp : comm::TransportKind::Shm);
-  });
-  // The job's mesh, as its workers cut their groups from it
-  // (parallel/parallel_context.hpp); each group's link is that of worker
-  // 0's group along the axis.
-  const comm::DeviceMesh mesh({.dp = data_ways, .tp = f.tensor, .pp = f.pipeline, .ep = f.expert},
-                              data_ways * model_ways);
-  const auto link = [&](const char* name, comm::MeshAxis axis, bool every_rank = false) {
-    return links.group(name, mesh.group_ranks(axis, 0), every_rank);
   };
+}
 
-  constexpr int kProbeSteps = 8;
-  if (log)
-    std::fprintf(log, "probing: %d steps of %s on %d thread%s, alone%s...\n", kProbeSteps,
-                 f.pipeline > 1 ? "each pipeline stage's pieces" : "one worker's model and batch", f.threads,
-                 f.threads == 1 ? "" : "s", f.workers > 1 ? (" and " + std::to_string(f.workers) + " at once").c_str() : "");
-  ProbeGroups groups;
-  std::unique_ptr<Model> model;
-  std::vector<std::unique_ptr<Model>> stages;  // pipeline jobs' stages
-  f.probe_steps = kProbeSteps;
-  const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
+void log_probe_start(std::FILE* log, const JobForecast& f, int steps) {
+  if (!log) return;
+  const std::string together = f.workers > 1 ? " and " + std::to_string(f.workers) + " at once" : "";
+  std::fprintf(log, "probing: %d steps of %s on %d thread%s, alone%s...\n", steps,
+               f.pipeline > 1 ? "each pipeline stage's pieces" : "one worker's model and batch", f.threads,
+               f.threads == 1 ? "" : "s", together.c_str());
+}
+
+// What the probe leaves for the communication terms.
+struct ProbedJob {
+  std::unique_ptr<Model> model;  // a pipeline's stage with the most gradients: the data-parallel terms run on it
+  std::vector<std::unique_ptr<Model>> stages;  // pipeline jobs' stages (the one moved to `model` is null)
   std::vector<ExpertLayerTraffic> traffic;
-  if (f.pipeline > 1) {
-    stages = probe_pipeline_job(config, data_ways, f, kProbeSteps,
-                                link("pipeline", comm::MeshAxis::Pipeline, true));
-    std::vector<Model*> all;
-    for (auto& stage : stages) all.push_back(stage.get());
-    traffic = expert_traffic(all, config.model, f.expert);
-    // The data-parallel terms run on the stage with the most gradients.
-    for (auto& stage : stages)
-      if (!model || stage->store().flat_size() > model->store().flat_size()) model = std::move(stage);
-  } else {
-    model = make_initialized_model(config, 0, groups);
-    const Probe probe = run_probe(config, *model, f.workers, f.threads, kProbeSteps);
-    traffic = expert_traffic({model.get()}, config.model, f.expert);
-    f.activations = probe.activations;
-    f.data = probe.data;
-    f.parameters = model->store().global_parameter_count();
-    f.model_state = predict_memory(model->store(), data_ways, f.zero_stage, k, config.parallel.micro_batches);
-    f.alone_forward_backward_s = probe.alone.forward_backward_s;
-    f.forward_backward_s = probe.contended.forward_backward_s;
-    f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / data_ways : probe.contended.update_s;
-  }
-  const ParamStore& store = model->store();
-  f.model_kind = model->kind();
-  f.routing_imbalance = routing_imbalance(traffic);
-  // The other expert ranks' experts, for the whole model's count.
+};
+
+ProbedJob probe_pipeline_stages(const JobConfig& config, int data_ways, int steps,
+                                const comm::CostTable& pipeline_link, JobForecast& f) {
+  ProbedJob probed;
+  probed.stages = probe_pipeline_job(config, data_ways, f, steps, pipeline_link);
+  std::vector<Model*> all;
+  for (auto& stage : probed.stages) all.push_back(stage.get());
+  probed.traffic = expert_traffic(all, config.model, f.expert);
+  for (auto& stage : probed.stages)
+    if (!probed.model || stage->store().flat_size() > probed.model->store().flat_size())
+      probed.model = std::move(stage);
+  return probed;
+}
+
+// One worker's model, alone and beside the others; `k` optimizer state
+// floats per parameter.
+ProbedJob probe_worker(const JobConfig& config, int data_ways, int steps, int k, ProbeGroups& groups,
+                       JobForecast& f) {
+  ProbedJob probed;
+  probed.model = make_initialized_model(config, 0, groups);
+  const Probe probe = run_probe(config, *probed.model, f.workers, f.threads, steps);
+  probed.traffic = expert_traffic({probed.model.get()}, config.model, f.expert);
+  f.activations = probe.activations;
+  f.data = probe.data;
+  f.parameters = probed.model->store().global_parameter_count();
+  f.model_state = predict_memory(probed.model->store(), data_ways, f.zero_stage, k, config.parallel.micro_batches);
+  f.alone_forward_backward_s = probe.alone.forward_backward_s;
+  f.forward_backward_s = probe.contended.forward_backward_s;
+  f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / data_ways : probe.contended.update_s;
+  return probed;
+}
+
+// What the probed worker does not show alone: the other expert ranks'
+// experts, in the whole model's count, and the checkpoint copies
+// (checkpoint_saver.hpp): the worker's part of the parameters and of each
+// optimizer state buffer, when a checkpoint is written asynchronously
+// before the last step.
+void add_whole_job_memory(const JobConfig& config, const ParamStore& store, int data_ways, int k, JobForecast& f) {
   if (f.expert > 1)
     for (const ParamView& v : store.views())
       if (v.expert) f.parameters += size_t(numel(v.global_shape)) * size_t(f.expert - 1);
-  // Checkpoint copies (checkpoint_saver.hpp): the worker's part of the
-  // parameters and of each optimizer state buffer, when a checkpoint is
-  // written asynchronously before the last step.
   const size_t part = data_ways > 1 ? parallel::ShardLayout(store, 0, data_ways).local_size() : store.flat_size();
-  if (config.checkpoint.async && config.checkpoint.every > 0 && config.checkpoint.every < tc.steps)
+  if (config.checkpoint.async && config.checkpoint.every > 0 && config.checkpoint.every < config.training.steps)
     f.checkpoint_copies = part * sizeof(float) * size_t(1 + k);
+}
 
-  const int n = data_ways, X = f.expert;
-  // Each stage runs its share of the layers; the critical path holds M V + P - 1 stage-micro-batches.
-  const double share = double(f.micro_batches * f.virtual_stages + f.pipeline - 1) /
-                       double(f.micro_batches * f.virtual_stages * f.pipeline);
+// Each stage runs its share of the layers; the critical path holds M V + P - 1 stage-micro-batches.
+double critical_path_share(const JobForecast& f) {
+  return double(f.micro_batches * f.virtual_stages + f.pipeline - 1) /
+         double(f.micro_batches * f.virtual_stages * f.pipeline);
+}
+
+// The tensor, data and pipeline axes' collectives.
+void add_mesh_comm(const JobConfig& config, const ProbedJob& probed, int data_ways, JobGroups& groups,
+                   JobForecast& f) {
   if (f.tensor > 1) {
-    add_tensor_parallel_comm(config, traffic, link("tensor", comm::MeshAxis::Tensor), f);
-    f.tensor_comm_s *= share;
+    add_tensor_parallel_comm(config, probed.traffic, groups.link("tensor", comm::MeshAxis::Tensor), f);
+    f.tensor_comm_s *= critical_path_share(f);
     f.tensor_comm_bytes /= f.pipeline;
   }
-  if (n > 1)
-    add_data_parallel_comm(config.parallel.all_reduce, store, n, link("data", comm::MeshAxis::Data),
-                           links.group("expert data", mesh.expert_data_ranks(0)), f);
+  if (data_ways > 1)
+    add_data_parallel_comm(config.parallel.all_reduce, probed.model->store(), data_ways,
+                           groups.link("data", comm::MeshAxis::Data),
+                           groups.links.group("expert data", groups.mesh.expert_data_ranks(0)), f);
   else
     f.algorithm = "none";
   if (f.pipeline > 1)
-    add_pipeline_comm(config, stages.back() ? *stages.back() : *model, link("pipeline", comm::MeshAxis::Pipeline, true),
-                      f);
-  if (!traffic.empty()) {
-    const int64_t rows = config.training.batch_size / config.parallel.micro_batches * config.model.block_size;
-    const comm::CostTable a2a_link = X > 1 ? link("expert", comm::MeshAxis::Expert, true) : comm::CostTable{};
-    const ExpertComm a2a = expert_all_to_all_comm(traffic, rows, config.model.n_embd, config.model.n_expert, X,
-                                                  config.parallel.micro_batches, a2a_link);
-    f.expert_comm_s = a2a.seconds * share;
-    f.expert_comm_bytes = a2a.bytes / f.pipeline;
-    // After the last backward: the stage's layers' routing sums over the
-    // data ways (router_sums.hpp), and the global norm's expert share over
-    // the expert group.
-    size_t sums = 0;
-    for (const ExpertLayerTraffic& layer : traffic) sums += layer.sums * sizeof(double);
-    sums /= size_t(f.pipeline);
-    if (n > 1) {
-      const comm::CostTable data = link("data", comm::MeshAxis::Data);
-      f.expert_comm_s += comm::all_reduce_seconds(data, comm::choose_all_reduce(data, sums, n), sums, n);
-    }
-    if (X > 1)
-      f.expert_comm_s += comm::all_reduce_seconds(link("expert", comm::MeshAxis::Expert),
-                                                  comm::AllReduceAlgorithm::Ring, sizeof(double), X);
+    add_pipeline_comm(config, probed.stages.back() ? *probed.stages.back() : *probed.model,
+                      groups.link("pipeline", comm::MeshAxis::Pipeline, true), f);
+}
+
+// The experts' all-to-alls, then after the last backward the stage's
+// layers' routing sums over the data ways (router_sums.hpp) and the global
+// norm's expert share over the expert group.
+void add_expert_comm(const JobConfig& config, const std::vector<ExpertLayerTraffic>& traffic, int data_ways,
+                     JobGroups& groups, JobForecast& f) {
+  if (traffic.empty()) return;
+  const int n = data_ways, X = f.expert;
+  const int64_t rows = config.training.batch_size / config.parallel.micro_batches * config.model.block_size;
+  const comm::CostTable a2a_link = X > 1 ? groups.link("expert", comm::MeshAxis::Expert, true) : comm::CostTable{};
+  const ExpertComm a2a = expert_all_to_all_comm(traffic, rows, config.model.n_embd, config.model.n_expert, X,
+                                                config.parallel.micro_batches, a2a_link);
+  f.expert_comm_s = a2a.seconds * critical_path_share(f);
+  f.expert_comm_bytes = a2a.bytes / f.pipeline;
+  size_t sums = 0;
+  for (const ExpertLayerTraffic& layer : traffic) sums += layer.sums * sizeof(double);
+  sums /= size_t(f.pipeline);
+  if (n > 1) {
+    const comm::CostTable data = groups.link("data", comm::MeshAxis::Data);
+    f.expert_comm_s += comm::all_reduce_seconds(data, comm::choose_all_reduce(data, sums, n), sums, n);
   }
-  f.crossing = links.crossing();
+  if (X > 1)
+    f.expert_comm_s += comm::all_reduce_seconds(groups.link("expert", comm::MeshAxis::Expert),
+                                                comm::AllReduceAlgorithm::Ring, sizeof(double), X);
+}
+
+}  // namespace
+
+JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
+                         const std::function<comm::CostTable(comm::TransportKind transport)>& measure_links,
+                         std::FILE* log) {
+  check_forecastable(config);
+  JobForecast f = job_shape(config, hosts);
+  const int data_ways = f.workers / (f.tensor * f.pipeline);
+  // The links are checked before the probe: a layout that cannot be placed fails at once.
+  JobGroups groups{JobLinks(hosts, f.workers, intra_host_link(config, hosts, measure_links)),
+                   comm::DeviceMesh({.dp = data_ways, .tp = f.tensor, .pp = f.pipeline, .ep = f.expert},
+                                    data_ways * f.tensor * f.pipeline)};
+
+  constexpr int kProbeSteps = 8;
+  log_probe_start(log, f, kProbeSteps);
+  f.probe_steps = kProbeSteps;
+  const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
+  ProbeGroups probe_groups;  // outlives the probed models, whose collectives talk to it
+  const ProbedJob probed =
+      f.pipeline > 1 ? probe_pipeline_stages(config, data_ways, kProbeSteps,
+                                             groups.link("pipeline", comm::MeshAxis::Pipeline, true), f)
+                     : probe_worker(config, data_ways, kProbeSteps, k, probe_groups, f);
+  f.model_kind = probed.model->kind();
+  f.routing_imbalance = routing_imbalance(probed.traffic);
+  add_whole_job_memory(config, probed.model->store(), data_ways, k, f);
+
+  add_mesh_comm(config, probed, data_ways, groups, f);
+  add_expert_comm(config, probed.traffic, data_ways, groups, f);
+  f.crossing = groups.links.crossing();
   return f;
 }
 

@@ -57,9 +57,58 @@ void InprocTransport::exchange(std::span<const SendOp> sends, std::span<const Re
   }
 }
 
+// The state of one exchange() call. Sends are copied out of the caller's
+// buffers before anything is queued, so the caller may reuse them as soon as
+// exchange() returns.
+struct InprocTransport::PendingExchange {
+  PendingExchange(std::span<const SendOp> sends_, std::span<const RecvOp> recvs_, int world_size)
+      : sends(sends_),
+        recvs(recvs_),
+        outgoing(sends_.size()),
+        send_done(sends_.size(), false),
+        recv_done(recvs_.size(), false),
+        sends_left(sends_.size()),
+        recvs_left(recvs_.size()),
+        blocked(static_cast<size_t>(world_size)) {
+    for (size_t i = 0; i < sends.size(); ++i) {
+      outgoing[i].size = sends[i].bytes;
+      if (sends[i].bytes) {
+        outgoing[i].bytes = std::make_unique_for_overwrite<std::byte[]>(sends[i].bytes);
+        if (sends[i].bytes != 0) std::memcpy(outgoing[i].bytes.get(), sends[i].data, sends[i].bytes);
+      }
+    }
+  }
+  bool finished() const { return sends_left + recvs_left == 0; }
+
+  std::span<const SendOp> sends;
+  std::span<const RecvOp> recvs;
+  std::vector<InprocHub::Message> outgoing;  // per send: its copy, until queued
+  std::vector<bool> send_done, recv_done;
+  size_t sends_left, recvs_left;
+  std::vector<char> blocked;  // per peer: an earlier op to it is still pending this pass
+};
+
 void InprocTransport::run_exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs) {
-  InprocHub& hub = *hub_;
-  const int n = hub.size();
+  check_peers(sends, recvs);
+  PendingExchange x(sends, recvs, hub_->size());
+  const auto timeout = hub_->options().transport.timeout;
+  std::unique_lock lock(hub_->mutex_);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!x.finished()) {
+    const bool sent = post_sends(lock, x);
+    const bool received = take_receives(lock, x);
+    if (sent || received) {
+      deadline = std::chrono::steady_clock::now() + timeout;
+      continue;
+    }
+    fail_if_sender_gone(lock, x);
+    if (std::chrono::steady_clock::now() >= deadline) fail_timed_out(lock, x);
+    hub_->wakeup_[size_t(rank_)].wait_until(lock, deadline);
+  }
+}
+
+void InprocTransport::check_peers(std::span<const SendOp> sends, std::span<const RecvOp> recvs) const {
+  const int n = hub_->size();
   for (const SendOp& op : sends)
     if (op.peer < 0 || op.peer >= n || op.peer == rank_)
       throw CommError("inproc rank " + std::to_string(rank_) + ": invalid send peer " + std::to_string(op.peer) +
@@ -68,100 +117,93 @@ void InprocTransport::run_exchange(std::span<const SendOp> sends, std::span<cons
     if (op.peer < 0 || op.peer >= n || op.peer == rank_)
       throw CommError("inproc rank " + std::to_string(rank_) + ": invalid receive peer " + std::to_string(op.peer) +
                       " in a world of " + std::to_string(n));
+}
 
-  // Sends are copied out of the caller's buffers before anything is queued,
-  // so the caller may reuse them as soon as exchange() returns.
-  std::vector<InprocHub::Message> outgoing(sends.size());
-  for (size_t i = 0; i < sends.size(); ++i) {
-    outgoing[i].size = sends[i].bytes;
-    if (sends[i].bytes) {
-      outgoing[i].bytes = std::make_unique_for_overwrite<std::byte[]>(sends[i].bytes);
-      if (sends[i].bytes != 0) std::memcpy(outgoing[i].bytes.get(), sends[i].data, sends[i].bytes);
-    }
-  }
-  std::vector<bool> send_done(sends.size(), false), recv_done(recvs.size(), false);
-  size_t sends_left = sends.size(), recvs_left = recvs.size();
-  std::vector<char> blocked(static_cast<size_t>(n));  // per peer: an earlier op to it is still pending this pass
-  const auto timeout = hub.options().transport.timeout;
-
-  std::unique_lock lock(hub.mutex_);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (sends_left + recvs_left > 0) {
-    bool progressed = false;
-    std::fill(blocked.begin(), blocked.end(), 0);
-    for (size_t i = 0; i < sends.size(); ++i) {
-      const int peer = sends[i].peer;
-      if (send_done[i] || blocked[size_t(peer)]) continue;
-      if (!hub.gone_[size_t(peer)].empty())
-        fail(lock, "cannot send to rank " + std::to_string(peer) + ", which " + hub.gone_[size_t(peer)]);
-      InprocHub::PairQueue& queue = hub.queue(rank_, peer);
-      const size_t size = outgoing[i].size;
-      if (!queue.messages.empty() && queue.queued_bytes + size > hub.options().queue_capacity_bytes) {
-        blocked[size_t(peer)] = 1;  // full: keep later sends to this peer behind this one
-        continue;
-      }
-      queue.messages.push_back(std::move(outgoing[i]));
-      queue.queued_bytes += size;
-      hub.wakeup_[size_t(peer)].notify_all();
-      send_done[i] = true;
-      --sends_left;
-      progressed = true;
-    }
-    std::fill(blocked.begin(), blocked.end(), 0);
-    for (size_t i = 0; i < recvs.size(); ++i) {
-      const RecvOp& op = recvs[i];
-      if (recv_done[i] || blocked[size_t(op.peer)]) continue;
-      InprocHub::PairQueue& queue = hub.queue(op.peer, rank_);
-      if (queue.messages.empty()) {
-        blocked[size_t(op.peer)] = 1;
-        continue;
-      }
-      InprocHub::Message message = std::move(queue.messages.front());
-      queue.messages.pop_front();
-      queue.queued_bytes -= message.size;
-      hub.wakeup_[size_t(op.peer)].notify_all();  // the sender may be waiting for room
-      if (message.size != op.bytes)
-        fail(lock, "message from rank " + std::to_string(op.peer) + " has " + std::to_string(message.size) +
-                       " bytes but the receive expects " + std::to_string(op.bytes) +
-                       " (mismatched buffer sizes across ranks)");
-      lock.unlock();  // copy or reduce while other ranks use the hub
-      if (op.bytes) {
-        if (op.reduce)
-          reduce_into(op.data, message.bytes.get(), op.bytes, *op.reduce);
-        else
-          if (op.bytes != 0) std::memcpy(op.data, message.bytes.get(), op.bytes);
-      }
-      message.bytes.reset();
-      lock.lock();
-      recv_done[i] = true;
-      --recvs_left;
-      progressed = true;
-    }
-    if (progressed) {
-      deadline = std::chrono::steady_clock::now() + timeout;
+bool InprocTransport::post_sends(std::unique_lock<std::mutex>& lock, PendingExchange& x) {
+  InprocHub& hub = *hub_;
+  bool progressed = false;
+  std::fill(x.blocked.begin(), x.blocked.end(), 0);
+  for (size_t i = 0; i < x.sends.size(); ++i) {
+    const int peer = x.sends[i].peer;
+    if (x.send_done[i] || x.blocked[size_t(peer)]) continue;
+    if (!hub.gone_[size_t(peer)].empty())
+      fail(lock, "cannot send to rank " + std::to_string(peer) + ", which " + hub.gone_[size_t(peer)]);
+    InprocHub::PairQueue& queue = hub.queue(rank_, peer);
+    const size_t size = x.outgoing[i].size;
+    if (!queue.messages.empty() && queue.queued_bytes + size > hub.options().queue_capacity_bytes) {
+      x.blocked[size_t(peer)] = 1;  // full: keep later sends to this peer behind this one
       continue;
     }
-    // Nothing moved. A peer that is gone and left nothing queued for us
-    // will never satisfy the receive.
-    for (size_t i = 0; i < recvs.size(); ++i) {
-      const int peer = recvs[i].peer;
-      if (!recv_done[i] && !hub.gone_[size_t(peer)].empty() && hub.queue(peer, rank_).messages.empty())
-        fail(lock, "cannot receive from rank " + std::to_string(peer) + ", which " + hub.gone_[size_t(peer)]);
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      std::vector<int> recv_peers, send_peers;
-      for (size_t i = 0; i < recvs.size(); ++i)
-        if (!recv_done[i]) recv_peers.push_back(recvs[i].peer);
-      for (size_t i = 0; i < sends.size(); ++i)
-        if (!send_done[i]) send_peers.push_back(sends[i].peer);
-      std::string why = "timed out after " + std::to_string(timeout.count()) + " ms without progress;";
-      if (!recv_peers.empty()) why += " waiting to receive from rank(s) " + rank_list(recv_peers) + ";";
-      if (!send_peers.empty()) why += " waiting for room to send to rank(s) " + rank_list(send_peers) + ";";
-      why.pop_back();
-      fail(lock, why);
-    }
-    hub.wakeup_[size_t(rank_)].wait_until(lock, deadline);
+    queue.messages.push_back(std::move(x.outgoing[i]));
+    queue.queued_bytes += size;
+    hub.wakeup_[size_t(peer)].notify_all();
+    x.send_done[i] = true;
+    --x.sends_left;
+    progressed = true;
   }
+  return progressed;
+}
+
+bool InprocTransport::take_receives(std::unique_lock<std::mutex>& lock, PendingExchange& x) {
+  InprocHub& hub = *hub_;
+  bool progressed = false;
+  std::fill(x.blocked.begin(), x.blocked.end(), 0);
+  for (size_t i = 0; i < x.recvs.size(); ++i) {
+    const RecvOp& op = x.recvs[i];
+    if (x.recv_done[i] || x.blocked[size_t(op.peer)]) continue;
+    InprocHub::PairQueue& queue = hub.queue(op.peer, rank_);
+    if (queue.messages.empty()) {
+      x.blocked[size_t(op.peer)] = 1;
+      continue;
+    }
+    InprocHub::Message message = std::move(queue.messages.front());
+    queue.messages.pop_front();
+    queue.queued_bytes -= message.size;
+    hub.wakeup_[size_t(op.peer)].notify_all();  // the sender may be waiting for room
+    if (message.size != op.bytes)
+      fail(lock, "message from rank " + std::to_string(op.peer) + " has " + std::to_string(message.size) +
+                     " bytes but the receive expects " + std::to_string(op.bytes) +
+                     " (mismatched buffer sizes across ranks)");
+    lock.unlock();  // copy or reduce while other ranks use the hub
+    if (op.bytes) {
+      if (op.reduce)
+        reduce_into(op.data, message.bytes.get(), op.bytes, *op.reduce);
+      else
+        if (op.bytes != 0) std::memcpy(op.data, message.bytes.get(), op.bytes);
+    }
+    message.bytes.reset();
+    lock.lock();
+    x.recv_done[i] = true;
+    --x.recvs_left;
+    progressed = true;
+  }
+  return progressed;
+}
+
+// Called when nothing moved: a peer that is gone and left nothing queued for
+// us will never satisfy the receive.
+void InprocTransport::fail_if_sender_gone(std::unique_lock<std::mutex>& lock, const PendingExchange& x) {
+  InprocHub& hub = *hub_;
+  for (size_t i = 0; i < x.recvs.size(); ++i) {
+    const int peer = x.recvs[i].peer;
+    if (!x.recv_done[i] && !hub.gone_[size_t(peer)].empty() && hub.queue(peer, rank_).messages.empty())
+      fail(lock, "cannot receive from rank " + std::to_string(peer) + ", which " + hub.gone_[size_t(peer)]);
+  }
+}
+
+// Names the peers still waited on, both ways.
+void InprocTransport::fail_timed_out(std::unique_lock<std::mutex>& lock, const PendingExchange& x) {
+  std::vector<int> recv_peers, send_peers;
+  for (size_t i = 0; i < x.recvs.size(); ++i)
+    if (!x.recv_done[i]) recv_peers.push_back(x.recvs[i].peer);
+  for (size_t i = 0; i < x.sends.size(); ++i)
+    if (!x.send_done[i]) send_peers.push_back(x.sends[i].peer);
+  std::string why =
+      "timed out after " + std::to_string(hub_->options().transport.timeout.count()) + " ms without progress;";
+  if (!recv_peers.empty()) why += " waiting to receive from rank(s) " + rank_list(recv_peers) + ";";
+  if (!send_peers.empty()) why += " waiting for room to send to rank(s) " + rank_list(send_peers) + ";";
+  why.pop_back();
+  fail(lock, why);
 }
 
 std::vector<std::unique_ptr<Transport>> make_inproc_transports(int world_size, InprocOptions options) {

@@ -69,8 +69,17 @@ class InprocTransport final : public Transport {
   void exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs) override;
 
  private:
+  struct PendingExchange;  // one exchange()'s operations and which are done (inproc_transport.cpp)
+
   [[noreturn]] void fail(std::unique_lock<std::mutex>& lock, const std::string& why);
   void run_exchange(std::span<const SendOp> sends, std::span<const RecvOp> recvs);
+  void check_peers(std::span<const SendOp> sends, std::span<const RecvOp> recvs) const;
+  // One pass over the pending sends, then the receives, with the hub locked;
+  // true when any completed.
+  bool post_sends(std::unique_lock<std::mutex>& lock, PendingExchange& x);
+  bool take_receives(std::unique_lock<std::mutex>& lock, PendingExchange& x);
+  void fail_if_sender_gone(std::unique_lock<std::mutex>& lock, const PendingExchange& x);
+  [[noreturn]] void fail_timed_out(std::unique_lock<std::mutex>& lock, const PendingExchange& x);
 
   std::shared_ptr<InprocHub> hub_;
   int rank_;

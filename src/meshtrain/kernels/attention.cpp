@@ -22,6 +22,7 @@ using attention_detail::Operand;
 using attention_detail::product;
 
 namespace pp = pair_products;
+using pp::words;
 
 std::atomic<bool> packed_products_allowed{true};
 
@@ -31,12 +32,6 @@ std::atomic<bool> packed_products_allowed{true};
 bool packed_products(const AttentionBf16* bf16, int64_t T, int64_t hs) {
   return bf16 && T % 16 == 0 && hs % 16 == 0 && packed_products_allowed.load(std::memory_order_relaxed) &&
          pp::available();
-}
-
-// A per-thread buffer of packed words, grown to n.
-uint32_t* words(std::vector<uint32_t>& buf, int64_t n) {
-  buf.resize(static_cast<size_t>(n));
-  return buf.data();
 }
 
 }  // namespace

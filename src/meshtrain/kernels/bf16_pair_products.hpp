@@ -25,6 +25,7 @@
 // is this kernel's own.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "meshtrain/kernels/bf16.hpp"
 
@@ -64,6 +65,13 @@ void product_rounded(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb
 // product over several blocks of K (flash attention's key and query blocks)
 // accumulates in registers, not through a temporary.
 void product_accumulate(int M, int N, int KP, PackedA a, const uint32_t* b, int ldb, float* c, int ldc);
+
+// A per-thread buffer of n packed words (the attention kernels' packed
+// operands), grown as needed.
+inline uint32_t* words(std::vector<uint32_t>& buf, int64_t n) {
+  buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
 
 // A row-major bf16 matrix (ld even) as a PackedA.
 inline PackedA row_major(const Bf16* a, int ld) {

@@ -10,14 +10,9 @@
 namespace meshtrain::kernels::flash_detail {
 
 namespace pp = pair_products;
+using pp::words;
 
 namespace {
-
-// A per-thread buffer of packed words, grown to n.
-uint32_t* words(std::vector<uint32_t>& buf, int64_t n) {
-  buf.resize(static_cast<size_t>(n));
-  return buf.data();
-}
 
 // C = A B, or C += A B when `add`.
 void product_into(bool add, int M, int N, int KP, pp::PackedA a, const uint32_t* b, int ldb, float* c, int ldc) {

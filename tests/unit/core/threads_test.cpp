@@ -33,7 +33,9 @@ TEST(ThreadsFor, NeverMoreProcessThreadsThanCoresUnlessAsked) {
     for (int processes = 2; processes <= 17; ++processes) {
       const int threads = threads_for(0, processes, {.cores = cores, .default_team = cores});
       EXPECT_GE(threads, 1);
-      if (processes <= cores) EXPECT_LE(threads * processes, cores) << cores << " cores, " << processes;
+      if (processes <= cores) {
+        EXPECT_LE(threads * processes, cores) << cores << " cores, " << processes;
+      }
     }
 }
 

@@ -10,11 +10,11 @@
 
 #include <exception>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
 #include "meshtrain/core/error.hpp"
+#include "thread_ranks.hpp"
 
 namespace meshtrain::parallel {
 namespace {
@@ -38,22 +38,7 @@ struct Job {
   std::vector<int> agreed;  // workers each rank's agreement check saw
 };
 
-template <class Body>
-void on_every_rank(int n, Body body) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+using testing::on_every_rank;
 
 Job make_job(comm::MeshShape shape, bool own_channels) {
   const int n = shape.workers();

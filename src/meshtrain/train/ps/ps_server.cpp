@@ -52,7 +52,7 @@ std::string save_final(const CheckpointSettings& checkpoints, const OptimizerCon
   }
   optimizer->set_steps_taken(f.step);
   // The data position is per worker here; a checkpoint holds one, so none.
-  return save_train_checkpoint(checkpoints, TrainState{.step = f.step, .data = {}}, model, *optimizer);
+  return save_train_checkpoint(checkpoints, TrainState{.step = f.step, .data = {}, .skipped_steps = 0, .spike_window = {}}, model, *optimizer);
 }
 
 // Each server checkpoints its own shard (parameters and optimizer state as

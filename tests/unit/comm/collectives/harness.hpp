@@ -45,6 +45,7 @@
 #ifdef MESHTRAIN_HAVE_MPI
 #include "meshtrain/comm/transport/mpi/mpi_transport.hpp"
 #endif
+#include "thread_ranks.hpp"
 
 namespace meshtrain::comm::testing {
 
@@ -63,19 +64,7 @@ inline void PrintTo(const TransportFactory& f, std::ostream* os) { *os << f.name
 inline std::vector<std::unique_ptr<Transport>> connect_concurrently(
     int n, const std::function<std::unique_ptr<Transport>(int rank)>& connect) {
   std::vector<std::unique_ptr<Transport>> transports(static_cast<size_t>(n));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        transports[size_t(r)] = connect(r);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  meshtrain::testing::on_every_rank(n, [&](int r) { transports[size_t(r)] = connect(r); });
   return transports;
 }
 

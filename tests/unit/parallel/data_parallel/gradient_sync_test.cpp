@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <thread>
 
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
+#include "thread_ranks.hpp"
 
 namespace meshtrain::parallel {
 namespace {
@@ -27,27 +27,20 @@ float grad_value(int rank, size_t i) { return float(rank + 1) * 0.25f + float(i 
 // Runs `ranks` threads; each fills its gradients, announces the tensors
 // listed in `announce` in order, and finishes.
 std::vector<ParamStore> run(int ranks, std::vector<size_t> announce, size_t bucket_bytes) {
-  auto transports = comm::make_inproc_transports(ranks);
   std::vector<ParamStore> stores;
   for (int r = 0; r < ranks; ++r) stores.push_back(make_store());
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      auto comm = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
-      comm::ProcessGroup group(comm);
-      ParamStore& store = stores[size_t(r)];
-      for (size_t i = 0; i < store.params().size(); ++i) store.params()[i] = float(r);  // differ before broadcast
-      GradientSync sync(store, group, {.bucket_bytes = bucket_bytes, .first_bucket_bytes = bucket_bytes});
-      sync.broadcast_parameters();
-      sync.start_backward();
-      auto grads = store.grads();
-      for (size_t i = 0; i < grads.size(); ++i) grads[i] = grad_value(r, i);
-      for (size_t v : announce) store.grad_ready(v);
-      GradientSyncStats stats = sync.finish_backward();
-      EXPECT_EQ(stats.bytes, ranks > 1 ? grads.size_bytes() : 0u);  // one rank sends nothing
-    });
-  }
-  for (auto& t : threads) t.join();
+  testing::on_inproc_ranks(ranks, [&](int r, comm::ProcessGroup& group) {
+    ParamStore& store = stores[size_t(r)];
+    for (size_t i = 0; i < store.params().size(); ++i) store.params()[i] = float(r);  // differ before broadcast
+    GradientSync sync(store, group, {.bucket_bytes = bucket_bytes, .first_bucket_bytes = bucket_bytes});
+    sync.broadcast_parameters();
+    sync.start_backward();
+    auto grads = store.grads();
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = grad_value(r, i);
+    for (size_t v : announce) store.grad_ready(v);
+    GradientSyncStats stats = sync.finish_backward();
+    EXPECT_EQ(stats.bytes, ranks > 1 ? grads.size_bytes() : 0u);  // one rank sends nothing
+  });
   return stores;
 }
 

@@ -7,7 +7,6 @@
 // token to one expert, with and without capacity.
 #include <gtest/gtest.h>
 
-#include <thread>
 
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
@@ -15,6 +14,7 @@
 #include "meshtrain/nn/moe/moe_mlp.hpp"
 #include "meshtrain/nn/workspace.hpp"
 #include "meshtrain/parallel/expert/expert_parallel_group.hpp"
+#include "thread_ranks.hpp"
 
 namespace meshtrain::parallel {
 namespace {
@@ -30,16 +30,10 @@ std::vector<float> values(size_t n, uint64_t seed) {
 
 void run_expert_ranks(int ways, const std::function<void(int, ExpertParallelGroup&)>& body,
                       Precision wire = Precision::Fp32) {
-  auto transports = comm::make_inproc_transports(ways);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < ways; ++r)
-    ranks.emplace_back([&, r] {
-      auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
-      comm::ProcessGroup group(communicator);
-      ExpertParallelGroup ep(group, wire);
-      body(r, ep);
-    });
-  for (auto& t : ranks) t.join();
+  testing::on_inproc_ranks(ways, [&](int r, comm::ProcessGroup& group) {
+    ExpertParallelGroup ep(group, wire);
+    body(r, ep);
+  });
 }
 
 struct RankResult {

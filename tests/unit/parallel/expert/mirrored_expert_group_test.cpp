@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <thread>
 
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
@@ -15,6 +14,7 @@
 #include "meshtrain/nn/workspace.hpp"
 #include "meshtrain/parallel/expert/expert_parallel_group.hpp"
 #include "meshtrain/parallel/expert/mirrored_expert_group.hpp"
+#include "thread_ranks.hpp"
 
 namespace meshtrain::parallel {
 namespace {
@@ -86,22 +86,16 @@ TEST(MirroredExpertGroup, ComputesTheBusiestRanksRows) {
     // Every rank of a real group routes the same tokens.
     std::vector<ParamStore> stores(static_cast<size_t>(ways));
     std::vector<std::vector<int64_t>> loads(static_cast<size_t>(ways));
-    auto transports = comm::make_inproc_transports(ways);
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < ways; ++r)
-      ranks.emplace_back([&, r] {
-        auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
-        comm::ProcessGroup group(communicator);
-        ExpertParallelGroup ep(group);
-        nn::MoeMlp layer(stores[size_t(r)], "h.0.mlp", C, config(), nullptr, &ep, nullptr);
-        stores[size_t(r)].allocate();
-        set_params(stores[size_t(r)]);
-        step(layer, x, dout);
-        auto& load = loads[size_t(r)];
-        load.assign(size_t(ways), 0);
-        for (int64_t i = 0; i < B * T * 2; ++i) ++load[size_t(layer.router().choices()[i] / (E / ways))];
-      });
-    for (auto& t : ranks) t.join();
+    testing::on_inproc_ranks(ways, [&](int r, comm::ProcessGroup& group) {
+      ExpertParallelGroup ep(group);
+      nn::MoeMlp layer(stores[size_t(r)], "h.0.mlp", C, config(), nullptr, &ep, nullptr);
+      stores[size_t(r)].allocate();
+      set_params(stores[size_t(r)]);
+      step(layer, x, dout);
+      auto& load = loads[size_t(r)];
+      load.assign(size_t(ways), 0);
+      for (int64_t i = 0; i < B * T * 2; ++i) ++load[size_t(layer.router().choices()[i] / (E / ways))];
+    });
     const auto busiest = size_t(std::max_element(loads[0].begin(), loads[0].end()) - loads[0].begin());
 
     ParamStore probe_store;

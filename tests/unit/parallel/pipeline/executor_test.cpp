@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
@@ -17,6 +16,7 @@
 #include "meshtrain/parallel/pipeline/schedule.hpp"
 #include "meshtrain/parallel/pipeline/stage_split.hpp"
 #include "meshtrain/parallel/pipeline/validator.hpp"
+#include "thread_ranks.hpp"
 
 namespace meshtrain::parallel::pipeline {
 namespace {
@@ -51,30 +51,24 @@ std::vector<RankOutcome> run_pipeline(const Schedule& schedule, const std::vecto
                                       Precision wire = Precision::Fp32) {
   const int P = schedule.ranks, V = schedule.chunks;
   const std::vector<int64_t> counts = stage_layer_counts(kConfig.n_layer, P * V);
-  auto transports = comm::make_inproc_transports(P);
   std::vector<RankOutcome> out(static_cast<size_t>(P));
   std::vector<std::string> errors(static_cast<size_t>(P));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < P; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
-        comm::ProcessGroup group(communicator);
-        Gpt gpt(kConfig, nullptr, rank_pieces(counts, P, V, r));
-        Rng init(11);
-        gpt.init_parameters(init);
-        PipelineExecutor executor(schedule, r, gpt, &group, wire);
-        out[size_t(r)].loss = executor.run(batches, {.before = [](int, bool) {}, .after = [] {}});
-        for (const ParamView& v : gpt.store().views())
-          out[size_t(r)].grads.emplace_back(
-              v.name, std::vector<float>(gpt.store().grads().begin() + std::ptrdiff_t(v.offset),
-                                         gpt.store().grads().begin() + std::ptrdiff_t(v.offset + v.numel)));
-        out[size_t(r)].peak_slots = executor.peak_slots();
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  testing::on_inproc_ranks(P, [&](int r, comm::ProcessGroup& group) {
+    try {
+      Gpt gpt(kConfig, nullptr, rank_pieces(counts, P, V, r));
+      Rng init(11);
+      gpt.init_parameters(init);
+      PipelineExecutor executor(schedule, r, gpt, &group, wire);
+      out[size_t(r)].loss = executor.run(batches, {.before = [](int, bool) {}, .after = [] {}});
+      for (const ParamView& v : gpt.store().views())
+        out[size_t(r)].grads.emplace_back(
+            v.name, std::vector<float>(gpt.store().grads().begin() + std::ptrdiff_t(v.offset),
+                                       gpt.store().grads().begin() + std::ptrdiff_t(v.offset + v.numel)));
+      out[size_t(r)].peak_slots = executor.peak_slots();
+    } catch (const std::exception& e) {
+      errors[size_t(r)] = e.what();
+    }
+  });
   for (int r = 0; r < P; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
   return out;
 }
@@ -184,20 +178,14 @@ TEST(PipelineExecutor, ForwardOnlyGivesTheSerialLoss) {
   for (const Batch& b : batches) want += serial.forward(b).loss;
   for (const auto& [P, V] : {std::pair{2, 1}, std::pair{2, 2}, std::pair{4, 1}}) {
     const std::vector<int64_t> counts = stage_layer_counts(kConfig.n_layer, P * V);
-    auto transports = comm::make_inproc_transports(P);
     std::vector<double> loss(static_cast<size_t>(P));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < P; ++r)
-      threads.emplace_back([&, r] {
-        auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
-        comm::ProcessGroup group(communicator);
-        Gpt gpt(kConfig, nullptr, rank_pieces(counts, P, V, r));
-        Rng rng(11);
-        gpt.init_parameters(rng);
-        const Schedule schedule = make_schedule(V > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB, P, 4, V);
-        loss[size_t(r)] = PipelineExecutor(schedule, r, gpt, &group).forward_only(batches).loss_sum;
-      });
-    for (auto& t : threads) t.join();
+    testing::on_inproc_ranks(P, [&](int r, comm::ProcessGroup& group) {
+      Gpt gpt(kConfig, nullptr, rank_pieces(counts, P, V, r));
+      Rng rng(11);
+      gpt.init_parameters(rng);
+      const Schedule schedule = make_schedule(V > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB, P, 4, V);
+      loss[size_t(r)] = PipelineExecutor(schedule, r, gpt, &group).forward_only(batches).loss_sum;
+    });
     EXPECT_NEAR(loss.back(), want, 1e-5 * want) << "P=" << P << " V=" << V;
   }
 }

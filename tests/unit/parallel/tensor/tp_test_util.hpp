@@ -4,7 +4,6 @@
 #include <cmath>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "meshtrain/comm/group/process_group.hpp"
@@ -12,6 +11,7 @@
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
+#include "thread_ranks.hpp"
 
 namespace meshtrain::parallel::tp_test {
 
@@ -20,17 +20,10 @@ namespace meshtrain::parallel::tp_test {
 // all are done.
 inline void run_tensor_ranks(int ways, const std::function<void(int, TensorParallelGroup&)>& body,
                              bool sequence_parallel = false, Precision wire = Precision::Fp32) {
-  auto transports = comm::make_inproc_transports(ways);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < ways; ++r) {
-    ranks.emplace_back([&, r] {
-      auto communicator = std::make_shared<comm::Communicator>(std::move(transports[size_t(r)]));
-      comm::ProcessGroup group(communicator);
-      TensorParallelGroup tp(group, sequence_parallel, wire);
-      body(r, tp);
-    });
-  }
-  for (auto& t : ranks) t.join();
+  testing::on_inproc_ranks(ways, [&](int r, comm::ProcessGroup& group) {
+    TensorParallelGroup tp(group, sequence_parallel, wire);
+    body(r, tp);
+  });
 }
 
 // What each rank's body threw as E (empty where it threw nothing): every

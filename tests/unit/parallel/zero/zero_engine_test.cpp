@@ -14,7 +14,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "meshtrain/comm/group/process_group.hpp"
@@ -26,6 +25,7 @@
 #include "meshtrain/parallel/zero/grad_reducer.hpp"
 #include "meshtrain/parallel/zero/param_gatherer.hpp"
 #include "meshtrain/parallel/zero/zero_engine.hpp"
+#include "thread_ranks.hpp"
 
 namespace meshtrain::parallel {
 namespace {
@@ -55,21 +55,7 @@ float grad_value(int r, size_t i, int pass) {
 
 // Runs fn(group) on `ranks` threads, one rank each; rethrows the first error.
 void run_ranks(int ranks, const std::function<void(comm::ProcessGroup&)>& fn) {
-  auto transports = comm::make_inproc_transports(ranks);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        comm::ProcessGroup group(std::make_shared<comm::Communicator>(std::move(transports[size_t(r)])));
-        fn(group);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  testing::on_inproc_ranks(ranks, [&](int, comm::ProcessGroup& group) { fn(group); });
 }
 
 // Every view element's parameter as the store's views read it now.

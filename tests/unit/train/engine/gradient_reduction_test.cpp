@@ -22,7 +22,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "meshtrain/comm/group/process_group.hpp"
@@ -33,6 +32,7 @@
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
 #include "meshtrain/parallel/zero/zero_engine.hpp"
 #include "meshtrain/train/engine/gradient_reduction.hpp"
+#include "thread_ranks.hpp"
 
 namespace meshtrain {
 namespace {
@@ -233,22 +233,10 @@ Record run_rank(comm::ProcessGroup& group, Strategy how, int64_t micro_batches) 
 }
 
 std::vector<Record> run_ranks(int ranks, Strategy how, int64_t micro_batches) {
-  auto transports = comm::make_inproc_transports(ranks);
   std::vector<Record> records(static_cast<size_t>(ranks));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        comm::ProcessGroup group(std::make_shared<comm::Communicator>(std::move(transports[size_t(r)])));
-        records[size_t(r)] = run_rank(group, how, micro_batches);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  testing::on_inproc_ranks(ranks, [&](int r, comm::ProcessGroup& group) {
+    records[size_t(r)] = run_rank(group, how, micro_batches);
+  });
   return records;
 }
 

@@ -62,6 +62,13 @@ class Backend {
   virtual Device device() const = 0;
   // The memory this backend's kernels read and write.
   virtual DeviceAllocator& allocator() = 0;
+  // Host synchronisations so far: each time the host waited for a value of
+  // the device's memory (a download; a call that returns a norm, a sum or a
+  // count). A step should wait only for its loss and its gradient norm
+  // (docs/gpu.md); the trainer reports each step's as "host_syncs". Counted
+  // by the devices whose memory is not the host's (cpu-guarded, cuda); -1
+  // on the CPU, where there is nothing to wait for.
+  virtual int64_t host_syncs() const { return -1; }
 
   // Token and position embedding (embedding.hpp): out (B, T, C); the
   // backward adds into dwte (V, C) and dwpe (T, C).

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -60,7 +61,10 @@ class GuardedMemory final : public DeviceAllocator {
   void download(void* dst, const void* src, size_t bytes) override {
     const Open open(*this);
     std::memcpy(dst, src, bytes);
+    ++host_syncs_;
   }
+  // Downloads and, counted by the backend, the calls that return a value.
+  std::atomic<int64_t> host_syncs_{0};
   std::string name() const override { return "cpu-guarded"; }
 
   // The region readable and writable while one lives (they nest, and
@@ -105,6 +109,7 @@ class GuardedBackend final : public Backend {
  public:
   Device device() const override { return {DeviceKind::GuardedCpu, 0}; }
   DeviceAllocator& allocator() override { return memory_; }
+  int64_t host_syncs() const override { return memory_.host_syncs_.load(); }
 
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
                        int64_t C) override {
@@ -150,6 +155,7 @@ class GuardedBackend final : public Backend {
   }
   double squared_norm(const float* base, size_t begin, size_t end) override {
     const Open open(memory_);
+    ++memory_.host_syncs_;  // the host waits for the value, as on a GPU
     return cpu_.squared_norm(base, begin, end);
   }
   void scale(float* x, size_t n, float factor) override {
@@ -158,6 +164,7 @@ class GuardedBackend final : public Backend {
   }
   double sum_in_order(const float* x, size_t n) override {
     const Open open(memory_);
+    ++memory_.host_syncs_;
     return cpu_.sum_in_order(x, n);
   }
   void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
@@ -240,6 +247,7 @@ class GuardedBackend final : public Backend {
   int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
                                int64_t V) override {
     const Open open(memory_);
+    ++memory_.host_syncs_;  // the count of hits
     return cpu_.softmax_xent_forward(lse, loss, logits, targets, N, V);
   }
   void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,

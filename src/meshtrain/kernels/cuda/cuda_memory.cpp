@@ -28,6 +28,7 @@ void CudaAllocator::upload(void* device_dst, const void* host_src, size_t bytes)
 void CudaAllocator::download(void* host_dst, const void* device_src, size_t bytes) {
   MESHTRAIN_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
   MESHTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  ++downloads_;
 }
 
 std::string CudaAllocator::name() const { return "cuda:" + std::to_string(device_); }

@@ -4,6 +4,9 @@
 // they order with the kernels on it; upload and download wait for their copy.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "meshtrain/core/device_buffer.hpp"
 
 namespace meshtrain::kernels::cuda {
@@ -19,9 +22,13 @@ class CudaAllocator final : public DeviceAllocator {
   void download(void* host_dst, const void* device_src, size_t bytes) override;
   std::string name() const override;
   cudaStream_t stream() const { return stream_; }
+  // Downloads so far: every wait of the host for the device's values
+  // (Backend::host_syncs).
+  int64_t downloads() const { return downloads_.load(); }
 
  private:
   cudaStream_t stream_;
+  std::atomic<int64_t> downloads_{0};
   int device_ = 0;
 };
 

@@ -19,6 +19,7 @@ struct StepTiming {
   double step_s = 0;
   double per_s = 0;         // tokens or samples of the global batch per second
   uint64_t comm_bytes = 0;  // sent by this worker during the step
+  int64_t host_syncs = -1;  // the device's waits for the host in the step (kernels::Backend::host_syncs); -1: uncounted
 };
 
 // loss and grad_norm (not for a step of training.skip_steps, which computes

@@ -16,6 +16,7 @@
 #include "meshtrain/core/stopwatch.hpp"
 #include "meshtrain/core/threads.hpp"
 #include "meshtrain/data/loader.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/kernels/gemm.hpp"
 #include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/kernels/gemm_bf16.hpp"
@@ -325,6 +326,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
                         .moe = moe_->active() ? &*moe_ : nullptr,
                         .guard = guard_.window().enabled() ? &guard_ : nullptr};
   const int64_t first_step = step;
+  const kernels::Backend& device = kernels::backend_for(model_->store().device());  // counts host syncs
   double checkpoint_s = 0;  // the last iteration's save
   while (step < last_step_) {
     const auto t0 = Clock::now();
@@ -332,13 +334,15 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     loader_->next_batch(batch_);
     const double data_s = seconds_since(t0);
     const uint64_t sent_before = workers_.bytes_sent();
+    const int64_t syncs_before = device.host_syncs();
     const StepResult r = guard_.skips_step(step + 1) ? skipped_step(step) : run_train_step(ctx, batch_, step);
+    const int64_t syncs = device.host_syncs() - syncs_before;
     ++step;
     if (r.skipped) note_skipped(step, r);
     if (comm::flight::take_flip_bit(step)) flip_parameter_bit(model_->store());  // a testing knob's corruption
     if (tc.check_replicas_every > 0 && step % tc.check_replicas_every == 0)
       check_replicas(model_->store(), workers_, step);
-    StepTiming timing{.comm_bytes = workers_.bytes_sent() - sent_before};
+    StepTiming timing{.comm_bytes = workers_.bytes_sent() - sent_before, .host_syncs = syncs_before < 0 ? -1 : syncs};
     check_memory_peak(tc.max_memory_mb, step);
     timing.step_s = seconds_since(t0);
     timing.per_s = reporter_->step_done(step, r.loss, batch_.batch_size * workers_.data_size(), timing.step_s);
@@ -381,6 +385,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
     rec["comm_exposed_ms"] = r.comm.exposed_s * 1e3;
   }
   if (machinery_.sync) add_overlap_fields(rec, r.comm);
+  if (timing.host_syncs >= 0) rec["host_syncs"] = timing.host_syncs;
   add_memory_peaks(rec);
   rec.update(ranks);
   reporter_->record(rec);

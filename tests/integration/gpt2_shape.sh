@@ -33,6 +33,7 @@ eval_every = 0
 eval_batches = 1
 precision = "bf16"
 attention = "flash"
+peak_tflops = 0.5
 out_dir = "$WORK/run"
 [checkpoint]
 every = 0
@@ -42,11 +43,19 @@ TOML
 d=768; want=$(( 50257 * d + 64 * d + 2 * (12 * d * d + 13 * d) + 2 * d ))
 grep -q "model gpt: $want parameters" train.log || { head -3 train.log; fail "expected $want parameters"; }
 grep -q "attention: flash" train.log || fail "the setup does not name flash attention"
+grep -q "mfu: model FLOPs against 0.5 TFLOP/s a device (training.peak_tflops)" train.log || fail "no mfu line"
 python3 - "$WORK/run/metrics.jsonl" <<'PY'
 import json, math, sys
 losses = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r]
 assert len(losses) == 3 and all(math.isfinite(l) for l in losses), losses
 assert abs(losses[0] - math.log(50257)) < 0.3, f"first loss {losses[0]:.3f}, ln(50257) = {math.log(50257):.3f}"
+# mfu: the model FLOPs of a token (6 N + 12 L d T, N the products' parameters) at the step's
+# tokens/s over training.peak_tflops = 0.5.
+L, d, T, V = 2, 768, 64, 50257
+for r in (r for r in map(json.loads, open(sys.argv[1])) if "loss" in r):
+    assert r["flop_per_token"] == 6 * (12 * L * d * d + V * d) + 12 * L * d * T, r["flop_per_token"]
+    want = r["tokens_per_s"] * r["flop_per_token"] / 0.5e12
+    assert abs(r["mfu"] - want) <= 1e-9 * want, (r["mfu"], want)
 print("losses", " ".join(f"{l:.4f}" for l in losses))
 PY
 "$MESHTRAIN" eval "$WORK/run/checkpoints" --batches 1 --json --logits logits.safetensors > eval.json || fail "eval"

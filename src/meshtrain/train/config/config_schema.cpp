@@ -77,8 +77,9 @@ constexpr double kMaxInt = 9007199254740992.0;  // 2^53: exact in a double
         [](JobConfig& c) -> void* { return &c.SEC.KEY; }, enum_access<decltype(JobConfig::SEC.KEY)>() \
   }
 
-const std::vector<Field>& fields() {
-  static const std::vector<Field> table = {
+// [model]
+std::vector<Field> model_fields() {
+  return {
       MT_ENUM(model, kind, "model family"),
       MT_FIELD(model, n_layer, Int, closed(1, 1024), "transformer blocks (gpt, vit)"),
       MT_FIELD(model, n_embd, Int, closed(1, 65536), "width C (gpt, vit)"),
@@ -102,6 +103,12 @@ const std::vector<Field>& fields() {
       MT_FIELD(model, init_from, String, {},
                "start from these parameters: a Hugging Face GPT-2 directory or safetensors file, or a meshtrain "
                "checkpoint; empty: random"),
+  };
+}
+
+// [data]
+std::vector<Field> data_fields() {
+  return {
       MT_ENUM(data, kind, "dataset kind"),
       MT_FIELD(data, path, String, {}, "text file, or Fashion-MNIST directory (empty: Debian's)"),
       MT_FIELD(data, val_fraction, Float, left_open(0, 0.5),
@@ -119,6 +126,12 @@ const std::vector<Field>& fields() {
               "training order: random (a shuffle per epoch) or sequential (global step s takes windows [s*G, (s+1)*G), "
               "G = data ranks x batch_size, data rank r the r-th batch_size of them; window i starts at token i x "
               "block_size)"),
+  };
+}
+
+// [training]
+std::vector<Field> training_fields() {
+  return {
       MT_FIELD(training, batch_size, Int, closed(1, 1 << 24), "samples per step on each device"),
       MT_FIELD(training, steps, Int, closed(1, kMaxInt), "optimizer steps in the run"),
       MT_FIELD(training, seed, Int, closed(0, kMaxInt), "seed of parameter initialization"),
@@ -129,6 +142,9 @@ const std::vector<Field>& fields() {
       MT_FIELD(training, out_dir, String, {}, "run directory (metrics, checkpoints)"),
       MT_FIELD(training, max_memory_mb, Float, closed(0, 1 << 30),
                "per-rank memory limit in MiB, checked before training and after each step; 0: none"),
+      MT_FIELD(training, peak_tflops, Float, closed(0, 1e6),
+               "one device's peak TFLOP/s at the job's precision, which the metrics' mfu divides by; 0: the GPU's "
+               "datasheet figure where meshtrain knows it (H100/H200 989.4 bf16, 66.9 fp32), no mfu on a CPU"),
       MT_ENUM(training, recompute,
               "activation recomputation: selective (attention's probabilities) or full (a block keeps its input)"),
       MT_ENUM(training, precision,
@@ -152,6 +168,12 @@ const std::vector<Field>& fields() {
                "> 0: every this many steps, compare a hash of each tensor across the workers holding replicas of "
                "it (silent data corruption) and stop naming the worker and tensor on a mismatch; not with ZeRO-3 "
                "(no replicas); 0: off"),
+  };
+}
+
+// [optimizer]
+std::vector<Field> optimizer_fields() {
+  return {
       MT_ENUM(optimizer, name, "optimizer"),
       MT_FIELD(optimizer, lr, Float, left_open(0, 10), "base learning rate"),
       MT_FIELD(optimizer, weight_decay, Float, closed(0, 10), "decoupled weight decay"),
@@ -162,15 +184,33 @@ const std::vector<Field>& fields() {
       MT_FIELD(optimizer, nesterov, Bool, {}, "Nesterov momentum (sgd)"),
       MT_FIELD(optimizer, trust_coefficient, Float, left_open(0, 10), "LARS trust coefficient"),
       MT_FIELD(optimizer, grad_clip, Float, closed(0, 1e9), "max global gradient norm; 0: off"),
+  };
+}
+
+// [schedule]
+std::vector<Field> schedule_fields() {
+  return {
       MT_FIELD(schedule, warmup_steps, Int, closed(0, kMaxInt), "linear warmup steps"),
       MT_ENUM(schedule, decay, "decay after warmup"),
       MT_FIELD(schedule, min_lr_ratio, Float, closed(0, 1), "final lr as a share of the peak"),
       MT_ENUM(schedule, scale_rule, "lr scaling by global batch"),
       MT_FIELD(schedule, reference_batch, Int, closed(0, 1 << 30), "batch lr was tuned for; 0: per-device batch"),
+  };
+}
+
+// [checkpoint]
+std::vector<Field> checkpoint_fields() {
+  return {
       MT_FIELD(checkpoint, dir, String, {}, "checkpoint directory; empty: <out_dir>/checkpoints"),
       MT_FIELD(checkpoint, every, Int, closed(0, kMaxInt), "steps between checkpoints; 0: at the end"),
       MT_FIELD(checkpoint, keep, Int, closed(1, 1 << 20), "complete checkpoints to keep"),
       MT_FIELD(checkpoint, async, Bool, {}, "write checkpoints on a thread while training goes on"),
+  };
+}
+
+// [metrics]
+std::vector<Field> metrics_fields() {
+  return {
       MT_FIELD(metrics, path, String, {}, "JSONL metrics file; empty: <out_dir>/metrics.jsonl"),
       MT_FIELD(metrics, tensorboard, Bool, {},
                "also write the metrics as TensorBoard scalars to <out_dir>/tb (worker 0 and evaluators)"),
@@ -180,6 +220,12 @@ const std::vector<Field>& fields() {
                "> 0: the lead worker serves /metrics (Prometheus text format) and /healthz on this port; 0: off"),
       MT_FIELD(metrics, prometheus_address, String, {},
                "address the Prometheus endpoint listens on (default loopback; 0.0.0.0: every interface)"),
+  };
+}
+
+// [parallel]
+std::vector<Field> parallel_fields() {
+  return {
       MT_ENUM(parallel, data, "data parallelism: none, synchronous all-reduce, or asynchronous parameter servers"),
       MT_ENUM(parallel, all_reduce, "gradient all-reduce algorithm (data = allreduce)"),
       MT_FIELD(parallel, zero_stage, Int, closed(0, 3),
@@ -236,6 +282,17 @@ const std::vector<Field>& fields() {
                "`meshtrain run`: time the workers get to checkpoint and exit after a preemption (SIGTERM, SIGUSR1) "
                "before SIGKILL; a failed peer's survivors get 5 s"),
   };
+}
+
+// Every key, section by section, in the order the key listings print them.
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = [] {
+    std::vector<Field> all;
+    for (auto section : {model_fields, data_fields, training_fields, optimizer_fields, schedule_fields,
+                         checkpoint_fields, metrics_fields, parallel_fields})
+      for (Field& f : section()) all.push_back(std::move(f));
+    return all;
+  }();
   return table;
 }
 #undef MT_FIELD

@@ -88,6 +88,7 @@ struct TrainingSection {
   int64_t eval_batches = 20;
   std::string out_dir = "runs/default";
   double max_memory_mb = 0;  // per-rank limit on tracked memory; 0: none
+  double peak_tflops = 0;    // one device's peak for the metrics' mfu; 0: a GPU's datasheet figure, none on a CPU
   nn::Recompute recompute = nn::Recompute::None;
   Precision precision = Precision::Fp32;  // the matrix products' operands (core/precision.hpp)
   kernels::AttentionKernel attention = kernels::AttentionKernel::Auto;  // kernels/attention_kernel.hpp

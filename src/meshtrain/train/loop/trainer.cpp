@@ -147,6 +147,7 @@ class SyncTrainer {
   StepMachinery machinery_;
   std::optional<MoeBalancing> moe_;  // the MoE layers' balancing and routing report
   const ThroughputUnit unit_;
+  const double peak_tflops_;  // one device's, for mfu (training_device.hpp); 0: no mfu
   const size_t predicted_activations_;  // the formula's bytes (memory_budget.hpp); 0: not predicted
   const bool lead_;
   std::FILE* out_;  // the lead's report stream; null on the others
@@ -176,6 +177,7 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, c
                                                    workers_.expert_group(), &config.training,
                                                    check_device_job(device, config, workers_.workers())))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
+      peak_tflops_(device_peak_tflops(device, config.training)),
       predicted_activations_(predict_activations(config.model, config.parallel, config.training)),
       lead_(workers_.is_lead()),
       out_(lead_ ? options.out : nullptr),
@@ -276,6 +278,9 @@ void SyncTrainer::print_setup() const {
                  "attention: %s); fp32 master weights, gradients and optimizer state\n",
                  kernels::gemm_bf16_backend_name(),
                  flash ? "oneDNN on flash blocks" : kernels::attention_bf16_products_name());
+  if (peak_tflops_ > 0)
+    std::fprintf(out_, "mfu: model FLOPs against %.4g TFLOP/s a device (%s)\n", peak_tflops_,
+                 config_.training.peak_tflops > 0 ? "training.peak_tflops" : "the GPU's datasheet, dense");
   if (flash)
     std::fprintf(out_, "attention: flash (blocks with an online softmax: keeps each row's log-sum-exp, not the "
                        "(B, heads, T, T) probabilities)\n");
@@ -377,7 +382,10 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
   add_step_fields(rec, r);
   if (skipped_steps_ || guard_.window().enabled()) rec["skipped_steps"] = skipped_steps_;
   rec[unit_.metric] = timing.per_s;
-  rec["gflop_per_s"] = timing.per_s * model_->flops_per_sample() / 1e9;  // per prediction (token or image)
+  rec[unit_.flop_metric] = model_->flops_per_sample();  // model FLOPs per prediction (token or image)
+  rec["gflop_per_s"] = timing.per_s * model_->flops_per_sample() / 1e9;
+  if (peak_tflops_ > 0)  // model FLOPs utilisation: the whole job's over all its devices' peak
+    rec["mfu"] = timing.per_s * model_->flops_per_sample() / (peak_tflops_ * 1e12 * workers_.workers());
   rec["effective_lr"] = step_.base_lr;  // peak lr after the scaling rule
   if (workers_.workers() > 1) {
     add_layout_fields(rec, workers_.mesh(), step_.zero_stage);

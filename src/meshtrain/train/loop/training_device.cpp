@@ -3,6 +3,7 @@
 #include "meshtrain/comm/bootstrap/launch_env.hpp"
 #include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/device_peak.hpp"
 #include "meshtrain/kernels/device_probe.hpp"
 
 namespace meshtrain {
@@ -28,6 +29,12 @@ const Device& check_device_job(const Device& device, const JobConfig& config, in
   if (config.optimizer.name != OptimizerKind::AdamW)
     refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");
   return device;
+}
+
+double device_peak_tflops(const Device& device, const TrainingSection& training) {
+  if (training.peak_tflops > 0) return training.peak_tflops;
+  if (device.kind != DeviceKind::Cuda) return 0;
+  return kernels::known_peak_tflops(kernels::open_cuda_device(device).name, training.precision);
 }
 
 }  // namespace meshtrain

@@ -19,4 +19,9 @@ Device open_training_device(const TrainingSection& training);
 // docs/gpu.md); ConfigError (exit status 3) naming what stands in the way.
 const Device& check_device_job(const Device& device, const JobConfig& config, int64_t workers);
 
+// The peak TFLOP/s the metrics' mfu divides by: training.peak_tflops when
+// set, else a GPU's datasheet figure at training.precision
+// (kernels/device_peak.hpp); 0 (no mfu) where neither is known.
+double device_peak_tflops(const Device& device, const TrainingSection& training);
+
 }  // namespace meshtrain

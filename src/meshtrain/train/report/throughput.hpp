@@ -8,13 +8,14 @@
 namespace meshtrain {
 
 struct ThroughputUnit {
-  int64_t per_sample = 1;                // predictions per sample
-  const char* unit = "samples/s";        // in progress lines
-  const char* metric = "samples_per_s";  // the metrics record's key
+  int64_t per_sample = 1;                     // predictions per sample
+  const char* unit = "samples/s";             // in progress lines
+  const char* metric = "samples_per_s";       // the metrics record's key
+  const char* flop_metric = "flop_per_sample";  // the key of the model FLOPs per prediction (mfu's count)
 };
 
 inline ThroughputUnit throughput_unit(DataKind data, int64_t block_size) {
-  if (data == DataKind::Text || data == DataKind::Tokens) return {block_size, "tok/s", "tokens_per_s"};
+  if (data == DataKind::Text || data == DataKind::Tokens) return {block_size, "tok/s", "tokens_per_s", "flop_per_token"};
   return {};
 }
 

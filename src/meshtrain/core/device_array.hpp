@@ -7,9 +7,9 @@
 // reallocates to grow, and share() lets every block of a model keep its
 // internals in one set of arrays (activation recomputation, nn/recompute.hpp).
 //
-// On the CPU the memory is the CPU backend's (64-byte aligned, huge pages for
-// large arrays, counted in MemoryTracker::global()): the same memory an
-// AlignedBuffer gets, so the CPU's kernels see what they saw before.
+// On the CPU the memory is the CPU backend's, host_memory() (64-byte
+// aligned, huge pages for large arrays, counted in MemoryTracker::global()):
+// an AlignedBuffer is this array on that memory with element access.
 #include <cstddef>
 #include <span>
 #include <utility>

@@ -4,11 +4,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <new>
 
-#include "meshtrain/core/huge_pages.hpp"
+#include "meshtrain/core/host_memory.hpp"
 #include "meshtrain/kernels/adamw.hpp"
 #include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/kernels/backend.hpp"
@@ -26,25 +23,10 @@
 namespace meshtrain::kernels {
 namespace {
 
-class HostMemory final : public DeviceAllocator {
- public:
-  void* allocate(size_t bytes) override {
-    void* p = allocate_aligned(bytes);
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  void release(void* p) noexcept override { std::free(p); }
-  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
-  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  std::string name() const override { return "cpu"; }
-  MemoryTracker& tracker() override { return MemoryTracker::global(); }
-};
-
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return {}; }
-  DeviceAllocator& allocator() override { return memory_; }
+  DeviceAllocator& allocator() override { return host_memory(); }  // aligned, huge pages (core/host_memory.hpp)
 
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
                        int64_t C) override {
@@ -221,7 +203,6 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  HostMemory memory_;
 };
 
 // The thread rule of a linear layer's backward lives here, with the

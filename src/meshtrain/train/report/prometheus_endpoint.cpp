@@ -321,62 +321,106 @@ std::string PrometheusEndpoint::metrics_text() const {
   return out;
 }
 
+std::string PrometheusEndpoint::healthz_response(bool head) const {
+  const auto now = Clock::now();
+  double age = 0, limit = 0;
+  {
+    std::lock_guard lock(mutex_);
+    age = heartbeat_age_locked(now);
+    limit = health_limit_locked();
+  }
+  if (age <= limit) return http_response(200, "OK", kTextPlain, "ok\n", head);
+  char body[160];
+  std::snprintf(body, sizeof body, "stalled: the training loop made no progress for %.1f s (limit %.0f s)\n", age,
+                limit);
+  return http_response(503, "Service Unavailable", kTextPlain, body, head);
+}
+
+std::string PrometheusEndpoint::response_to(const std::string& request) const {
+  const std::string line = request.substr(0, request.find('\n'));
+  char method[16] = {}, target[2048] = {}, version[16] = {};
+  const bool parsed = std::sscanf(line.c_str(), "%15s %2047s %15s", method, target, version) == 3 &&
+                      std::strncmp(version, "HTTP/1.", 7) == 0;
+  if (!parsed) return http_response(400, "Bad Request", kTextPlain, "bad request\n", false);
+  const bool head = std::strcmp(method, "HEAD") == 0;
+  if (!head && std::strcmp(method, "GET") != 0)
+    return http_response(405, "Method Not Allowed", kTextPlain, "method not allowed\n", false, "Allow: GET, HEAD\r\n");
+  std::string path = target;
+  path = path.substr(0, path.find('?'));
+  if (path == "/metrics")
+    return http_response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", metrics_text(), head);
+  if (path == "/healthz") return healthz_response(head);
+  return http_response(404, "Not Found", kTextPlain, "not found: this endpoint serves /metrics and /healthz\n", head);
+}
+
+namespace {
+
+// Takes the connections waiting on the listening socket, up to kMaxClients in all.
+void accept_clients(int listen_fd, std::list<Client>& clients) {
+  while (clients.size() < kMaxClients) {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, or a connection that went away; the next poll tells
+    Client& c = clients.emplace_back();
+    c.fd = fd;
+    c.deadline = Clock::now() + kClientTime;
+  }
+}
+
+// Reads what a reading (or lingering) client sent; once its request head is
+// complete (or too long) sets its answer from `respond` and starts writing.
+// False: the client is gone (or, lingering, closed after reading the answer).
+template <class Respond>
+bool read_from(Client& c, const Respond& respond) {
+  char buf[4096];
+  const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return false;
+  if (n > 0 && c.phase == Client::Phase::Reading) {
+    c.in.append(buf, size_t(n));
+    const size_t end = head_end(c.in);
+    if (end != std::string::npos || c.in.size() > kMaxRequestBytes) {
+      c.out = end == std::string::npos || end > kMaxRequestBytes
+                  ? http_response(431, "Request Header Fields Too Large", kTextPlain, "request too large\n", false)
+                  : respond(c.in);
+      c.in.clear();
+      c.phase = Client::Phase::Writing;
+    }
+  }
+  return true;
+}
+
+// Sends what the socket takes of a writing client's answer; once all of it
+// is sent, lingers. False: the connection failed.
+bool write_to(Client& c) {
+  while (c.sent < c.out.size()) {
+    const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    c.sent += size_t(n);
+  }
+  // Answered: let the client close first, so closing with its unread bytes
+  // does not reset the connection under the answer.
+  shutdown(c.fd, SHUT_WR);
+  c.phase = Client::Phase::Lingering;
+  c.deadline = std::min(c.deadline, Clock::now() + kLingerTime);
+  return true;
+}
+
+}  // namespace
+
 void PrometheusEndpoint::serve() {
   std::list<Client> clients;
   std::vector<pollfd> fds;
   std::vector<Client*> polled;
-  const auto drop = [&](std::list<Client>::iterator it) {
-    close_quietly(it->fd);
-    return clients.erase(it);
-  };
-  // Answers a complete request head (or an oversized one).
-  const auto answer = [&](Client& c, bool too_long) {
-    if (too_long) {
-      c.out = http_response(431, "Request Header Fields Too Large", kTextPlain, "request too large\n", false);
-      return;
-    }
-    const std::string line = c.in.substr(0, c.in.find('\n'));
-    char method[16] = {}, target[2048] = {}, version[16] = {};
-    const bool parsed = std::sscanf(line.c_str(), "%15s %2047s %15s", method, target, version) == 3 &&
-                        std::strncmp(version, "HTTP/1.", 7) == 0;
-    if (!parsed) {
-      c.out = http_response(400, "Bad Request", kTextPlain, "bad request\n", false);
-      return;
-    }
-    const bool head = std::strcmp(method, "HEAD") == 0;
-    if (!head && std::strcmp(method, "GET") != 0) {
-      c.out = http_response(405, "Method Not Allowed", kTextPlain, "method not allowed\n", false,
-                            "Allow: GET, HEAD\r\n");
-      return;
-    }
-    std::string path = target;
-    path = path.substr(0, path.find('?'));
-    if (path == "/metrics") {
-      c.out = http_response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", metrics_text(), head);
-    } else if (path == "/healthz") {
-      const auto now = Clock::now();
-      double age = 0, limit = 0;
-      {
-        std::lock_guard lock(mutex_);
-        age = heartbeat_age_locked(now);
-        limit = health_limit_locked();
-      }
-      if (age <= limit) {
-        c.out = http_response(200, "OK", kTextPlain, "ok\n", head);
-      } else {
-        char body[160];
-        std::snprintf(body, sizeof body, "stalled: the training loop made no progress for %.1f s (limit %.0f s)\n",
-                      age, limit);
-        c.out = http_response(503, "Service Unavailable", kTextPlain, body, head);
-      }
-    } else {
-      c.out = http_response(404, "Not Found", kTextPlain, "not found: this endpoint serves /metrics and /healthz\n",
-                            head);
-    }
-  };
+  const auto respond = [this](const std::string& request) { return response_to(request); };
   for (;;) {
     const auto now = Clock::now();
-    for (auto it = clients.begin(); it != clients.end();) it = it->deadline <= now ? drop(it) : std::next(it);
+    for (auto it = clients.begin(); it != clients.end();) {
+      if (it->deadline > now) {
+        ++it;
+        continue;
+      }
+      close_quietly(it->fd);
+      it = clients.erase(it);
+    }
     fds.clear();
     polled.clear();
     fds.push_back({stop_pipe_[0], POLLIN, 0});
@@ -397,55 +441,16 @@ void PrometheusEndpoint::serve() {
     }
     if (fds[0].revents) break;  // the destructor
     const size_t first_client = accepting ? 2 : 1;
-    if (accepting && (fds[1].revents & POLLIN)) {
-      while (clients.size() < kMaxClients) {
-        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;  // EAGAIN, or a connection that went away; the next poll tells
-        Client& c = clients.emplace_back();
-        c.fd = fd;
-        c.deadline = Clock::now() + kClientTime;
-      }
-    }
+    if (accepting && (fds[1].revents & POLLIN)) accept_clients(listen_fd_, clients);
     for (size_t i = first_client; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
       Client& c = *polled[i - first_client];
-      bool done = false;
-      if (c.phase == Client::Phase::Reading || c.phase == Client::Phase::Lingering) {
-        char buf[4096];
-        const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-          done = true;  // gone (or, lingering, closed after reading the answer)
-        } else if (n > 0 && c.phase == Client::Phase::Reading) {
-          c.in.append(buf, size_t(n));
-          const size_t end = head_end(c.in);
-          if (end != std::string::npos || c.in.size() > kMaxRequestBytes) {
-            answer(c, end == std::string::npos || end > kMaxRequestBytes);
-            c.in.clear();
-            c.phase = Client::Phase::Writing;
-          }
-        }
-      }
-      if (c.phase == Client::Phase::Writing && !done) {
-        while (c.sent < c.out.size()) {
-          const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
-          if (n < 0) {
-            done = errno != EAGAIN && errno != EINTR;
-            break;
-          }
-          c.sent += size_t(n);
-        }
-        if (!done && c.sent == c.out.size()) {
-          // Answered: let the client close first, so closing with its unread
-          // bytes does not reset the connection under the answer.
-          shutdown(c.fd, SHUT_WR);
-          c.phase = Client::Phase::Lingering;
-          c.deadline = std::min(c.deadline, Clock::now() + kLingerTime);
-        }
-      }
-      if (done) c.deadline = Clock::time_point::min();  // dropped at the top of the loop
+      bool alive = c.phase == Client::Phase::Writing || read_from(c, respond);
+      if (alive && c.phase == Client::Phase::Writing) alive = write_to(c);
+      if (!alive) c.deadline = Clock::time_point::min();  // dropped at the top of the loop
     }
   }
-  for (auto it = clients.begin(); it != clients.end();) it = drop(it);
+  for (Client& c : clients) close_quietly(c.fd);
 }
 
 std::unique_ptr<PrometheusEndpoint> open_prometheus_endpoint(const MetricsSection& metrics,

@@ -110,6 +110,9 @@ class PrometheusEndpoint {
   double heartbeat_age_locked(std::chrono::steady_clock::time_point now) const;
   double health_limit_locked() const;
   void serve();
+  // The answer to a complete request head: /metrics, /healthz, or an error status.
+  std::string response_to(const std::string& request) const;
+  std::string healthz_response(bool head) const;  // 200 "ok", or 503 naming the stall
 
   const PrometheusOptions options_;
   int port_ = 0;

@@ -43,6 +43,42 @@ bench_torch_version() {
   "$1" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo "${2-}"
 }
 
+# bench_config NAME: the benchmark config NAME (examples/gpt-bench-NAME.toml): sets L D H C (layers,
+# width, heads, context), B (its batch per process), V (vocabulary), PREC (its training.precision,
+# which the peers match with --precision) and toml. a and b are the small fp32 configs on KJV bytes;
+# gpt2 is GPT-2 small's shape in bf16 on GPT-2-sized random token ids (bench_gpt2_tokens).
+bench_config() {
+  case "$1" in
+    a) read -r L D H C B V PREC <<< "4 256 4 128 8 256 fp32" ;;
+    b) read -r L D H C B V PREC <<< "6 384 6 256 8 256 fp32" ;;
+    gpt2) read -r L D H C B V PREC <<< "12 768 12 1024 4 50257 bf16"; bench_gpt2_tokens ;;
+    *) echo "CONFIG must be a, b or gpt2"; exit 2 ;;
+  esac
+  toml="examples/gpt-bench-$1.toml"
+}
+
+# bench_gpt2_tokens: data/bench-gpt2.bin, the token file examples/gpt-bench-gpt2.toml reads: 4M random
+# ids below 50257 (uint16, a fixed seed), written once.
+bench_gpt2_tokens() {
+  local f="$root/data/bench-gpt2.bin"
+  [ -s "$f" ] && return
+  mkdir -p "$root/data"
+  "${BENCH_PY:-python3}" -c 'import array, random, sys
+r = random.Random(5)
+array.array("H", (r.randrange(50257) for _ in range(4_000_000))).tofile(open(sys.argv[1], "wb"))' "$f"
+}
+
+# bench_bf16_peak FILE: measures this machine's bf16 GEMM rate (build/bench/bench_gemm --bf16-peak, square
+# 2048), prints its line and keeps it in FILE; sets bf16_peak_1 and bf16_peak_2 (GFLOP/s on 1 and on 2
+# threads; empty where the tool is missing). The physical limit a bf16 run is measured against.
+bench_bf16_peak() {
+  bf16_peak_1="" bf16_peak_2=""
+  [ -x "$root/build/bench/bench_gemm" ] || { echo "bf16 GEMM rate: n/a (no build/bench/bench_gemm)"; return; }
+  "$root/build/bench/bench_gemm" --bf16-peak | tee "$1"
+  bf16_peak_1=$(grep -o "1 thread [0-9.]*" "$1" | grep -o "[0-9.]*$")
+  bf16_peak_2=$(grep -o "2 threads [0-9.]*" "$1" | grep -o "[0-9.]*$")
+}
+
 # bench_record JSON [KEY=VALUE | KEY:=INTEGER]...: appends JSON to $results with those keys set, in
 # that order (a key JSON already has keeps its place).
 bench_record() {

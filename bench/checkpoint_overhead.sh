@@ -16,7 +16,7 @@
 #   extra seconds per checkpoint / (50 x median step time without checkpoints)
 # Results: bench/RESULTS.md, row 23 (bench/log/07-checkpoint-overhead.md). ~6 min with the defaults.
 #
-# Knobs: CONFIG [b] STEPS [60] EVERY [20] SKIP [5] MODES ["none async sync"]
+# Knobs: CONFIG [b] (a, b or gpt2) STEPS [60] EVERY [20] SKIP [5] MODES ["none async sync"]
 #   MESHTRAIN [build/src/meshtrain/meshtrain] OUT [bench/out/checkpoint] IDLE_WAIT [120] IDLE_PCT [10]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +26,8 @@ MODES="${MODES:-none async sync}"
 MESHTRAIN="${MESHTRAIN:-$root/build/src/meshtrain/meshtrain}"
 OUT="${OUT:-$root/bench/out/checkpoint}"
 IDLE_WAIT="${IDLE_WAIT:-120}" IDLE_PCT="${IDLE_PCT:-10}"
-source bench/idle.sh
+source bench/bench_lib.sh  # (sources bench/idle.sh)
+[[ " $CONFIG " == *" gpt2 "* ]] && bench_gpt2_tokens  # the token file examples/gpt-bench-gpt2.toml reads
 mkdir -p "$OUT"
 echo "checkpoint overhead: $(date -u +%Y-%m-%dT%H:%M:%SZ), config $CONFIG, 2 workers x 1 thread, $STEPS steps," \
      "checkpoint every $EVERY, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -15,7 +15,7 @@
 #   * PyTorch 1 process x 1 thread without DDP (bench/peers/torch_gpt.py), for
 #     PyTorch's own scaling (PEERS without torch1 skips it)
 # and prints global tokens/s (median over the timed steps), GFLOP/s (FLOPs per
-# token = 6*N + 12*L*d*ctx, N = 12*L*d^2 + (256+ctx)*d) and the ratios
+# token = 6*N + 12*L*d*ctx, N = 12*L*d^2 + (V+ctx)*d, V the vocabulary) and the ratios
 #   meshtrain 2x1 / meshtrain 1x1     (target >= 1.9x)
 #   meshtrain 2x1 / best DDP 2x1      (target >= 1.5x)
 # Results: bench/RESULTS.md, rows 18-19 (every run: bench/log/04-data-parallelism.md). Runtime with the
@@ -24,7 +24,8 @@
 # 1x1 run), plus the waits for idle CPUs.
 #
 # Knobs (defaults in brackets):
-#   CONFIG [b]  THREADS [1]  PEERS ["meshtrain ddp torch1"]
+#   CONFIG [b] a, b or gpt2 (GPT-2 small's shape: examples/gpt-bench-gpt2.toml, bench_config)
+#   THREADS [1]  PEERS ["meshtrain ddp torch1"]
 #   MT_STEPS [16] meshtrain --training.steps   MT_SKIP [5] first steps not counted
 #   MT_TRANSPORTS [shm]   MT_BUCKET_MB [25] --parallel.bucket_mb   MT_ALGO [auto] --parallel.all_reduce
 #   STEPS [12] timed PyTorch steps   WARMUP [3]   COMPILE_WARMUP [4] (includes compilation)
@@ -57,13 +58,8 @@ OUT="${OUT:-$root/bench/out/data_parallel}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 IDLE_PCT="${IDLE_PCT:-10}"
 
-case "$CONFIG" in
-  a) read -r L D H C B <<< "4 256 4 128 8" ;;
-  b) read -r L D H C B <<< "6 384 6 256 8" ;;
-  *) echo "CONFIG must be a or b"; exit 2 ;;
-esac
-toml="examples/gpt-bench-$CONFIG.toml"
 source bench/bench_lib.sh
+bench_config "$CONFIG"
 bench_threads "$THREADS"
 bench_results
 
@@ -83,7 +79,7 @@ run_meshtrain() {
   bench_mt_cmd "$nproc" "$transport" "${train[@]}" "${dp[@]}"
   bench_run "$label" "$dir/log" "${mt_cmd[@]}" || return
   local line
-  line="$(bench_mt_metrics "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C")" || { echo "    no metrics"; return; }
+  line="$(bench_mt_metrics "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" "vocab=$V")" || { echo "    no metrics"; return; }
   bench_record "$line" "runner=$label"
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])
 extra = "" if "comm_ms" not in r else ", comm busy %.0f ms/step, exposed %.0f ms, hidden %.0f%%" % (r["comm_ms"], r["comm_exposed_ms"], 100*(r["hidden_median"] or 0))
@@ -102,7 +98,7 @@ run_torch() {
   fi
 }
 
-mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$TORCH_WAIT" sdpa)
+mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$TORCH_WAIT" sdpa; printf "%s\n" --vocab-size "$V" --precision "$PREC")
 for p in $PEERS; do
   case "$p" in
     meshtrain)
@@ -125,10 +121,10 @@ for p in $PEERS; do
 done
 
 echo
-python3 - "$results" "$CONFIG" "$THREADS" <<'EOF'
+python3 - "$results" "$CONFIG" "$THREADS" "$B" "$PREC" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-cfg, t = sys.argv[2].upper(), sys.argv[3]
+cfg, t, batch, prec = sys.argv[2].upper(), sys.argv[3], sys.argv[4], sys.argv[5]
 by = {r["runner"]: r for r in rows}
 mt1 = by.get("meshtrain-1x" + t)
 mt2 = [r for r in rows if r["runner"].startswith("meshtrain-2x")]
@@ -147,7 +143,7 @@ def name(r):
     if n.startswith("meshtrain-2x"):
         return "meshtrain 2x%s (%s)" % (t, n.rsplit("-", 1)[1])
     return n
-print("config %s, per-worker batch 8, %s thread(s) per worker" % (cfg, t))
+print("config %s, per-worker batch %s, %s thread(s) per worker, %s" % (cfg, batch, t, prec))
 print("| runner | tokens/s (global) | per-step min-max | GFLOP/s | meshtrain 2x%s / runner |" % t)
 print("|---|---|---|---|---|")
 main = next((r for r in mt2 if r["runner"].endswith("-shm")), mt2[0] if mt2 else None)

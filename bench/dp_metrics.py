@@ -11,8 +11,9 @@ communication, 1 - exposed/busy: its median over steps ("hidden_median") and
 the pooled ratio 1 - sum(exposed)/sum(busy) ("hidden_pooled"), and, where the
 records carry it, comm_bytes (bytes the rank sent plus received in collectives
 in the step; bench/zero.sh compares it across ZeRO stages). GFLOP/s uses
-FLOPs per token = 6*N + 12*L*d*ctx, N = 12*L*d^2 + (256+ctx)*d (as
-bench/peers/torch_gpt.py). Extra key=value pairs are copied into the line.
+FLOPs per token = 6*N + 12*L*d*ctx, N = 12*L*d^2 + (V+ctx)*d (as
+bench/peers/torch_gpt.py; V = 256, or the pair vocab=V). Extra key=value
+pairs are copied into the line.
 """
 import json
 import statistics
@@ -23,6 +24,7 @@ def main():
     path, skip = sys.argv[1], int(sys.argv[2])
     L, d, ctx = map(int, sys.argv[3:6])
     extra = dict(kv.split("=", 1) for kv in sys.argv[6:])
+    vocab = int(extra.pop("vocab", 256))
     rows = []
     with open(path) as f:
         for ln in f:
@@ -36,7 +38,7 @@ def main():
     if not timed:
         sys.exit("no metric lines with tokens_per_s in " + path)
     med = lambda k: statistics.median(r[k] for r in timed) if all(k in r for r in timed) else None
-    n = 12 * L * d * d + (256 + ctx) * d
+    n = 12 * L * d * d + (vocab + ctx) * d
     fpt = 6 * n + 12 * L * d * ctx
     tps = med("tokens_per_s")
     out = {"tokens_per_s": round(tps, 1), "gflops": round(tps * fpt / 1e9, 2),

@@ -13,10 +13,10 @@
 # bench/log/02-gpt-throughput-fp32.md). Set up the peers first with bench/setup-venv.sh.
 #
 # Environment knobs (defaults in brackets):
-#   THREADS [2]  CONFIGS ["a b"]  PEERS ["eager compile debian meshtrain"]
-#   STEPS_A [30] STEPS_B [12]     timed steps for each PyTorch run
+#   THREADS [2]  CONFIGS ["a b"] (gpt2: GPT-2 small's shape in bf16, the peers too; bench_config)  PEERS ["eager compile debian meshtrain"]
+#   STEPS_A [30] STEPS_B [12] STEPS_GPT2 [4]  timed steps for each PyTorch run
 #   WARMUP [3]   COMPILE_WARMUP [4]  untimed steps first (compile: includes compilation)
-#   MT_STEPS_A [40] MT_STEPS_B [16]  meshtrain --training.steps
+#   MT_STEPS_A [40] MT_STEPS_B [16] MT_STEPS_GPT2 [8]  meshtrain --training.steps
 #   MT_SKIP [5]  meshtrain metric lines skipped before taking the median
 #   IDLE_WAIT [120] IDLE_PCT [10]  before each run, wait up to IDLE_WAIT s for
 #                the CPUs to be under IDLE_PCT % busy (other work skews figures)
@@ -36,10 +36,12 @@ CONFIGS="${CONFIGS:-a b}"
 PEERS="${PEERS:-eager compile debian meshtrain}"
 STEPS_A="${STEPS_A:-30}"
 STEPS_B="${STEPS_B:-12}"
+STEPS_GPT2="${STEPS_GPT2:-4}"
 WARMUP="${WARMUP:-3}"
 COMPILE_WARMUP="${COMPILE_WARMUP:-4}"
 MT_STEPS_A="${MT_STEPS_A:-40}"
 MT_STEPS_B="${MT_STEPS_B:-16}"
+MT_STEPS_GPT2="${MT_STEPS_GPT2:-8}"
 MT_SKIP="${MT_SKIP:-5}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 IDLE_PCT="${IDLE_PCT:-10}"
@@ -65,22 +67,19 @@ bench_threads "$THREADS"
 echo "gpt_throughput: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, threads=$THREADS," \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset: OpenBLAS picks its kernels itself>}"
 
-cfg_dims() {  # layers d heads ctx batch
-  case "$1" in
-    a) echo "4 256 4 128 8" ;;
-    b) echo "6 384 6 256 8" ;;
-    *) echo "unknown config $1" >&2; return 1 ;;
-  esac
+cfg_dims() {  # layers d heads ctx batch vocabulary precision (bench_config)
+  bench_config "$1" >&2 && echo "$L $D $H $C $B $V $PREC"
 }
 
 run_torch() {  # config runner python mode wait attn steps warmup
   local cfg="$1" runner="$2" py="$3" mode="$4" wait="$5" attn="$6" steps="$7" warm="$8"
-  read -r L D H C B < <(cfg_dims "$cfg")
+  read -r L D H C B V PREC < <(cfg_dims "$cfg")
   bench_need "$runner" "$py" "run bench/setup-venv.sh" || return
   local optim=""  # PyTorch 1.13's peer keeps its default optimizer
   [ "$runner" != "torch-1.13-eager" ] && optim="$TORCH_OPTIM"
   local model
-  mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$wait" "$attn" "$optim")
+  mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$wait" "$attn" "$optim"
+                       printf '%s\n' --vocab-size "$V" --precision "$PREC")
   if bench_run_peer "$runner" "$OUT/$cfg-$runner" "$py" "$PEER" "${model[@]}" --steps "$steps" --warmup "$warm" \
        --mode "$mode" --json; then
     echo "$peer_line" > "$OUT/$cfg-$runner.json"
@@ -98,19 +97,19 @@ run_meshtrain() {  # config steps
   if [ ! -f "$toml" ]; then
     echo "  meshtrain: SKIPPED: $toml not found"; return
   fi
-  read -r L D H C B < <(cfg_dims "$cfg")
+  read -r L D H C B V PREC < <(cfg_dims "$cfg")
   local metrics="$OUT/$cfg-meshtrain.jsonl"
   rm -f "$metrics"
   bench_run meshtrain "$OUT/$cfg-meshtrain.log" "$MESHTRAIN" train "$toml" "--training.steps=$steps" \
     "--training.threads=$THREADS" "--metrics.path=$metrics" || return
   local line
-  line="$(bench_mt_metrics "$metrics" "$MT_SKIP" "$L" "$D" "$C" peer=meshtrain)" || { echo "    FAILED to read $metrics"; return; }
+  line="$(bench_mt_metrics "$metrics" "$MT_SKIP" "$L" "$D" "$C" "vocab=$V" peer=meshtrain)" || { echo "    FAILED to read $metrics"; return; }
   bench_record "$line" "config=$cfg" runner=meshtrain
   "$JPY" -c 'import json,sys; r=json.loads(sys.argv[1]); print("    %.0f tokens/s, %.1f GFLOP/s over %d steps" % (r["tokens_per_s"], r["gflops"], r["steps_timed"]))' "$line"
 }
 
 for cfg in $CONFIGS; do
-  read -r L D H C B < <(cfg_dims "$cfg") || exit 1
+  read -r L D H C B V PREC < <(cfg_dims "$cfg") || exit 1
   up="$(echo "$cfg" | tr a-z A-Z)"
   steps_var="STEPS_$up"; mt_var="MT_STEPS_$up"
   echo "config $up: L=$L d=$D heads=$H ctx=$C batch=$B"

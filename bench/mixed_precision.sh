@@ -43,7 +43,7 @@
 # round compiles faster from Inductor's cache), plus the waits for idle CPUs.
 #
 # Knobs (defaults in brackets):
-#   ROUNDS [2]  PARTS ["single dp zero3"]  CONFIGS ["a b"] (single)  DP_CONFIG [b] (dp, zero3)
+#   ROUNDS [2]  PARTS ["single dp zero3"]  CONFIGS ["a b"] (single)  DP_CONFIG [b] (dp, zero3); any of a b gpt2
 #   THREADS [2] threads of the single-process runs   DP_THREADS [1] threads per process in dp, zero3
 #   SINGLE_RUNNERS ["mt-fp32 mt-bf16 eager-bf16 compile-bf16"] (also: eager-fp32 compile-fp32)
 #   DP_RUNNERS ["mt-bf16 ddp-bf16"] (also: mt-fp32 ddp-fp32)
@@ -108,12 +108,8 @@ IDLE_PCT="${IDLE_PCT:-10}"
 source bench/bench_lib.sh  # the script runs from the repository root
 bench_results
 
-cfg_dims() {  # config -> layers d heads ctx batch
-  case "$1" in
-    a) echo "4 256 4 128 8" ;;
-    b) echo "6 384 6 256 8" ;;
-    *) echo "unknown config $1 (a or b)" >&2; return 1 ;;
-  esac
+cfg_dims() {  # config -> layers d heads ctx batch vocabulary (bench_config; gpt2: GPT-2 small's shape)
+  bench_config "$1" >&2 && echo "$L $D $H $C $B $V"
 }
 for cfg in $CONFIGS $DP_CONFIG; do cfg_dims "$cfg" > /dev/null || exit 2; done
 
@@ -137,8 +133,8 @@ run_meshtrain() {
   bench_need "$label" "$MESHTRAIN" "MESHTRAIN=..." || return
   local toml="examples/gpt-bench-$cfg.toml"
   [ -f "$toml" ] || { echo "  $label: SKIPPED: $toml not found"; return; }
-  local L D H C B
-  read -r L D H C B < <(cfg_dims "$cfg")
+  local L D H C B V
+  read -r L D H C B V < <(cfg_dims "$cfg")
   local dir="$OUT/$label-r$round"; rm -rf "$dir"; mkdir -p "$dir"
   local train=("$MESHTRAIN" train "$toml" "--training.steps=$steps" "--training.threads=$threads"
                "--metrics.path=$dir/metrics.jsonl" "--training.out_dir=$dir/run")
@@ -161,7 +157,7 @@ run_meshtrain() {
   local kv=("peer=meshtrain" "precision=$prec" "nproc=$nproc" "threads=$threads")
   [ -n "$how" ] && kv+=("precision_log=$how")
   [ "$nproc" -gt 1 ] && [ -n "$MT_REDUCE_DTYPE" ] && kv+=("reduce_dtype=$MT_REDUCE_DTYPE")
-  line="$(bench_mt_metrics "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" "${kv[@]}")" || { echo "    no metrics"; return; }
+  line="$(bench_mt_metrics "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" "vocab=$V" "${kv[@]}")" || { echo "    no metrics"; return; }
   bench_record "$line" "part=$part" "config=$cfg" "runner=$runner" "round:=$round"
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])
 print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms over %d steps, loss %s  [%s s]" % (r["tokens_per_s"], r["gflops"], r["step_ms"], r["steps_timed"], "%.3f" % r["loss_last"] if r.get("loss_last") is not None else "?", sys.argv[2]))' \
@@ -192,9 +188,10 @@ print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms (first step %.1f s, warm-up
 }
 
 torch_model() {  # config threads -> the model and thread arguments of the PyTorch peers, one a line
-  local L D H C B
-  read -r L D H C B < <(cfg_dims "$1")
+  local L D H C B V
+  read -r L D H C B V < <(cfg_dims "$1")
   bench_peer_model "$L" "$D" "$H" "$C" "$B" "$2" "$TORCH_WAIT" "$TORCH_ATTN" "$TORCH_OPTIM"
+  printf '%s\n' --vocab-size "$V"
 }
 
 run_single() {  # round config runner

@@ -25,13 +25,18 @@
 # routing out (bench/moe_parallel.sh); MT_STEPS=8 MT_SKIP=2 PEER_STEPS=6 PEER_WARMUP=2 times the routing at
 # initialisation instead.
 #
-# Knobs: ROUNDS [3]  MT_STEPS [60]  MT_SKIP [36]  PEER_STEPS [24]  PEER_WARMUP [36]  DISPATCH ["torchtitan
+# PRECISION=bf16: meshtrain with --training.precision=bf16 (router included), the peer with --precision bf16
+# (forward and loss under torch.autocast); the machine's bf16 GEMM rate (bench_gemm --bf16-peak) is
+# measured first and meshtrain's model GFLOP/s (top-k experts' FLOPs per token) reported as a share of it.
+#
+# Knobs: PRECISION [fp32]  ROUNDS [3]  MT_STEPS [60]  MT_SKIP [36]  PEER_STEPS [24]  PEER_WARMUP [36]  DISPATCH ["torchtitan
 #   plain deepspeed"]  EXPERTS [4]  TOP_K [2]  MESHTRAIN [build/src/meshtrain/meshtrain]
 #   OUT [bench/out/moe_peer]  IDLE_WAIT [60] IDLE_PCT [15]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 1
 ROUNDS="${ROUNDS:-3}"
+PRECISION="${PRECISION:-fp32}"
 MT_STEPS="${MT_STEPS:-60}"
 MT_SKIP="${MT_SKIP:-36}"
 PEER_STEPS="${PEER_STEPS:-24}"
@@ -54,7 +59,9 @@ data="$root/data/kjv.txt"
 cpu_flags="$(bench_cpu_flags avx2 fma avx512f avx512_bf16 amx_bf16)"
 echo "moe_peer: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(getconf _NPROCESSORS_ONLN) CPUs," \
      "CPU: $(bench_cpu_model); flags: ${cpu_flags:-none};" \
-     "load $(cut -d' ' -f1-3 /proc/loadavg); torch $(bench_torch_version "$PEER_PYTHON")"
+     "load $(cut -d' ' -f1-3 /proc/loadavg); torch $(bench_torch_version "$PEER_PYTHON"); precision $PRECISION"
+bf16_peak_2=""
+[ "$PRECISION" = bf16 ] && bench_bf16_peak "$OUT/gemm.txt"
 
 # Which dispatchers the peer's Python can run.
 peers=()
@@ -79,7 +86,7 @@ run_meshtrain() {
   bench_mt_cmd 2 shm "$MESHTRAIN" train examples/gpt-bench-b.toml \
     --training.threads=1 --training.steps="$MT_STEPS" --training.log_every=1 --training.eval_every=0 \
     --checkpoint.every=0 --data.path="$data" --model.n_expert="$EXPERTS" --model.top_k="$TOP_K" \
-    --parallel.data=allreduce --parallel.expert=2 --training.batch_size=4 \
+    --parallel.data=allreduce --parallel.expert=2 --training.batch_size=4 --training.precision="$PRECISION" \
     --training.out_dir="$dir/run" --metrics.path="$dir/metrics.jsonl"
   wait_idle >&2
   "${mt_cmd[@]}" > "$dir/log" 2>&1 ||
@@ -97,7 +104,7 @@ peer() {
   rm -rf "$dir"; mkdir -p "$dir"
   bench_peer_cmd "$PEER_PYTHON" torch_moe_gpt.py --nproc 2 --threads 1 --batch 4 \
     --layers 6 --d 384 --heads 6 --ctx 256 --experts "$EXPERTS" --top-k "$TOP_K" --ep 2 --dispatch "$dispatch" \
-    --steps "$PEER_STEPS" --warmup "$PEER_WARMUP" --data "$data" --json
+    --precision "$PRECISION" --steps "$PEER_STEPS" --warmup "$PEER_WARMUP" --data "$data" --json
   wait_idle >&2
   # stdout carries this function's answer, so the log takes all of the peer's output (no bench_run_peer)
   DS_ACCELERATOR=cpu "${peer_cmd[@]}" > "$dir/log" 2>&1 ||
@@ -112,11 +119,20 @@ for round in $(seq 1 "$ROUNDS"); do
   line="  round $round: meshtrain $(printf '%.0f' "$mt") tok/s (routing imbalance $mt_imbalance)"
   for d in "${peers[@]}"; do
     read -r tps imbalance < <(peer "$OUT/$d-r$round" "$d")
-    ratio=$(python3 -c "print(f'{$mt / $tps:.2f}' if $tps > 0 else 'n/a')")
+    ratio=$(python3 -c "print(f'{$mt / $tps:.2f}x' if $tps > 0 and $mt > 0 else 'n/a')")  # 0: a run failed
     ratios[$d]+="$ratio "
-    line+="; $d $(printf '%.0f' "$tps") tok/s (meshtrain ${ratio}x, routing imbalance $imbalance)"
+    line+="; $d $(printf '%.0f' "$tps") tok/s (meshtrain ${ratio}, routing imbalance $imbalance)"
   done
   echo "$line"
+  if [ -n "$bf16_peak_2" ] && [ "$mt" != 0 ]; then
+    python3 -c 'import sys
+tps, peak, E, K = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+L, d, ctx = 6, 384, 256  # config B
+n_active = L * (4 * d * d + K * 8 * d * d + d * E) + (256 + ctx) * d  # attention, k experts, router, embeddings
+fpt = 6 * n_active + 12 * L * d * ctx
+g = tps * fpt / 1e9
+print("    meshtrain: %.0f model GFLOP/s (top-%d of %d experts) = %.0f%% of the bf16 GEMM rate on 2 threads (%.0f GFLOP/s)" % (g, K, E, 100 * g / peak, peak))' "$mt" "$bf16_peak_2" "$EXPERTS" "$TOP_K"
+  fi
 done
 for d in "${peers[@]}"; do
   echo "moe_peer: meshtrain / PyTorch MoE ($d dispatch), 2 processes x 1 thread, expert parallelism 2: ${ratios[$d]}"

@@ -101,7 +101,7 @@ def show():
     print(text)
 
 
-def report(path):
+def report(path, bf16_peak=""):
     rows = [json.loads(l) for l in open(path) if l.strip()]
     by = {}
     for r in rows:
@@ -143,8 +143,18 @@ def report(path):
         peer = "torch-pp2-" + ("zero_bubble-v1" if s == "zero_bubble" else s)
         t = med(peer, "tokens_per_s")
         if mt and t and mt1 and t1:
-            print("  %-12s meshtrain %.0f, PyTorch (%s) %.0f tokens/s: %.2fx; against the one-process ratio %.2f" % (
-                s, mt, peer, t, mt / t, (mt / t) / (mt1 / t1)))
+            print("  %-12s meshtrain %.0f, PyTorch (%s) %.0f tokens/s: %.2fx (target 1.5x: %s); against the one-process "
+                  "ratio %.2f" % (s, mt, peer, t, mt / t, "met" if mt / t >= 1.5 else "NOT met", (mt / t) / (mt1 / t1)))
+    if bf16_peak:
+        # the physical limit: config B's model FLOPs per second against both cores' bf16 GEMM rate
+        L, d = 6, 384
+        fpt = 6 * (12 * L * d * d + (256 + CTX) * d) + 12 * L * d * CTX
+        for label in ["mt-one"] + ["mt-pp2-" + s for s in ("gpipe", "1f1b", "interleaved", "zero_bubble")]:
+            t = med(label, "tokens_per_s")
+            if t:
+                print("  %-22s %.0f model GFLOP/s = %.0f%% of the bf16 GEMM rate on 2 threads (%s GFLOP/s)%s" % (
+                    label, t * fpt / 1e9, 100 * t * fpt / 1e9 / float(bf16_peak), bf16_peak,
+                    " (one process uses 1 of the 2 cores)" if label == "mt-one" else ""))
     best = max((med(l, "tokens_per_s"), l) for l in by if l.startswith("torch-pp2-")) if any(l.startswith("torch-pp2-") for l in by) else None
     zb = med("mt-pp2-zero_bubble", "tokens_per_s")
     if best and zb:
@@ -158,4 +168,4 @@ if __name__ == "__main__":
     elif cmd == "show":
         show()
     elif cmd == "report":
-        report(sys.argv[2])
+        report(*sys.argv[2:4])

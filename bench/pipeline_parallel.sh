@@ -20,14 +20,20 @@
 #    zero_bubble (ZB-H1); and both on one process x 1 thread (torch_gpt.py, meshtrain train), so
 #      (meshtrain pp / PyTorch pp) / (meshtrain 1 process / PyTorch 1 process)  target >= 1 per schedule.
 #
-# Knobs: ROUNDS [2]  PARTS ["bubbles efficiency torch"]  BUBBLE_LAYERS [8]  BUBBLE_M ["4 8 16"]
+# PRECISION=bf16 runs every meshtrain job with --training.precision=bf16 and every peer with --precision bf16
+# (forward and loss under torch.autocast), measures the machine's bf16 GEMM rate (bench_gemm --bf16-peak)
+# and reports part 3's model GFLOP/s as a share of it, against a target of 1.5x PyTorch's same schedule.
+#
+# Knobs: ROUNDS [2]  PRECISION [fp32]  PARTS ["bubbles efficiency torch"]  BUBBLE_LAYERS [8]  BUBBLE_M ["4 8 16"]
 #   BUBBLE_P ["2 4"]  MT_STEPS [6]  MT_SKIP [2]  TORCH_STEPS [8] TORCH_WARMUP [2]  SCHEDULES ["gpipe 1f1b
-#   interleaved zero_bubble"]  VENV_PY [bench/.venv/bin/python]  MESHTRAIN [build/src/meshtrain/meshtrain]
+#   interleaved zero_bubble"]  TORCH_SCHEDULES ["gpipe 1f1b interleaved zero_bubble-v1 zero_bubble zbv"] (part 3's
+#   PyTorch schedules; zero_bubble-v1: ScheduleInterleavedZeroBubble at V=1)  VENV_PY [bench/.venv/bin/python]  MESHTRAIN [build/src/meshtrain/meshtrain]
 #   OUT [bench/out/pipeline_parallel]  IDLE_WAIT [60] IDLE_PCT [15]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 1
 ROUNDS="${ROUNDS:-2}"
+PRECISION="${PRECISION:-fp32}"
 PARTS="${PARTS:-bubbles efficiency torch}"
 BUBBLE_LAYERS="${BUBBLE_LAYERS:-8}"
 BUBBLE_M="${BUBBLE_M:-4 8 16}"
@@ -37,6 +43,7 @@ MT_SKIP="${MT_SKIP:-2}"
 TORCH_STEPS="${TORCH_STEPS:-8}"
 TORCH_WARMUP="${TORCH_WARMUP:-2}"
 SCHEDULES="${SCHEDULES:-gpipe 1f1b interleaved zero_bubble}"
+TORCH_SCHEDULES="${TORCH_SCHEDULES:-gpipe 1f1b interleaved zero_bubble-v1 zero_bubble zbv}"
 VENV_PY="${VENV_PY:-$root/bench/.venv/bin/python}"
 MESHTRAIN="${MESHTRAIN:-$root/build/src/meshtrain/meshtrain}"
 OUT="${OUT:-$root/bench/out/pipeline_parallel}"
@@ -50,7 +57,10 @@ toml=examples/gpt-bench-b.toml
 cpu_flags="$(bench_cpu_flags avx2 fma avx512f avx512_bf16 amx_bf16)"
 echo "pipeline_parallel: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(getconf _NPROCESSORS_ONLN) CPUs," \
      "CPU: $(bench_cpu_model); flags: ${cpu_flags:-none};" \
-     "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; PyTorch: $(bench_torch_version "$VENV_PY" none)"
+     "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; PyTorch: $(bench_torch_version "$VENV_PY" none);" \
+     "precision $PRECISION"
+bf16_peak_2=""
+[ "$PRECISION" = bf16 ] && bench_bf16_peak "$OUT/gemm.txt"
 
 # mt LABEL ROUND NPROC [train overrides...]: one meshtrain run; appends its summary to $results.
 mt() {
@@ -60,15 +70,17 @@ mt() {
   rm -rf "$dir"
   mkdir -p "$dir"
   local train=("$MESHTRAIN" train "$toml" --training.threads=1 --training.steps="$MT_STEPS" --training.log_every=1
-               --training.out_dir="$dir/run" --metrics.path="$dir/metrics.jsonl" "$@")
+               --training.precision="$PRECISION" --training.out_dir="$dir/run" --metrics.path="$dir/metrics.jsonl" "$@")
   [ "$nproc" -gt 1 ] && train=("$MESHTRAIN" launch --nproc "$nproc" --transport shm -- "${train[@]}"
                                --parallel.data=none --trace "$dir/trace.json")
   wait_idle
   if [ -n "${MT_PAIR:-}" ]; then  # a twin beside it, its figures not kept
     "${train[@]/$dir\/run/$dir/twin}" --metrics.path="$dir/twin.jsonl" > "$dir/twin.log" 2>&1 &
   fi
-  if ! "${train[@]}" > "$dir/log" 2>&1; then echo "  $label: FAILED (${dir#$root/}/log)"; tail -n 3 "$dir/log"; return; fi
-  wait
+  local rc=0
+  "${train[@]}" > "$dir/log" 2>&1 || rc=$?
+  wait  # the twin, even when the measured run failed
+  if [ "$rc" != 0 ]; then echo "  $label: FAILED (${dir#$root/}/log)"; tail -n 3 "$dir/log"; return; fi
   python3 bench/pipeline_bubbles.py summary "$label" "$round" "$dir" "$MT_SKIP" "$*" >> "$results" &&
     tail -n 1 "$results" | python3 bench/pipeline_bubbles.py show
 }
@@ -79,7 +91,7 @@ torch() {
   local label="$1" round="$2"
   shift 2
   [ -x "$VENV_PY" ] || { echo "  $label: SKIPPED: no $VENV_PY (bench/setup-venv.sh)"; return; }
-  bench_peer_cmd "$VENV_PY" "$@" --json
+  bench_peer_cmd "$VENV_PY" "$@" --precision "$PRECISION" --json
   wait_idle
   local line
   if line="$("${peer_cmd[@]}" 2> "$OUT/$label-r$round.err" | grep '^{' | tail -n 1)" && [ -n "$line" ]; then
@@ -122,11 +134,13 @@ for round in $(seq 1 "$ROUNDS"); do
       mt "mt-pp2-$S" "$round" 2 --parallel.pipeline=2 --parallel.micro_batches=4 --parallel.schedule="$S" \
         --parallel.virtual_stages="$(chunks "$S")"
     done
-    for S in gpipe 1f1b interleaved "zero_bubble --virtual-stages 1" zero_bubble zbv; do
-      read -r name rest <<< "$S"
-      torch "torch-pp2-$name${rest:+-v1}" "$round" torch_pp_gpt.py --config b --procs 2 --micro-batches 4 \
+    for name in $TORCH_SCHEDULES; do
+      S=$name
+      [ "$name" = zero_bubble-v1 ] && S="zero_bubble --virtual-stages 1"
+      # shellcheck disable=SC2086  # $S: the schedule and, for zero_bubble-v1, its chunk count
+      torch "torch-pp2-$name" "$round" torch_pp_gpt.py --config b --procs 2 --micro-batches 4 \
         --schedule $S --steps "$TORCH_STEPS" --warmup "$TORCH_WARMUP"
     done
   fi
 done
-python3 bench/pipeline_bubbles.py report "$results"
+python3 bench/pipeline_bubbles.py report "$results" "$bf16_peak_2"

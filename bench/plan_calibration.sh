@@ -9,7 +9,7 @@
 #
 # Settings are "WORKERS:STAGE:THREADS[:TENSOR]" (TENSOR: parallel.tensor,
 # default 1). Knobs (defaults in brackets):
-#   CONFIGS ["a b"]  SETTINGS ["1:0:1 1:0:2 2:0:1 2:1:1 2:2:1 2:3:1 2:0:1:2"]  STEPS [16]  SKIP [5]
+#   CONFIGS ["a b"] (any of a b gpt2)  SETTINGS ["1:0:1 1:0:2 2:0:1 2:1:1 2:2:1 2:3:1 2:0:1:2"]  STEPS [16]  SKIP [5]
 #   MESHTRAIN [build/src/meshtrain/meshtrain]  OUT [bench/out/plan_calibration]
 #   IDLE_WAIT [120] IDLE_PCT [10] (bench/idle.sh)
 set -uo pipefail
@@ -23,7 +23,8 @@ STEPS=${STEPS:-16}
 SKIP=${SKIP:-5}
 IDLE_WAIT=${IDLE_WAIT:-120}
 IDLE_PCT=${IDLE_PCT:-10}
-source bench/idle.sh
+source bench/bench_lib.sh  # (sources bench/idle.sh)
+[[ " $CONFIGS " == *" gpt2 "* ]] && bench_gpt2_tokens  # the token file examples/gpt-bench-gpt2.toml reads
 mkdir -p "$OUT"
 : > "$OUT/results.jsonl"
 

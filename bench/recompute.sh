@@ -7,7 +7,7 @@
 # activation peak of each mode beside the formula's (core/activation_memory.hpp). Expected (Korthikanti
 # et al. 2022): full about +1/3 (a second forward of every block), selective a few percent.
 #
-# Knobs: ROUNDS [3]  MT_STEPS [8]  MT_SKIP [2]  THREADS [2]  CONFIGS [a b]
+# Knobs: ROUNDS [3]  MT_STEPS [8]  MT_SKIP [2]  THREADS [2]  CONFIGS [a b] (any of a b gpt2)
 #   MESHTRAIN [build/src/meshtrain/meshtrain]  OUT [bench/out/recompute]  IDLE_WAIT [60] IDLE_PCT [15]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +22,8 @@ OUT="${OUT:-$root/bench/out/recompute}"
 IDLE_WAIT="${IDLE_WAIT:-60}"
 IDLE_PCT="${IDLE_PCT:-15}"
 mkdir -p "$OUT"
-source bench/idle.sh
+source bench/bench_lib.sh  # (sources bench/idle.sh)
+[[ " $CONFIGS " == *" gpt2 "* ]] && bench_gpt2_tokens  # the token file examples/gpt-bench-gpt2.toml reads
 data="$root/data/kjv.txt"
 [ -s "$data" ] || { echo "recompute: prepare the corpus first (scripts/prepare-data.sh)" >&2; exit 1; }
 

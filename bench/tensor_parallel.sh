@@ -19,9 +19,9 @@
 #     scaling (PEERS without torch1 skips it)
 # and prints global tokens/s (median over the timed steps; all ranks of a tensor-parallel group share one
 # batch, so tokens per step = batch * ctx; meshtrain's from its step_ms), GFLOP/s (FLOPs per token =
-# 6*N + 12*L*d*ctx, N = 12*L*d^2 + (256+ctx)*d), rank 0's parameter + optimizer-state memory (meshtrain:
-# peak_parameters_mb + peak_optimizer_state_mb of its metrics; PyTorch: the local shards' bytes) and the
-# largest rank's peak RSS, then, over the rounds' medians,
+# 6*N + 12*L*d*ctx, N = 12*L*d^2 + (V+ctx)*d, V the vocabulary), rank 0's parameter + optimizer-state
+# memory (meshtrain: peak_parameters_mb + peak_optimizer_state_mb of its metrics; PyTorch: the local
+# shards' bytes) and the largest rank's peak RSS, then, over the rounds' medians,
 #   meshtrain tp2 / meshtrain 1 process                         (target >= 1.7x)
 #   meshtrain tp2 / PyTorch TP at its best setting              (target >= 1.5x)
 #   meshtrain tp2 rank 0 params+optimizer / 1 process's         (target <= 55%)
@@ -30,7 +30,11 @@
 # round 2 ~1.5 min), plus the waits for idle CPUs.
 #
 # Knobs (defaults in brackets):
-#   CONFIG [b]  THREADS [1]  TP [2] tensor-parallel ways (= processes)  ROUNDS [2]
+#   CONFIG [b] a, b or gpt2 (GPT-2 small's shape: examples/gpt-bench-gpt2.toml, bench_config)
+#   THREADS [1]  TP [2] tensor-parallel ways (= processes)  ROUNDS [2]
+#   PRECISION [the config's: fp32 for a and b, bf16 for gpt2] fp32 | bf16: meshtrain --training.precision=bf16, the peers --precision bf16 (forward
+#       and loss under torch.autocast); bf16 also measures the machine's bf16 GEMM rate
+#       (build/bench/bench_gemm --bf16-peak) and reports meshtrain's GFLOP/s as a share of it
 #   PEERS ["meshtrain torchtp torch1"]
 #   MODEL [unset] "L D H CTX BATCH" overrides the config's model and batch (smoke tests:
 #       MODEL="2 64 4 32 4" MT_STEPS=4 MT_SKIP=1 STEPS=3 WARMUP=1 COMPILE_WARMUP=1)
@@ -52,6 +56,7 @@ CONFIG="${CONFIG:-b}"
 THREADS="${THREADS:-1}"
 TP="${TP:-2}"
 ROUNDS="${ROUNDS:-2}"
+PRECISION="${PRECISION:-}"  # after bench_config: the config's own
 PEERS="${PEERS:-meshtrain torchtp torch1}"
 MODEL="${MODEL:-}"
 MT_STEPS="${MT_STEPS:-16}"
@@ -68,15 +73,11 @@ OUT="${OUT:-$root/bench/out/tensor_parallel}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 IDLE_PCT="${IDLE_PCT:-10}"
 
-case "$CONFIG" in
-  a) read -r L D H C B <<< "4 256 4 128 8" ;;
-  b) read -r L D H C B <<< "6 384 6 256 8" ;;
-  *) echo "CONFIG must be a or b"; exit 2 ;;
-esac
+source bench/bench_lib.sh
+bench_config "$CONFIG"
+PRECISION="${PRECISION:-$PREC}"
 [ -n "$MODEL" ] && read -r L D H C B <<< "$MODEL"
 if [ $((H % TP)) -ne 0 ] || [ $((D % TP)) -ne 0 ]; then echo "heads $H and d $D must divide by TP=$TP"; exit 2; fi
-toml="examples/gpt-bench-$CONFIG.toml"
-source bench/bench_lib.sh
 bench_threads "$THREADS"
 bench_results
 
@@ -86,6 +87,9 @@ torch_version="$(bench_torch_version "$VENV_PY" "not found")"
 echo "tensor_parallel: $(date -u +%Y-%m-%dT%H:%M:%SZ), config $CONFIG (L=$L d=$D heads=$H ctx=$C, batch $B)," \
      "tensor $TP on $TP processes x $THREADS thread(s) against 1 process, $ROUNDS round(s)," \
      "$(getconf _NPROCESSORS_ONLN) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "precision $PRECISION"
+bf16_peak_2=""
+[ "$PRECISION" = bf16 ] && bench_bf16_peak "$OUT/gemm.txt"
 echo "CPU: $cpu_model; flags: ${cpu_flags:-none of avx2/avx512/amx}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>};" \
      "PyTorch (bench/.venv): $torch_version"
 
@@ -120,8 +124,8 @@ skip = int(extra.pop("skip"))
 timed = steps[skip:] if len(steps) > skip else steps
 if not timed:
     sys.exit("no step records in " + path)
-L, d, ctx = (int(extra.pop(k)) for k in ("L", "d", "ctx"))
-n = 12 * L * d * d + (256 + ctx) * d
+L, d, ctx, vocab = (int(extra.pop(k)) for k in ("L", "d", "ctx", "vocab"))
+n = 12 * L * d * d + (vocab + ctx) * d
 fpt = 6 * n + 12 * L * d * ctx
 tps = [tokens / (r["step_ms"] / 1e3) for r in timed]
 med = statistics.median(tps)
@@ -150,14 +154,14 @@ run_meshtrain() {
   local job="$toml"
   [ "$nproc" -gt 1 ] && job="$tp_toml"
   local train=("$MESHTRAIN" train "$job" "--training.steps=$MT_STEPS" "--training.threads=$THREADS"
-               "--training.log_every=1" "--training.out_dir=$dir/run" "--metrics.path=$dir/metrics.jsonl")
+               "--training.log_every=1" "--training.precision=$PRECISION" "--training.out_dir=$dir/run" "--metrics.path=$dir/metrics.jsonl")
   [ -n "$MODEL" ] && train+=("--model.n_layer=$L" "--model.n_embd=$D" "--model.n_head=$H" "--model.block_size=$C"
                              "--training.batch_size=$B")
   bench_mt_cmd "$nproc" "$MT_TRANSPORT" "${train[@]}"
   bench_run --rss "$dir/maxrss_kib" "$label" "$dir/log" "${mt_cmd[@]}" || return
   local line rss
   rss="$(tail -n 1 "$dir/maxrss_kib" 2>/dev/null)"
-  line="$(mt_summary "$dir/metrics.jsonl" "$((B * C))" "skip=$MT_SKIP" "L=$L" "d=$D" "ctx=$C" "nproc=$nproc" \
+  line="$(mt_summary "$dir/metrics.jsonl" "$((B * C))" "skip=$MT_SKIP" "L=$L" "d=$D" "ctx=$C" "vocab=$V" "nproc=$nproc" \
           "tensor=$([ "$nproc" -gt 1 ] && echo "$TP" || echo 1)" ${rss:+"peak_rss_kib=$rss"})" \
     || { echo "    no metrics"; return; }
   bench_record "$line" "runner=$label" "round:=$round"
@@ -191,13 +195,13 @@ print("    %.0f tokens/s, %.1f GFLOP/s, step %.0f ms (first step %.1f s), loss %
   fi
 }
 
-mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$TORCH_WAIT" sdpa)
+mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$TORCH_WAIT" sdpa; echo --vocab-size; echo "$V")
 run_tp_setting() {  # round vocab:mode:optim
   local vocab mode optim
   IFS=: read -r vocab mode optim <<< "$2"
   run_torch "torchtp-${TP}x$THREADS-$vocab-$mode-$optim" "$1" torch_tp_gpt.py --nproc "$TP" \
     "${model[@]}" --steps "$STEPS" --warmup "$([ "$mode" = compile ] && echo "$COMPILE_WARMUP" || echo "$WARMUP")" \
-    --mode "$mode" --vocab "$vocab" --optim "$optim" --json
+    --mode "$mode" --vocab "$vocab" --optim "$optim" --precision "$PRECISION" --json
 }
 
 best_tp_setting() {  # the fastest torchtp setting of round 1, as vocab:mode:optim
@@ -225,17 +229,18 @@ for round in $(seq 1 "$ROUNDS"); do
         fi ;;
       torch1)
         [ "$round" = 1 ] && run_torch "torch-1x$THREADS-eager" "$round" torch_gpt.py "${model[@]}" \
-          --steps "$STEPS" --warmup "$WARMUP" --mode eager --json ;;
+          --steps "$STEPS" --warmup "$WARMUP" --mode eager --precision "$PRECISION" --json ;;
       *) echo "unknown peer $p (meshtrain torchtp torch1)"; exit 2 ;;
     esac
   done
 done
 
 echo
-python3 - "$results" "$CONFIG" "$THREADS" "$TP" "$B" "$MODEL" <<'EOF'
+python3 - "$results" "$CONFIG" "$THREADS" "$TP" "$B" "$MODEL" "$PRECISION" "$bf16_peak_2" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 cfg, t, tp, batch, custom = sys.argv[2].upper(), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+precision, bf16_peak = sys.argv[7], float(sys.argv[8] or 0)
 mt1_label, mttp_label = "meshtrain-1x" + t, "meshtrain-tp%d-%dx%s" % (tp, tp, t)
 runners = []
 for r in rows:
@@ -270,8 +275,8 @@ def mem(n):
         return r["param_mib_per_rank"][0] + r["optim_state_mib_per_rank"][0]
     return None
 
-print("config %s%s, batch %s shared by the tensor-parallel ranks, %s thread(s) per process" % (
-    cfg, " with MODEL=\"%s\" (L d heads ctx batch)" % custom if custom else "", batch, t))
+print("config %s%s, batch %s shared by the tensor-parallel ranks, %s thread(s) per process, %s" % (
+    cfg, " with MODEL=\"%s\" (L d heads ctx batch)" % custom if custom else "", batch, t, precision))
 print("| runner | tokens/s (median of rounds) | per round | GFLOP/s | rank 0 params+optimizer MiB | peak RSS MiB |")
 print("|---|---|---|---|---|---|")
 for n in runners:
@@ -300,6 +305,12 @@ def ratio(what, a, b, target=None, per_round=True):
     print("%s: %.2fx%s%s" % (what, x, tail, rounds))
 
 ratio("meshtrain tensor=%d / meshtrain 1 process" % tp, mttp_label, mt1_label, 1.7)
+if bf16_peak and mttp_label in runs:
+    # the physical limit: model FLOPs per second against the bf16 GEMM rate of both cores
+    for n in [mttp_label] + ([best_tp] if best_tp else []):
+        g = statistics.median(x["gflops"] for x in runs[n])
+        print("%s: %.0f model GFLOP/s = %.0f%% of the bf16 GEMM rate on 2 threads (%.0f GFLOP/s)" % (
+            name(n), g, 100 * g / bf16_peak, bf16_peak))
 if best_tp:
     ratio("meshtrain tensor=%d / PyTorch TP at its best setting (%s)" % (tp, name(best_tp).split(", ", 1)[1]),
           mttp_label, best_tp, 1.5)

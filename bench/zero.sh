@@ -27,7 +27,8 @@
 # ~50 s), plus the waits for idle CPUs.
 #
 # Knobs (defaults in brackets):
-#   CONFIG [b]  THREADS [1]  PEERS ["meshtrain torch"]
+#   CONFIG [b] a, b or gpt2 (GPT-2 small's shape: examples/gpt-bench-gpt2.toml, bench_config)
+#   THREADS [1]  PEERS ["meshtrain torch"]
 #   MT_STAGES ["0 1 2 3"] (none: no --parallel.zero_stage)   MT_STEPS [16] meshtrain --training.steps
 #   MT_SKIP [5] first steps not counted   MT_TRANSPORT [shm]   MT_BUCKET_MB [25] --parallel.bucket_mb
 #   MT_ALGO [auto] --parallel.all_reduce
@@ -59,13 +60,8 @@ OUT="${OUT:-$root/bench/out/zero}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 IDLE_PCT="${IDLE_PCT:-10}"
 
-case "$CONFIG" in
-  a) read -r L D H C B <<< "4 256 4 128 8" ;;
-  b) read -r L D H C B <<< "6 384 6 256 8" ;;
-  *) echo "CONFIG must be a or b"; exit 2 ;;
-esac
-toml="examples/gpt-bench-$CONFIG.toml"
 source bench/bench_lib.sh
+bench_config "$CONFIG"
 bench_threads "$THREADS"
 bench_results
 
@@ -86,7 +82,7 @@ run_meshtrain() {
   bench_run --rss "$dir/maxrss_kib" "$label" "$dir/log" "${mt_cmd[@]}" || return
   local line rss
   rss="$(tail -n 1 "$dir/maxrss_kib" 2>/dev/null)"
-  line="$(bench_mt_metrics "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" \
+  line="$(bench_mt_metrics "$dir/metrics.jsonl" "$MT_SKIP" "$L" "$D" "$C" "vocab=$V" \
           "zero_stage=$stage" ${rss:+"peak_rss_kib=$rss"})" || { echo "    no metrics"; return; }
   bench_record "$line" "runner=$label"
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])
@@ -100,7 +96,7 @@ run_torch() {
   local mode="$1" label="torch-$1-2x$THREADS"
   bench_need "$label" "$VENV_PY" "run bench/setup-venv.sh" || return
   local model
-  mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$TORCH_WAIT" sdpa)
+  mapfile -t model < <(bench_peer_model "$L" "$D" "$H" "$C" "$B" "$THREADS" "$TORCH_WAIT" sdpa; printf "%s\n" --vocab-size "$V" --precision "$PREC")
   if bench_run_peer "$label" "$OUT/$label" "$VENV_PY" torch_zero_gpt.py --mode "$mode" --nproc 2 "${model[@]}" \
        --steps "$STEPS" --warmup "$WARMUP" --json; then
     bench_record "$peer_line" "runner=$label"
@@ -123,10 +119,10 @@ for p in $PEERS; do
 done
 
 echo
-python3 - "$results" "$CONFIG" "$THREADS" <<'EOF'
+python3 - "$results" "$CONFIG" "$THREADS" "$B" "$PREC" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-cfg, t = sys.argv[2].upper(), sys.argv[3]
+cfg, t, batch, prec = sys.argv[2].upper(), sys.argv[3], sys.argv[4], sys.argv[5]
 by = {r["runner"]: r for r in rows}
 mt = lambda s: by.get("meshtrain-2x%s-z%s" % (t, s))
 torch = lambda m: by.get("torch-%s-2x%s" % (m, t))
@@ -143,7 +139,7 @@ def name(r):
             "zero1": "%s DDP + ZeroRedundancyOptimizer(AdamW), gloo 2x%s" % (v, t),
             "fsdp": "%s FSDP (%s) gloo 2x%s" % (v, r.get("fsdp_api") or "cannot run", t)}[r["mode"]]
 
-print("config %s, per-worker batch 8, 2 workers x %s thread(s)" % (cfg, t))
+print("config %s, per-worker batch %s, 2 workers x %s thread(s), %s" % (cfg, batch, t, prec))
 print("| runner | tokens/s (global) | per-step min-max | GFLOP/s | comm MB/step (rank 0) | peak RSS MiB | local params / AdamW state MiB |")
 print("|---|---|---|---|---|---|---|")
 for r in rows:

@@ -31,6 +31,7 @@ so the ranks run in lock-step). Rank 0 prints one JSON line with --json.
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -48,7 +49,7 @@ def parse_args():
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--ctx", type=int, default=256)
     p.add_argument("--batch", type=int, default=8, help="per-worker batch")
-    p.add_argument("--vocab", type=int, default=256, help="as torch_gpt.py's --vocab")
+    p.add_argument("--vocab", "--vocab-size", dest="vocab", type=int, default=256, help="as torch_gpt.py's --vocab")
     p.add_argument("--steps", type=int, default=12, help="timed steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     p.add_argument("--threads", type=int, default=1, help="compute threads per process")
@@ -132,9 +133,11 @@ def worker(args):
         losses.append(step(x, y))
         times.append(time.perf_counter() - t0)
 
-    # every rank's step times, to report the slowest rank's median too
-    all_times = [None] * world
-    dist.all_gather_object(all_times, times)
+    # every rank's step times (to report the slowest rank's median too) and peak RSS
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    gathered = [None] * world
+    dist.all_gather_object(gathered, (times, peak_rss_mib))
+    all_times = [g[0] for g in gathered]
     dist.destroy_process_group()
     if rank != 0:
         return
@@ -154,6 +157,8 @@ def worker(args):
         "params_total": sum(p.numel() for p in model.parameters()),
         "N": n, "flops_per_token": fpt,
         "tokens_per_s_slowest_rank": round(statistics.median(tokens / t for t in slowest), 1),
+        "peak_rss_mib_per_rank": [round(g[1], 1) for g in gathered],
+        "peak_rss_mb": round(max(g[1] for g in gathered), 1),  # the largest rank's, as GNU time reports a launch
         **tg.timing_summary(times, tokens, fpt, t_first, warm_s, losses),
     }
     tg.print_result(res, args.json)

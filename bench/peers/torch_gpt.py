@@ -66,7 +66,7 @@ def parse_args(argv=None):
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--ctx", type=int, default=128)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=256,
+    p.add_argument("--vocab", "--vocab-size", dest="vocab", type=int, default=256,
                    help="vocabulary size (256: bytes; larger, e.g. GPT-2's 50257: random token ids)")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")

@@ -48,6 +48,11 @@ of its group: the sum of their local-mean losses).
 Started without RANK in the environment, it starts --nproc copies of itself
 (bench/peers/peer_launch.py, as torch_ddp_gpt.py does) and waits for them.
 
+Precision (--precision, as bench/peers/torch_gpt.py): fp32 (the default), or
+bf16: each rank's forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16), weights, gradients and AdamW state fp32. The result
+says "precision" (and "bf16": "autocast").
+
 Throughput: global tokens/s = nproc * batch * ctx / step time, median over the
 timed steps after --warmup untimed ones; rank 0's step time (each step ends
 with the gradient all-reduce and loss.item(), so the ranks run in lock-step).
@@ -85,6 +90,8 @@ def parse_args():
     p.add_argument("--attn", choices=["auto", "sdpa", "manual"], default="sdpa")
     p.add_argument("--wait", choices=["passive", "active", "unset"], default="unset")
     p.add_argument("--data", default=None)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=900, help="seconds (launcher: whole run)")
     p.add_argument("--json", action="store_true")
@@ -98,7 +105,7 @@ def parse_args():
 def worker(args):
     sys.argv = [os.path.join(HERE, "torch_gpt.py"), "--layers", str(args.layers), "--d", str(args.d),
                 "--heads", str(args.heads), "--ctx", str(args.ctx), "--batch", str(args.batch),
-                "--threads", str(args.threads), "--wait", args.wait, "--attn", args.attn, "--seed", str(args.seed)]
+                "--threads", str(args.threads), "--wait", args.wait, "--attn", args.attn, "--precision", args.precision, "--seed", str(args.seed)]
     if args.data:
         sys.argv += ["--data", args.data]
     sys.path.insert(0, HERE)
@@ -218,6 +225,10 @@ def worker(args):
             for expert, rows in zip(self.experts, torch.split(routed, per_expert.tolist())):
                 outs.append(expert(rows))
             y = torch.cat(outs) if outs else routed
+            # Under autocast the experts' rows come back bf16; the combine scatters them into
+            # a buffer of x's dtype (torchtitan's scatter_add needs the two alike), as the
+            # residual add would take them. A no-op in fp32.
+            y = y.to(x.dtype)
             return self.dispatcher.combine(y, meta, x).view(B, L, D)
 
     class DeepSpeedMlp(nn.Module):
@@ -300,7 +311,8 @@ def worker(args):
 
     def step(x, y):
         opt.zero_grad(set_to_none=False)
-        loss = model(x, y)
+        with tg.autocast():
+            loss = model(x, y)
         loss.backward()
         sync_gradients()
         opt.step()
@@ -334,6 +346,7 @@ def worker(args):
     slowest = [max(ts) for ts in zip(*all_times)]
     res = {
         "peer": "pytorch-moe", "torch": torch.__version__, "backend": "gloo", "dispatch": args.dispatch,
+        **tg.precision_info(),
         "nproc": world, "threads": args.threads, "torch_threads": torch.get_num_threads(),
         "experts": E, "top_k": K, "ep": X, "aux_coef": args.aux_coef,
         "layers": args.layers, "d": args.d, "heads": args.heads, "ctx": args.ctx,

@@ -46,6 +46,11 @@ Started without RANK in the environment, it starts --procs copies of itself
 like torchrun (bench/peers/torch_ddp_gpt.py's launcher, whose messages say
 torch_ddp_gpt); under torchrun each copy is a rank directly.
 
+Precision (--precision, as bench/peers/torch_gpt.py): fp32 (the default), or
+bf16: each rank's forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16), weights, gradients and AdamW state fp32. The result
+says "precision" (and "bf16": "autocast").
+
 Throughput: global tokens/s = batch * ctx / step time, median over the timed
 steps after --warmup untimed ones (these include compilation and the
 schedule's first-step set-up); step time is rank 0's (a step is zero_grad,
@@ -136,6 +141,9 @@ def parse_args():
     p.add_argument("--wait", choices=["passive", "active", "unset"], default="unset")
     p.add_argument("--optim", choices=["auto", "foreach", "fused", "plain"], default="auto")
     p.add_argument("--backend", default="gloo")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
+    p.add_argument("--vocab-size", type=int, default=256, help="as torch_gpt.py's --vocab")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=900, help="seconds (launcher: whole run)")
     p.add_argument("--json", action="store_true")
@@ -194,7 +202,8 @@ def worker(args):
     sys.argv = [os.path.join(HERE, "torch_gpt.py"), "--layers", str(args.layers), "--d", str(args.d),
                 "--heads", str(args.heads), "--ctx", str(args.ctx), "--batch", str(args.batch),
                 "--threads", str(args.threads), "--wait", args.wait, "--attn", args.attn,
-                "--optim", args.optim, "--seed", str(args.seed)]
+                "--optim", args.optim, "--precision", args.precision, "--seed", str(args.seed),
+                "--vocab", str(args.vocab_size)]
     import torch_gpt as tg  # noqa: E402  (imports torch)
     import torch
     import torch.distributed as dist
@@ -294,10 +303,11 @@ def worker(args):
         opt.zero_grad(set_to_none=True)
         losses = [] if has_last else None
         kw = dict(target=y if has_last else None, losses=losses, return_outputs=False)
-        if has_first:
-            sched.step(x, **kw)
-        else:
-            sched.step(**kw)
+        with tg.autocast():  # each stage's forward (and the last stage's loss) inside the schedule
+            if has_first:
+                sched.step(x, **kw)
+            else:
+                sched.step(**kw)
         opt.step()
         return sum(l.item() for l in losses) / len(losses) if has_last else None
 
@@ -338,7 +348,7 @@ def worker(args):
         "virtual_stages": V, "micro_batches": args.micro_batches, "micro_batch": mb,
         "stage_layers": counts, "stage_ranks": owner,
         "threads": args.threads, "torch_threads": torch.get_num_threads(),
-        "mode": args.mode, "compiled": compiled, "tied_head": False,
+        "mode": args.mode, "compiled": compiled, "tied_head": False, **tg.precision_info(),
         "attn": "sdpa" if tg.use_sdpa else "manual", "optim": args.optim,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
         "config": args.config, "layers": args.layers, "d": args.d, "heads": args.heads,

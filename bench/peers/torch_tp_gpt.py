@@ -43,6 +43,11 @@ Started without RANK in the environment, it starts --nproc copies of itself
 like torchrun (bench/peers/torch_ddp_gpt.py's launcher); under torchrun each
 copy is a rank directly.
 
+Precision (--precision, as bench/peers/torch_gpt.py): fp32 (the default), or
+bf16: each rank's forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16), weights, gradients and AdamW state fp32. The result
+says "precision" (and "bf16": "autocast").
+
 Throughput: global tokens/s = batch * ctx / step time (all ranks share one
 batch), median over the timed steps after --warmup untimed ones (these
 include compilation); step time is rank 0's (each step ends with loss.item();
@@ -85,6 +90,9 @@ def parse_args():
     p.add_argument("--wait", choices=["passive", "active", "unset"], default="unset")
     p.add_argument("--optim", choices=["auto", "foreach", "fused", "plain"], default="auto")
     p.add_argument("--backend", default="gloo")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
+    p.add_argument("--vocab-size", type=int, default=256, help="as torch_gpt.py's --vocab")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=900, help="seconds (launcher: whole run)")
     p.add_argument("--json", action="store_true")
@@ -97,7 +105,8 @@ def worker(args):
     sys.argv = [os.path.join(HERE, "torch_gpt.py"), "--layers", str(args.layers), "--d", str(args.d),
                 "--heads", str(args.heads), "--ctx", str(args.ctx), "--batch", str(args.batch),
                 "--threads", str(args.threads), "--wait", args.wait, "--attn", args.attn,
-                "--optim", args.optim, "--seed", str(args.seed)]
+                "--optim", args.optim, "--precision", args.precision, "--seed", str(args.seed),
+                "--vocab", str(args.vocab_size)]
     import torch_gpt as tg  # noqa: E402  (imports torch)
     import torch
     import torch.distributed as dist
@@ -218,10 +227,12 @@ def worker(args):
         opt.zero_grad(set_to_none=True)
         if args.vocab == "parallel":
             with loss_parallel():  # the cross-entropy and its backward on vocabulary shards
-                loss = step_fn(x, y)
+                with tg.autocast():
+                    loss = step_fn(x, y)
                 loss.backward()
         else:
-            loss = step_fn(x, y)
+            with tg.autocast():
+                loss = step_fn(x, y)
             loss.backward()
         opt.step()
         if isinstance(loss, DTensor):
@@ -282,7 +293,7 @@ def worker(args):
     res = {
         "peer": "pytorch-tp", "torch": torch.__version__, "backend": args.backend,
         "nproc": world, "tp": tp, "threads": args.threads, "torch_threads": torch.get_num_threads(),
-        "mode": args.mode, "compiled": compiled, "vocab": args.vocab,
+        "mode": args.mode, "compiled": compiled, "vocab": args.vocab, **tg.precision_info(),
         "attn": "sdpa" if tg.use_sdpa else "manual", "optim": args.optim,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
         "layers": args.layers, "d": args.d, "heads": args.heads, "ctx": args.ctx,

@@ -91,6 +91,7 @@ def parse_args():
     p.add_argument("--fsdp-autocast", action="store_true",
                    help="fsdp with --precision bf16: also torch.autocast('cpu', bfloat16) around forward and loss")
     p.add_argument("--backend", default="gloo")
+    p.add_argument("--vocab-size", type=int, default=256, help="as torch_gpt.py's --vocab")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=900, help="seconds (launcher: whole run)")
     p.add_argument("--json", action="store_true")
@@ -125,7 +126,8 @@ def worker(args):
     sys.argv = [os.path.join(HERE, "torch_gpt.py"), "--layers", str(args.layers), "--d", str(args.d),
                 "--heads", str(args.heads), "--ctx", str(args.ctx), "--batch", str(args.batch),
                 "--threads", str(args.threads), "--wait", args.wait, "--attn", args.attn,
-                "--optim", args.optim, "--precision", args.precision, "--seed", str(args.seed)]
+                "--optim", args.optim, "--precision", args.precision, "--seed", str(args.seed),
+                "--vocab", str(args.vocab_size)]
     import torch_gpt as tg  # noqa: E402  (imports torch)
     import torch
     import torch.distributed as dist

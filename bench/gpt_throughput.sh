@@ -8,7 +8,7 @@
 #   * PyTorch 1.13 from Debian (/usr/bin/python3), eager
 #   * meshtrain (build/src/meshtrain/meshtrain train examples/gpt-bench-{a,b}.toml)
 # and prints tokens/s (median over timed steps), GFLOP/s (FLOPs per token =
-# 6*N + 12*L*d*ctx, N = 12*L*d^2 + (256+ctx)*d; see bench/peers/torch_gpt.py)
+# 6*N + 12*L*d*ctx, N = 12*L*d^2 + (V+ctx)*d, V the vocabulary; see bench/peers/torch_gpt.py)
 # and meshtrain's ratio to each peer. Results: bench/RESULTS.md, rows 1-2 (every run:
 # bench/log/02-gpt-throughput-fp32.md). Set up the peers first with bench/setup-venv.sh.
 #

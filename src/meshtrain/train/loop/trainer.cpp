@@ -382,10 +382,10 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
   add_step_fields(rec, r);
   if (skipped_steps_ || guard_.window().enabled()) rec["skipped_steps"] = skipped_steps_;
   rec[unit_.metric] = timing.per_s;
-  rec[unit_.flop_metric] = model_->flops_per_sample();  // model FLOPs per prediction (token or image)
-  rec["gflop_per_s"] = timing.per_s * model_->flops_per_sample() / 1e9;
-  if (peak_tflops_ > 0)  // model FLOPs utilisation: the whole job's over all its devices' peak
-    rec["mfu"] = timing.per_s * model_->flops_per_sample() / (peak_tflops_ * 1e12 * workers_.workers());
+  const double flop_per_s = timing.per_s * model_->flops_per_sample();  // the whole job's model FLOPs
+  rec[unit_.flop_metric] = model_->flops_per_sample();                   // per prediction (token or image)
+  rec["gflop_per_s"] = flop_per_s / 1e9;
+  if (peak_tflops_ > 0) rec["mfu"] = flop_per_s / (peak_tflops_ * 1e12 * workers_.workers());  // over every device
   rec["effective_lr"] = step_.base_lr;  // peak lr after the scaling rule
   if (workers_.workers() > 1) {
     add_layout_fields(rec, workers_.mesh(), step_.zero_stage);

@@ -16,8 +16,12 @@ bench/peers/torch_gpt.py; V = 256, or the pair vocab=V). Extra key=value
 pairs are copied into the line.
 """
 import json
+import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_flops import flops_per_token, params  # noqa: E402
 
 
 def main():
@@ -38,8 +42,7 @@ def main():
     if not timed:
         sys.exit("no metric lines with tokens_per_s in " + path)
     med = lambda k: statistics.median(r[k] for r in timed) if all(k in r for r in timed) else None
-    n = 12 * L * d * d + (vocab + ctx) * d
-    fpt = 6 * n + 12 * L * d * ctx
+    n, fpt = params(L, d, ctx, vocab), flops_per_token(L, d, ctx, vocab)
     tps = med("tokens_per_s")
     out = {"tokens_per_s": round(tps, 1), "gflops": round(tps * fpt / 1e9, 2),
            "tokens_per_s_min": round(min(r["tokens_per_s"] for r in timed), 1),

@@ -145,7 +145,9 @@ import json, sys
 rows = {r["runner"]: r for r in map(json.loads, open(sys.argv[1]))}
 peak = float(sys.argv[2])
 L, d, ctx, V = 12, 768, 1024, 50257
-fpt = 6 * (12 * L * d * d + (V + ctx) * d) + 12 * L * d * ctx
+sys.path.insert(0, "bench")
+from model_flops import flops_per_token
+fpt = flops_per_token(L, d, ctx, V)
 print(f"bf16 GEMM rate {peak:.0f} GFLOP/s; model FLOPs per token {fpt / 1e6:.0f} M")
 print("| runner | tokens/s | model GFLOP/s | % of bf16 GEMM rate | peak RSS MiB | activations MiB (formula) |")
 print("|---|---|---|---|---|---|")

@@ -127,9 +127,9 @@ for round in $(seq 1 "$ROUNDS"); do
   if [ -n "$bf16_peak_2" ] && [ "$mt" != 0 ]; then
     python3 -c 'import sys
 tps, peak, E, K = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-L, d, ctx = 6, 384, 256  # config B
-n_active = L * (4 * d * d + K * 8 * d * d + d * E) + (256 + ctx) * d  # attention, k experts, router, embeddings
-fpt = 6 * n_active + 12 * L * d * ctx
+sys.path.insert(0, "bench")
+from model_flops import flops_per_token
+fpt = flops_per_token(6, 384, 256, top_k=K, n_expert=E)  # config B, K experts a token and the router
 g = tps * fpt / 1e9
 print("    meshtrain: %.0f model GFLOP/s (top-%d of %d experts) = %.0f%% of the bf16 GEMM rate on 2 threads (%.0f GFLOP/s)" % (g, K, E, 100 * g / peak, peak))' "$mt" "$bf16_peak_2" "$EXPERTS" "$TOP_K"
   fi

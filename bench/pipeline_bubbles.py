@@ -20,6 +20,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model_flops  # noqa: E402
+
 CTX = 256
 
 
@@ -148,7 +151,7 @@ def report(path, bf16_peak=""):
     if bf16_peak:
         # the physical limit: config B's model FLOPs per second against both cores' bf16 GEMM rate
         L, d = 6, 384
-        fpt = 6 * (12 * L * d * d + (256 + CTX) * d) + 12 * L * d * CTX
+        fpt = model_flops.flops_per_token(L, d, CTX)
         for label in ["mt-one"] + ["mt-pp2-" + s for s in ("gpipe", "1f1b", "interleaved", "zero_bubble")]:
             t = med(label, "tokens_per_s")
             if t:

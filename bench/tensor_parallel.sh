@@ -125,8 +125,9 @@ timed = steps[skip:] if len(steps) > skip else steps
 if not timed:
     sys.exit("no step records in " + path)
 L, d, ctx, vocab = (int(extra.pop(k)) for k in ("L", "d", "ctx", "vocab"))
-n = 12 * L * d * d + (vocab + ctx) * d
-fpt = 6 * n + 12 * L * d * ctx
+sys.path.insert(0, "bench")
+from model_flops import flops_per_token, params
+n, fpt = params(L, d, ctx, vocab), flops_per_token(L, d, ctx, vocab)
 tps = [tokens / (r["step_ms"] / 1e3) for r in timed]
 med = statistics.median(tps)
 out = {"tokens_per_s": round(med, 1), "tokens_per_s_min": round(min(tps), 1), "tokens_per_s_max": round(max(tps), 1),

@@ -41,7 +41,9 @@
 // layernorms' outputs, q k v, the MLP's pre-activation, the heads' output
 // and the GELU's output are written only in bf16, by the kernels that make
 // them (under sequence parallelism the layernorms' outputs are fp32 too,
-// 8 s b h / t more, not counted).
+// 8 s b h / t more, not counted). The GELU's output is not kept either: one
+// buffer all the layers share, made again from the pre-activation in each
+// backward (nn/mlp.hpp): 8/t of the 24/t per layer, s b h 8/t once.
 //
 // Flash attention (training.attention = "flash", kernels/flash_attention.hpp)
 // keeps no probabilities: the a s / (h t) term goes, in the layers and in
@@ -81,7 +83,10 @@ inline double activation_bytes(const ActivationShape& m, ActivationRecompute mod
   const double lse = m.flash_attention ? 4 * m.seq * m.micro_batch * m.heads / t : 0.0;
   // Of the 8 (10 with dropout) whole-width bytes, 4 are the residual
   // stream's two tensors (the block's input and x1).
-  const double linear = (m.dropout ? 6.0 : 4.0) + (24.0 + m.extra_experts * (m.dropout ? 19.0 : 16.0)) / t;
+  // meshtrain's bf16 shares the GELU's output (8/t) among the layers.
+  const double gelu_output = m.mixed_copies ? 8.0 / t : 0.0;
+  const double linear =
+      (m.dropout ? 6.0 : 4.0) + (24.0 + m.extra_experts * (m.dropout ? 19.0 : 16.0)) / t - gelu_output;
   const double layer = sbh * (4 * residual + (linear + attention) * scale) + lse;
   double layers = 0;
   switch (mode) {
@@ -99,7 +104,7 @@ inline double activation_bytes(const ActivationShape& m, ActivationRecompute mod
   const double scores = m.mixed_copies || m.flash_attention ? 0.0 : 2.0 * m.heads * m.seq / (m.hidden * t);
   const double backward = sbh * (2 + widths + scores) * gradient;
   const double ends = 4 * sbh * residual;
-  const double copies = m.mixed_copies ? sbh * (10.0 / t + 2) + 2 * m.head_floats : 0;
+  const double copies = m.mixed_copies ? sbh * (10.0 / t + 2 + gelu_output) + 2 * m.head_floats : 0;
   const double logits = m.head_chunk_floats > 0 ? m.head_chunk_floats : m.head_floats;
   return layers + backward + ends + 4 * logits + copies;
 }

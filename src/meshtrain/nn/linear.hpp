@@ -152,6 +152,10 @@ class Linear {
     dout16_scratch_ = &pool.get_bf16("linear.dout16");
     w16_scratch_ = &pool.get_bf16("linear.w16", MemoryKind::WeightCopies);
   }
+  // bf16 products: the rounded input in `pool`'s "<key>" instead of the
+  // layer's own, for a producer that writes it again before this layer's
+  // backward and backward_weight() (the MLP's GELU, mlp.hpp).
+  void share_rounded_input(SharedActivations& pool, const std::string& key) { in16_.share(&pool.get_bf16(key)); }
 
  private:
   ParamStore& store_;

@@ -56,6 +56,7 @@ class Mlp final : public FeedForward {
     c_proj_.defer_weight_gradient(on);
   }
   void backward_weight() override {
+    recompute_gelu();
     c_proj_.backward_weight();
     c_fc_.backward_weight();
   }
@@ -69,10 +70,16 @@ class Mlp final : public FeedForward {
   }
   // bf16 activations: c_fc writes the pre-activation and the GELU its output
   // only rounded, which is what backward reads; the linears' fp32 work areas
-  // live in `pool`.
+  // live in `pool`. The GELU's output, c_proj's rounded input, lives there
+  // too: each backward makes it again from the kept pre-activation before
+  // c_proj's weight gradient reads it (one elementwise pass for a quarter of
+  // a layer's saved bytes, as torch.compile's partitioner recomputes
+  // pointwise ops; the same kernel on the same input, so the same bits).
   void share_fp32_temporaries(SharedActivations& pool, const std::string& key) override {
     c_fc_.share_fp32_temporaries(pool, key + ".c_fc", /*output=*/true);
     c_proj_.share_fp32_temporaries(pool, key + ".c_proj", /*output=*/false);
+    c_proj_.share_rounded_input(pool, key + ".c_proj.in16");
+    gelu_recomputed_ = true;
   }
 
  private:
@@ -80,11 +87,15 @@ class Mlp final : public FeedForward {
   // (oneDNN rounds as it stores), and its GELU as c_proj's rounded input:
   // neither the pre-activation nor the GELU's output is made in fp32.
   void gelu_rounded(const float* inp, int64_t N);
+  // The GELU's rounded output again from h16_, when it lives in a shared
+  // buffer (share_fp32_temporaries) that another layer may have written.
+  void recompute_gelu();
 
   ParamStore& store_;
   int64_t C_;
   Linear c_fc_, c_proj_;
   int64_t N_ = 0;
+  bool gelu_recomputed_ = false;  // c_proj's rounded input shared: made again in backward
   const float* h_ = nullptr;                            // (N, 4C) pre-activation, owned by c_fc_ (fp32 only)
   DeviceArray<float> gelu_{memory_of(store_), MemoryKind::Activations};  // (N, 4C)
   // bf16 products only: the pre-activation, rounded by c_fc's product, what

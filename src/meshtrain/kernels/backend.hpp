@@ -98,9 +98,15 @@ class Backend {
   // other is the loss). x[0, n) *= factor.
   virtual double squared_norm(const float* base, size_t begin, size_t end) = 0;
   virtual void scale(float* x, size_t n, float factor) = 0;
-  // x[0] + x[1] + ... + x[n-1] in double, in that order (a loss's rows),
-  // returned to the host.
-  virtual double sum_in_order(const float* x, size_t n) = 0;
+  // sums[p] = x[p n] + x[p n + 1] + ... + x[p n + n - 1] in double, in that
+  // order, for each of `parts` consecutive runs of n floats (a loss's rows
+  // and its hits), returned to the host together: one wait.
+  virtual void sums_in_order(const float* x, size_t n, size_t parts, double* sums) = 0;
+  double sum_in_order(const float* x, size_t n) {
+    double sum = 0;
+    sums_in_order(x, n, 1, &sum);
+    return sum;
+  }
 
   // Matrix products, row-major (gemm.hpp, gemm_bf16.hpp): C = alpha op(A)
   // op(B) [+ bias] + beta C, and the bf16 forms with fp32 sums.
@@ -148,9 +154,11 @@ class Backend {
   virtual size_t attention_backward_scratch(const AttentionSaved& saved, int64_t B, int64_t T, int64_t NH,
                                             bool bf16) = 0;
 
-  // Softmax cross-entropy (cross_entropy.hpp), whole rows or a vocabulary shard.
-  virtual int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
-                                       int64_t V) = 0;
+  // Softmax cross-entropy (cross_entropy.hpp), whole rows or a vocabulary
+  // shard. The forward writes lse, loss and hit (N): 1 where the row's
+  // argmax is its target, else 0, left on the device for sums_in_order.
+  virtual void softmax_xent_forward(float* lse, float* loss, float* hit, const float* logits, const int32_t* targets,
+                                    int64_t N, int64_t V) = 0;
   virtual void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                                      int64_t N, int64_t V, float dloss, int64_t v0 = 0) = 0;
   virtual void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V) = 0;

@@ -63,10 +63,12 @@ class CpuBackend final : public Backend {
     return kernels::squared_norm(base, begin, end);
   }
   void scale(float* x, size_t n, float factor) override { kernels::scale(x, n, factor); }
-  double sum_in_order(const float* x, size_t n) override {
-    double sum = 0;
-    for (size_t i = 0; i < n; ++i) sum += x[i];
-    return sum;
+  void sums_in_order(const float* x, size_t n, size_t parts, double* sums) override {
+    for (size_t p = 0; p < parts; ++p) {
+      double sum = 0;
+      for (size_t i = 0; i < n; ++i) sum += x[p * n + i];
+      sums[p] = sum;
+    }
   }
 
   void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
@@ -158,9 +160,9 @@ class CpuBackend final : public Backend {
     return bf16 || saved.kernel == AttentionKernel::Flash ? 0 : size_t(B * NH * T * T);
   }
 
-  int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
-                               int64_t V) override {
-    return kernels::softmax_xent_forward(lse, loss, logits, targets, N, V);
+  void softmax_xent_forward(float* lse, float* loss, float* hit, const float* logits, const int32_t* targets, int64_t N,
+                            int64_t V) override {
+    kernels::softmax_xent_forward(lse, loss, logits, targets, N, V, hit);
   }
   void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
                              int64_t V, float dloss, int64_t v0) override {

@@ -26,7 +26,7 @@ inline float row_max(const float* z, int64_t V, int64_t& arg) {
 
 MESHTRAIN_HOT_LOOP
 int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets,
-                             int64_t N, int64_t V) {
+                             int64_t N, int64_t V, float* hit) {
   int64_t correct = 0;
 #pragma omp parallel for schedule(static) reduction(+ : correct)
   for (int64_t n = 0; n < N; ++n) {
@@ -40,6 +40,7 @@ int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const
     lse[n] = mx + std::log(sum);
     loss[n] = lse[n] - z[targets[n]];
     correct += arg == targets[n];
+    if (hit) hit[n] = arg == targets[n] ? 1.0f : 0.0f;
   }
   return correct;
 }

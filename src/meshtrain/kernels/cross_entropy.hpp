@@ -8,10 +8,12 @@
 namespace meshtrain::kernels {
 
 // lse (N) and loss (N) = lse - logit[target] are written; returns how many
-// rows have argmax == target (first maximum wins ties). Per-row losses, not a
-// sum, come back so the caller can sum them in a fixed order.
+// rows have argmax == target (first maximum wins ties), and where hit is not
+// null writes each row's 1 or 0 there (N floats: Backend's form, whose loss
+// rows and hits come back in one download). Per-row losses, not a sum, come
+// back so the caller can sum them in a fixed order.
 int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets,
-                             int64_t N, int64_t V);
+                             int64_t N, int64_t V, float* hit = nullptr);
 
 // dlogits (N, V) = (softmax(logits) - onehot(target)) * dloss, written;
 // dlogits may alias logits (in place). dloss is d(total)/d(row loss), 1/N for a mean.

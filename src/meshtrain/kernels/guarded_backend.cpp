@@ -162,10 +162,10 @@ class GuardedBackend final : public Backend {
     const Open open(memory_);
     cpu_.scale(x, n, factor);
   }
-  double sum_in_order(const float* x, size_t n) override {
+  void sums_in_order(const float* x, size_t n, size_t parts, double* sums) override {
     const Open open(memory_);
     ++memory_.host_syncs_;
-    return cpu_.sum_in_order(x, n);
+    cpu_.sums_in_order(x, n, parts, sums);
   }
   void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
             float beta, float* C, int ldc) override {
@@ -244,11 +244,10 @@ class GuardedBackend final : public Backend {
     const Open open(memory_);
     return cpu_.attention_backward_scratch(saved, B, T, NH, bf16);
   }
-  int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
-                               int64_t V) override {
+  void softmax_xent_forward(float* lse, float* loss, float* hit, const float* logits, const int32_t* targets, int64_t N,
+                            int64_t V) override {
     const Open open(memory_);
-    ++memory_.host_syncs_;  // the count of hits
-    return cpu_.softmax_xent_forward(lse, loss, logits, targets, N, V);
+    cpu_.softmax_xent_forward(lse, loss, hit, logits, targets, N, V);
   }
   void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                              int64_t N, int64_t V, float dloss, int64_t v0) override {

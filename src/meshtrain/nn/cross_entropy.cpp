@@ -13,33 +13,35 @@ void SoftmaxCrossEntropy::begin(const int32_t* targets, int64_t N, int64_t V) {
       throw Error("SoftmaxCrossEntropy: target " + std::to_string(targets[n]) + " at row " + std::to_string(n) +
                   " is outside [0, " + std::to_string(V) + ")");
   lse_.ensure(N);
-  loss_.ensure(N);
+  loss_.ensure(2 * N);
   logits_ = nullptr;
   targets_ = staged_input(backend_, targets, static_cast<size_t>(N), targets_staged_);
   N_ = N;
   V_ = V;
 }
 
-ForwardResult SoftmaxCrossEntropy::finish(int64_t correct) const {
-  ForwardResult r;
-  r.correct = correct;
-  r.count = N_;
+ForwardResult SoftmaxCrossEntropy::finish() const {
   // Summed serially in double: the same loss whatever the thread count.
-  r.loss = static_cast<float>(backend_.sum_in_order(loss_.raw(), static_cast<size_t>(N_)) / N_);
+  double sums[2];  // loss, hits
+  backend_.sums_in_order(loss_.raw(), static_cast<size_t>(N_), 2, sums);
+  ForwardResult r;
+  r.correct = static_cast<int64_t>(sums[1]);
+  r.count = N_;
+  r.loss = static_cast<float>(sums[0] / N_);
   return r;
 }
 
 ForwardResult SoftmaxCrossEntropy::forward(const float* logits, const int32_t* targets, int64_t N, int64_t V) {
   begin(targets, N, V);
   logits_ = logits;
-  return finish(backend_.softmax_xent_forward(lse_.raw(), loss_.raw(), logits, targets_, N, V));
+  backend_.softmax_xent_forward(lse_.raw(), loss_.raw(), loss_.raw() + N, logits, targets_, N, V);
+  return finish();
 }
 
-int64_t SoftmaxCrossEntropy::rows(float* logits, int64_t r0, int64_t rows) {
-  const int64_t correct =
-      backend_.softmax_xent_forward(lse_.raw() + r0, loss_.raw() + r0, logits, targets_ + r0, rows, V_);
+void SoftmaxCrossEntropy::rows(float* logits, int64_t r0, int64_t rows) {
+  backend_.softmax_xent_forward(lse_.raw() + r0, loss_.raw() + r0, loss_.raw() + N_ + r0, logits, targets_ + r0, rows,
+                                V_);
   backend_.softmax_xent_backward(logits, logits, lse_.raw() + r0, targets_ + r0, rows, V_, 1.0f / N_);
-  return correct;
 }
 
 void SoftmaxCrossEntropy::backward(float* dlogits) {

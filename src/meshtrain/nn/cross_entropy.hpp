@@ -27,11 +27,13 @@ class SoftmaxCrossEntropy {
   // rows at a time, so the (N, V) fp32 logits never exist whole. begin()
   // checks and stages the N targets; rows() takes the logits of rows
   // [r0, r0 + rows) and leaves in their place their gradient of the mean
-  // loss over all N rows, returning the block's hits; finish() gives the
-  // mean loss and the hits over all N. backward() is not called after.
+  // loss over all N rows; finish() gives the mean loss and the hits over
+  // all N. backward() is not called after.
   void begin(const int32_t* targets, int64_t N, int64_t V);
-  int64_t rows(float* logits, int64_t r0, int64_t rows);
-  ForwardResult finish(int64_t correct) const;
+  void rows(float* logits, int64_t r0, int64_t rows);
+  // The loss's rows and hits summed on the host: the forward's one wait for
+  // the device.
+  ForwardResult finish() const;
 
  private:
   kernels::Backend& backend_;
@@ -39,7 +41,8 @@ class SoftmaxCrossEntropy {
   const int32_t* targets_ = nullptr;  // borrowed (on the CPU) or targets_staged_'s
   int64_t N_ = 0, V_ = 0;
   DeviceArray<float> lse_{backend_.allocator(), MemoryKind::Activations};   // (N)
-  DeviceArray<float> loss_{backend_.allocator(), MemoryKind::Activations};  // (N)
+  // (2N): each row's loss, then its hit (1 or 0), summed together by finish().
+  DeviceArray<float> loss_{backend_.allocator(), MemoryKind::Activations};
   DeviceArray<int32_t> targets_staged_{backend_.allocator(), MemoryKind::Activations};
 };
 

@@ -222,16 +222,15 @@ ForwardResult Gpt::fused_head_forward(Slot& s, const int32_t* targets) {
   const Bf16* wte16 = round_into(store_, store_.param(head_wte_), size_t(V * C), s.wte16);
   s.logits.ensure(std::min(N, kClassifierRows) * V);
   s.dlogits16.ensure(N * V);
-  int64_t correct = 0;
   for (int64_t r0 = 0; r0 < N; r0 += kClassifierRows) {
     const int64_t rows = std::min(kClassifierRows, N - r0);
     backend.gemm_bf16(Trans::No, Trans::Yes, int(rows), int(V), int(C), 1.0f, lnf16 + r0 * C, int(C), wte16, int(C),
                       0.0f, s.logits.raw(), int(V));
-    correct += xent.rows(s.logits.raw(), r0, rows);
+    xent.rows(s.logits.raw(), r0, rows);
     backend.to_bf16(s.logits.raw(), s.dlogits16.raw() + r0 * V, size_t(rows * V));
   }
   s.fused_gradient = true;
-  return xent.finish(correct);
+  return xent.finish();
 }
 
 void Gpt::output_layer(Slot& s, const float* lnf, int64_t rows) {

@@ -69,21 +69,24 @@ TEST(CudaBackendLoss, RowsHitsAndGradientMatchTheCpuBackend) {
   for (int32_t& t : targets) t = int32_t(rng() % uint32_t(V));
   targets[3] = 0;
   targets[4] = int32_t(V - 1);
-  std::vector<float> lse(N), loss(N), dlogits(logits.size());
-  const int64_t hits = cpu_backend().softmax_xent_forward(lse.data(), loss.data(), logits.data(), targets.data(), N, V);
+  // loss: the rows, then the hits (1 or 0), as SoftmaxCrossEntropy keeps them.
+  std::vector<float> lse(N), loss(2 * N), dlogits(logits.size());
+  cpu_backend().softmax_xent_forward(lse.data(), loss.data(), loss.data() + N, logits.data(), targets.data(), N, V);
   cpu_backend().softmax_xent_backward(dlogits.data(), logits.data(), lse.data(), targets.data(), N, V, 1.0f / N);
 
   auto d_logits = test::to_device(gpu_memory(), logits);
   auto d_targets = test::to_device(gpu_memory(), targets);
   auto d_lse = test::poisoned<float>(gpu_memory(), size_t(N));
-  auto d_loss = test::poisoned<float>(gpu_memory(), size_t(N));
-  EXPECT_EQ(gpu().softmax_xent_forward(d_lse.ptr().raw(), d_loss.ptr().raw(), d_logits.ptr().raw(),
-                                       d_targets.ptr().raw(), N, V),
-            hits);
+  auto d_loss = test::poisoned<float>(gpu_memory(), size_t(2 * N));
+  gpu().softmax_xent_forward(d_lse.ptr().raw(), d_loss.ptr().raw(), d_loss.ptr().raw() + N, d_logits.ptr().raw(),
+                             d_targets.ptr().raw(), N, V);
   expect_close(to_host(d_lse), lse, 1e-5, "lse");
-  expect_close(to_host(d_loss), loss, 1e-5, "loss rows");
-  EXPECT_NEAR(gpu().sum_in_order(d_loss.ptr().raw(), size_t(N)), cpu_backend().sum_in_order(loss.data(), size_t(N)),
-              1e-5 * N);
+  expect_close(to_host(d_loss), loss, 1e-5, "loss rows and hits");
+  double gpu_sums[2], cpu_sums[2];  // loss, hits: one download
+  gpu().sums_in_order(d_loss.ptr().raw(), size_t(N), 2, gpu_sums);
+  cpu_backend().sums_in_order(loss.data(), size_t(N), 2, cpu_sums);
+  EXPECT_NEAR(gpu_sums[0], cpu_sums[0], 1e-5 * N);
+  EXPECT_EQ(gpu_sums[1], cpu_sums[1]);
   // In place, as the models run it.
   gpu().softmax_xent_backward(d_logits.ptr().raw(), d_logits.ptr().raw(), d_lse.ptr().raw(), d_targets.ptr().raw(),
                               N, V, 1.0f / N);

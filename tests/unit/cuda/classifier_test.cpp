@@ -51,32 +51,33 @@ Case make_case() {
 
 struct CpuResult {
   std::vector<float> lse, loss, dlogits;
-  std::vector<int32_t> correct;
+  std::vector<float> correct;  // 1 or 0 per row, as the kernel writes it
 };
 
 // The CPU kernels on the rows' targets, with ignored rows (target < 0)
 // computed with target 0 and then set as the GPU defines them: loss 0,
 // correct 0, gradient 0; lse is the row's either way.
 CpuResult cpu_reference(const Case& c, float dloss) {
-  CpuResult r{std::vector<float>(N), std::vector<float>(N), std::vector<float>(N * V), std::vector<int32_t>(N)};
+  CpuResult r{std::vector<float>(N), std::vector<float>(N), std::vector<float>(N * V), std::vector<float>(N)};
   std::vector<int32_t> t(c.targets);
   for (int32_t& x : t) x = x < 0 ? 0 : x;
   kernels::softmax_xent_forward(r.lse.data(), r.loss.data(), c.logits.data(), t.data(), N, V);
   kernels::softmax_xent_backward(r.dlogits.data(), c.logits.data(), r.lse.data(), t.data(), N, V, dloss);
   std::vector<float> mx(N);
-  kernels::row_max_argmax(mx.data(), r.correct.data(), c.logits.data(), N, V);
+  std::vector<int32_t> arg(N);
+  kernels::row_max_argmax(mx.data(), arg.data(), c.logits.data(), N, V);
   for (int64_t n = 0; n < N; ++n) {
-    r.correct[n] = r.correct[n] == c.targets[n] ? 1 : 0;
+    r.correct[n] = arg[n] == c.targets[n] ? 1.0f : 0.0f;
     if (c.targets[n] >= 0) continue;
     r.loss[n] = 0;
-    r.correct[n] = 0;
+    r.correct[n] = 0.0f;
     for (int64_t j = 0; j < V; ++j) r.dlogits[n * V + j] = 0;
   }
   return r;
 }
 
 void expect_matches(const CpuResult& cpu, const std::vector<float>& lse, const std::vector<float>& loss,
-                    const std::vector<int32_t>& correct, const std::vector<float>& dlogits) {
+                    const std::vector<float>& correct, const std::vector<float>& dlogits) {
   expect_close(lse, cpu.lse, kRel, "lse");
   expect_close(loss, cpu.loss, kRel, "loss");
   expect_same_bits(correct, cpu.correct, "correct");
@@ -93,7 +94,7 @@ TEST(CudaClassifier, InPlaceMatchesTheCpu) {
   auto d_logits = to_device(alloc, c.logits);
   auto d_targets = to_device(alloc, c.targets);
   auto d_lse = poisoned<float>(alloc, N), d_loss = poisoned<float>(alloc, N);
-  auto d_correct = poisoned<int32_t>(alloc, N);
+  auto d_correct = poisoned<float>(alloc, N);
   fused_classifier(d_lse.ptr().raw(), d_loss.ptr().raw(), d_correct.ptr().raw(), d_logits.ptr().raw(),
                    d_logits.ptr().raw(), d_targets.ptr().raw(), N, V, dloss, nullptr);
   expect_matches(cpu, to_host(d_lse), to_host(d_loss), to_host(d_correct), to_host(d_logits));
@@ -120,7 +121,7 @@ TEST(CudaClassifier, SeparateOutputIgnoredRowsAndRepeats) {
     for (const int64_t offset : {int64_t(0), int64_t(1)}) {
       SCOPED_TRACE("run " + std::to_string(run) + ", dlogits offset " + std::to_string(offset));
       auto d_lse = poisoned<float>(alloc, N), d_loss = poisoned<float>(alloc, N);
-      auto d_correct = poisoned<int32_t>(alloc, N);
+      auto d_correct = poisoned<float>(alloc, N);
       auto d_dlogits = poisoned<float>(alloc, N * V + 1);
       fused_classifier(d_lse.ptr().raw(), d_loss.ptr().raw(), d_correct.ptr().raw(), d_dlogits.ptr().raw() + offset,
                        d_logits.ptr().raw(), d_targets.ptr().raw(), N, V, dloss, nullptr);

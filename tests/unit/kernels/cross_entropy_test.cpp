@@ -50,8 +50,9 @@ TEST(CrossEntropyKernel, ForwardAndBackwardMatchReference) {
 TEST(CrossEntropyKernel, StableForHugeLogits) {
   std::vector<float> z = {1e4f, -1e4f, 0.0f, 3e4f};
   std::vector<int32_t> tgt = {0, 0};  // row 0 right, row 1 wrong by 3e4
-  std::vector<float> lse(2), loss(2);
-  EXPECT_EQ(softmax_xent_forward(lse.data(), loss.data(), z.data(), tgt.data(), 2, 2), 1);
+  std::vector<float> lse(2), loss(2), hit(2, -1.0f);
+  EXPECT_EQ(softmax_xent_forward(lse.data(), loss.data(), z.data(), tgt.data(), 2, 2, hit.data()), 1);
+  EXPECT_EQ(hit, (std::vector<float>{1.0f, 0.0f}));  // each row's, for the backends' one download
   EXPECT_NEAR(loss[0], 0.0f, 1e-6);
   EXPECT_NEAR(loss[1], 3e4f, 1.0f);
 }

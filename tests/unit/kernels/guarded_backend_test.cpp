@@ -30,6 +30,13 @@ TEST(GuardedBackend, KernelsSeeTheMemoryAndComputeTheCpusValues) {
   cpu_backend().gelu_forward(want.data(), x.data(), int64_t(x.size()));
   EXPECT_EQ(b.to_host(), want);
   EXPECT_EQ(guarded.sum_in_order(a.raw(), x.size()), 1.5 - 2.0 + 3.25 + 0.5 + 7.0);
+  // Two runs (a loss's rows and its hits) come back in one wait.
+  const int64_t syncs = guarded.host_syncs();
+  double sums[2];
+  guarded.sums_in_order(a.raw(), 2, 2, sums);
+  EXPECT_EQ(sums[0], 1.5 - 2.0);
+  EXPECT_EQ(sums[1], 3.25 + 0.5);
+  EXPECT_EQ(guarded.host_syncs() - syncs, 1);
 }
 
 TEST(GuardedBackendDeathTest, AHostReadOutsideAKernelFaults) {

@@ -65,7 +65,7 @@ __device__ __forceinline__ int64_t head_of(const float* row, int64_t V) {
 
 template <int W>
 __global__ void __launch_bounds__(kThreads)
-    classifier_kernel(float* lse, float* loss, int32_t* correct, float* dlogits, const float* logits,
+    classifier_kernel(float* lse, float* loss, float* correct, float* dlogits, const float* logits,
                       const int32_t* targets, int64_t V, float dloss) {
   const int64_t n = blockIdx.x;
   const float* z = logits + n * V;
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) {
     lse[n] = row_lse;
     loss[n] = target >= 0 ? row_lse - z_target : 0.0f;
-    if (correct) correct[n] = target >= 0 && st.arg == target ? 1 : 0;
+    if (correct) correct[n] = target >= 0 && st.arg == target ? 1.0f : 0.0f;
   }
   if (!dlogits) return;
 
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void fused_classifier(float* lse, float* loss, int32_t* correct, float* dlogits, const float* logits,
+void fused_classifier(float* lse, float* loss, float* correct, float* dlogits, const float* logits,
                       const int32_t* targets, int64_t N, int64_t V, float dloss, cudaStream_t stream) {
   if (N <= 0 || V <= 0) return;
   if (N > std::numeric_limits<int32_t>::max() || V > std::numeric_limits<int32_t>::max())

@@ -97,13 +97,16 @@ class CudaBackend final : public Backend {
     return sum;
   }
   void scale(float* x, size_t n, float factor) override { cuda::scale(x, int64_t(n), factor, stream_); }
-  // A loss's rows (a few thousand): downloaded, added in order on the host.
-  double sum_in_order(const float* x, size_t n) override {
-    std::vector<float> host(n);
-    if (n) memory_.download(host.data(), x, n * sizeof(float));
-    double sum = 0;
-    for (const float v : host) sum += v;
-    return sum;
+  // A loss's rows and hits (a few thousand each): one download, added in
+  // order on the host.
+  void sums_in_order(const float* x, size_t n, size_t parts, double* sums) override {
+    std::vector<float> host(n * parts);
+    if (!host.empty()) memory_.download(host.data(), x, host.size() * sizeof(float));
+    for (size_t p = 0; p < parts; ++p) {
+      double sum = 0;
+      for (size_t i = 0; i < n; ++i) sum += host[p * n + i];
+      sums[p] = sum;
+    }
   }
 
   // Products: the general form of the context's (matmul.hpp), sums in
@@ -198,16 +201,10 @@ class CudaBackend final : public Backend {
   // The loss through the fused classifier (classifier.hpp), which never
   // stores the probabilities: forward without the gradient, backward with
   // it (one more read of the logits than a single fused pass). The hits
-  // are counted on the host, with the loss.
-  int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets, int64_t N,
-                               int64_t V) override {
-    auto* correct = static_cast<int32_t*>(scratch(correct_scratch_, size_t(N) * sizeof(int32_t)));
-    cuda::fused_classifier(lse, loss, correct, nullptr, logits, targets, N, V, 0.0f, stream_);
-    std::vector<int32_t> host(static_cast<size_t>(N));
-    if (N) memory_.download(host.data(), correct, host.size() * sizeof(int32_t));
-    int64_t hits = 0;
-    for (const int32_t c : host) hits += c;
-    return hits;
+  // stay on the device, beside the loss's rows, until sums_in_order.
+  void softmax_xent_forward(float* lse, float* loss, float* hit, const float* logits, const int32_t* targets, int64_t N,
+                            int64_t V) override {
+    cuda::fused_classifier(lse, loss, hit, nullptr, logits, targets, N, V, 0.0f, stream_);
   }
   void softmax_xent_backward(float* dlogits, const float* logits, const float*, const int32_t* targets, int64_t N,
                              int64_t V, float dloss, int64_t v0) override {
@@ -275,7 +272,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_;
   CudaAllocator memory_;
   DeviceBuffer<std::byte> encoder_scratch_, layernorm_scratch_, embedding_scratch_, column_scratch_, norm_scratch_;
-  DeviceBuffer<std::byte> correct_scratch_, loss_scratch_;  // the loss's hits (N), its rows again (2N)
+  DeviceBuffer<std::byte> loss_scratch_;  // the loss's rows again (2N)
   CublasLtContext* matmul_ = nullptr;
   // The AdamW chunk table as the kernel reads it, uploaded again only when
   // the chunks' pointers change (ZeRO rebinding), not every step: the

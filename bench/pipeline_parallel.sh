@@ -24,16 +24,22 @@
 # (forward and loss under torch.autocast), measures the machine's bf16 GEMM rate (bench_gemm --bf16-peak)
 # and reports part 3's model GFLOP/s as a share of it, against a target of 1.5x PyTorch's same schedule.
 #
-# Knobs: ROUNDS [2]  PRECISION [fp32]  PARTS ["bubbles efficiency torch"]  BUBBLE_LAYERS [8]  BUBBLE_M ["4 8 16"]
+# Both sides clip the gradients' global norm to CLIP (meshtrain's default optimizer.grad_clip, 1.0; the
+# peers as torchtitan does over a pipeline: every stage's squares all-reduced before any stage steps), so
+# both do the same work and wait for the same last backward; CLIP=0 turns it off on both sides.
+#
+# Knobs: ROUNDS [2]  PRECISION [fp32]  CLIP [1.0]  PARTS ["bubbles efficiency torch"]  BUBBLE_LAYERS [8]  BUBBLE_M ["4 8 16"]
 #   BUBBLE_P ["2 4"]  MT_STEPS [6]  MT_SKIP [2]  TORCH_STEPS [8] TORCH_WARMUP [2]  SCHEDULES ["gpipe 1f1b
 #   interleaved zero_bubble"]  TORCH_SCHEDULES ["gpipe 1f1b interleaved zero_bubble-v1 zero_bubble zbv"] (part 3's
-#   PyTorch schedules; zero_bubble-v1: ScheduleInterleavedZeroBubble at V=1)  VENV_PY [bench/.venv/bin/python]  MESHTRAIN [build/src/meshtrain/meshtrain]
+#   PyTorch schedules; zero_bubble-v1: ScheduleInterleavedZeroBubble at V=1; a -noclip suffix, e.g. 1f1b-noclip:
+#   that schedule with CLIP=0 on the peer)  VENV_PY [bench/.venv/bin/python]  MESHTRAIN [build/src/meshtrain/meshtrain]
 #   OUT [bench/out/pipeline_parallel]  IDLE_WAIT [60] IDLE_PCT [15]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 1
 ROUNDS="${ROUNDS:-2}"
 PRECISION="${PRECISION:-fp32}"
+CLIP="${CLIP:-1.0}"
 PARTS="${PARTS:-bubbles efficiency torch}"
 BUBBLE_LAYERS="${BUBBLE_LAYERS:-8}"
 BUBBLE_M="${BUBBLE_M:-4 8 16}"
@@ -58,7 +64,7 @@ cpu_flags="$(bench_cpu_flags avx2 fma avx512f avx512_bf16 amx_bf16)"
 echo "pipeline_parallel: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(getconf _NPROCESSORS_ONLN) CPUs," \
      "CPU: $(bench_cpu_model); flags: ${cpu_flags:-none};" \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}; PyTorch: $(bench_torch_version "$VENV_PY" none);" \
-     "precision $PRECISION"
+     "precision $PRECISION, gradient clipping $CLIP"
 bf16_peak_2=""
 [ "$PRECISION" = bf16 ] && bench_bf16_peak "$OUT/gemm.txt"
 
@@ -70,7 +76,7 @@ mt() {
   rm -rf "$dir"
   mkdir -p "$dir"
   local train=("$MESHTRAIN" train "$toml" --training.threads=1 --training.steps="$MT_STEPS" --training.log_every=1
-               --training.precision="$PRECISION" --training.out_dir="$dir/run" --metrics.path="$dir/metrics.jsonl" "$@")
+               --training.precision="$PRECISION" --optimizer.grad_clip="$CLIP" --training.out_dir="$dir/run" --metrics.path="$dir/metrics.jsonl" "$@")
   [ "$nproc" -gt 1 ] && train=("$MESHTRAIN" launch --nproc "$nproc" --transport shm -- "${train[@]}"
                                --parallel.data=none --trace "$dir/trace.json")
   wait_idle
@@ -91,7 +97,7 @@ torch() {
   local label="$1" round="$2"
   shift 2
   [ -x "$VENV_PY" ] || { echo "  $label: SKIPPED: no $VENV_PY (bench/setup-venv.sh)"; return; }
-  bench_peer_cmd "$VENV_PY" "$@" --precision "$PRECISION" --json
+  bench_peer_cmd "$VENV_PY" "$@" --precision "$PRECISION" --clip "$CLIP" --json
   wait_idle
   local line
   if line="$("${peer_cmd[@]}" 2> "$OUT/$label-r$round.err" | grep '^{' | tail -n 1)" && [ -n "$line" ]; then
@@ -135,10 +141,12 @@ for round in $(seq 1 "$ROUNDS"); do
         --parallel.virtual_stages="$(chunks "$S")"
     done
     for name in $TORCH_SCHEDULES; do
-      S=$name
-      [ "$name" = zero_bubble-v1 ] && S="zero_bubble --virtual-stages 1"
+      S=${name%-noclip}
+      [ "$S" = zero_bubble-v1 ] && S="zero_bubble --virtual-stages 1"
+      clip=$CLIP
+      [ "$name" != "${name%-noclip}" ] && clip=0  # the peer without clipping, beside the clipped one
       # shellcheck disable=SC2086  # $S: the schedule and, for zero_bubble-v1, its chunk count
-      torch "torch-pp2-$name" "$round" torch_pp_gpt.py --config b --procs 2 --micro-batches 4 \
+      CLIP=$clip torch "torch-pp2-$name" "$round" torch_pp_gpt.py --config b --procs 2 --micro-batches 4 \
         --schedule $S --steps "$TORCH_STEPS" --warmup "$TORCH_WARMUP"
     done
   fi

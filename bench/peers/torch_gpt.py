@@ -81,6 +81,9 @@ def parse_args(argv=None):
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16); "
                         "weights, gradients and AdamW state stay fp32")
+    p.add_argument("--clip", type=float, default=0.0,
+                   help="clip the gradients' global norm to this (meshtrain's optimizer.grad_clip, "
+                        "default 1.0 there); 0: no clipping")
     p.add_argument("--data", default=None,
                    help="text file of bytes to sample from (default data/kjv.txt "
                         "if present, else random bytes)")
@@ -252,6 +255,22 @@ def make_optimizer(model):
     return torch.optim.AdamW(groups, **kw)
 
 
+def clip_gradients(params, max_norm, group=None):
+    """Clips the gradients of `params` to a global norm of max_norm (> 0), as
+    torch.nn.utils.clip_grad_norm_ with foreach kernels; with a process group
+    the norm is over every rank's gradients (the squares all-reduced), as
+    torchtitan clips a pipeline's stages. Returns the norm before clipping."""
+    import torch.distributed as dist
+    grads = [p.grad for p in params if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)
+    if group is not None:
+        squares = norm.double() ** 2
+        dist.all_reduce(squares, group=group)
+        norm = squares.sqrt().float()
+    torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm, foreach=True)
+    return norm
+
+
 def autocast(precision=None):
     """The context for the forward and the loss at `precision` (default --precision):
     torch.autocast("cpu", dtype=torch.bfloat16) for bf16, none for fp32."""
@@ -344,6 +363,8 @@ def main():
         with autocast():
             loss = step_fn(x, y)
         loss.backward()
+        if args.clip > 0:
+            clip_gradients(list(model.parameters()), args.clip)
         opt.step()
         return loss.item()
 
@@ -374,6 +395,7 @@ def main():
         **precision_info(),
         "attn": "sdpa" if use_sdpa else "manual",
         "optim": args.optim,
+        "clip": args.clip,
         "threads": args.threads,
         "torch_threads": torch.get_num_threads(),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),

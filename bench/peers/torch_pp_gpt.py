@@ -144,6 +144,9 @@ def parse_args():
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
     p.add_argument("--vocab-size", type=int, default=256, help="as torch_gpt.py's --vocab")
+    p.add_argument("--clip", type=float, default=0.0,
+                   help="clip the global gradient norm over every stage to this (torchtitan's way: "
+                        "the squares all-reduced over the pipeline); 0: no clipping")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=900, help="seconds (launcher: whole run)")
     p.add_argument("--json", action="store_true")
@@ -308,6 +311,8 @@ def worker(args):
                 sched.step(x, **kw)
             else:
                 sched.step(**kw)
+        if args.clip > 0:  # every stage waits for the last backward's squares, as meshtrain's
+            tg.clip_gradients(list(model.parameters()), args.clip, group=dist.group.WORLD)
         opt.step()
         return sum(l.item() for l in losses) / len(losses) if has_last else None
 
@@ -349,7 +354,7 @@ def worker(args):
         "stage_layers": counts, "stage_ranks": owner,
         "threads": args.threads, "torch_threads": torch.get_num_threads(),
         "mode": args.mode, "compiled": compiled, "tied_head": False, **tg.precision_info(),
-        "attn": "sdpa" if tg.use_sdpa else "manual", "optim": args.optim,
+        "attn": "sdpa" if tg.use_sdpa else "manual", "optim": args.optim, "clip": args.clip,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
         "config": args.config, "layers": args.layers, "d": args.d, "heads": args.heads,
         "ctx": args.ctx, "batch": args.batch, "global_batch": args.batch,

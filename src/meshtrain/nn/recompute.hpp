@@ -23,7 +23,9 @@
 // fp32 tensors that only feed a rounding (the layernorms' outputs, q k v,
 // the heads' output, the MLP's hidden layers) live in buffers all the
 // blocks share, as full recomputation's do. The bf16 output gradients that
-// live only inside a backward share buffers too.
+// live only inside a backward share buffers too, and so does the GELU's
+// rounded output: each MLP's backward makes it again from the kept
+// pre-activation (nn/mlp.hpp), the same bits.
 #include <map>
 #include <memory>
 #include <string>

@@ -69,6 +69,25 @@ host_syncs guarded-micro-clip 3  # 2 micro-batches
 grep -q host_syncs "$WORK/cpu-fp32/metrics.jsonl" && fail "the CPU counts host syncs"
 echo "host syncs: 2 a step (the loss with its hits, the gradient norm), 1 more a micro-batch"
 
+# The memory report and the step records count the job's device: on cpu-guarded the model,
+# gradients and AdamW state live in its memory, by kind as the CPU's host memory holds them, and
+# the host's own total is reported beside them.
+for dev in cpu cpu-guarded; do
+  train "mem-$dev" job.toml "$dev" --training.steps=6 --memory-report
+done
+python3 - mem-cpu.log mem-cpu-guarded.log "$WORK/mem-cpu-guarded/metrics.jsonl" <<'PY' || fail "memory report by device"
+import json, re, sys
+def rows(path):
+    return {m[1]: float(m[2]) for m in re.finditer(r"^  (\w+) +([0-9.]+) MiB", open(path).read(), re.M)}
+cpu, dev = rows(sys.argv[1]), rows(sys.argv[2])
+for kind in ("parameters", "gradients", "optimizer_state"):
+    assert dev[kind] > 0 and dev[kind] == cpu[kind], f"{kind}: cpu {cpu.get(kind)} MiB, cpu-guarded {dev.get(kind)}"
+assert "on cpu-guarded" in open(sys.argv[2]).read() and "host" in dev and "host" not in cpu, "the report's device"
+peaks = [r for r in map(json.loads, open(sys.argv[3])) if r.get("memory") == "peak"][-1]
+assert abs(peaks["peak_parameters_mb"] - dev["parameters"]) < 0.01 and "peak_host_total_mb" in peaks, peaks
+print(f"memory by device: parameters {dev['parameters']} MiB on cpu-guarded as on cpu, host {dev['host']} MiB")
+PY
+
 # The image models (generated images are enough: the bits are the point).
 for model in mlp vit; do
   args=(--training.steps=6 --training.eval_every=0 --schedule.warmup_steps=2 --training.threads=1

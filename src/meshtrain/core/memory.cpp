@@ -1,5 +1,7 @@
 #include "meshtrain/core/memory.hpp"
 
+#include "meshtrain/core/device.hpp"
+
 namespace meshtrain {
 
 std::string_view memory_kind_name(MemoryKind kind) {
@@ -25,6 +27,8 @@ MemoryTracker& MemoryTracker::device() {
   static MemoryTracker tracker;
   return tracker;
 }
+
+MemoryTracker& MemoryTracker::of(const Device& device) { return device.is_cpu() ? global() : MemoryTracker::device(); }
 
 static void raise_peak(std::atomic<size_t>& peak, size_t value) {
   size_t seen = peak.load(std::memory_order_relaxed);

@@ -9,6 +9,8 @@
 
 namespace meshtrain {
 
+struct Device;
+
 // WeightCopies: the bf16 copies of the weight matrices that bf16 products
 // read (training.precision = "bf16"), made in forward, kept for backward.
 enum class MemoryKind { Parameters, Gradients, OptimizerState, Activations, Communication, Data, Other, WeightCopies };
@@ -20,9 +22,12 @@ class MemoryTracker {
  public:
   // Host memory (AlignedBuffer).
   static MemoryTracker& global();
-  // Device memory (DeviceBuffer, core/device_buffer.hpp): the memory report
-  // gives both.
+  // Device memory (DeviceBuffer, core/device_buffer.hpp).
   static MemoryTracker& device();
+  // Where a job on `device` counts its model, gradients, optimizer state and
+  // activations: global() on the CPU, device() on any other (a GPU's memory,
+  // cpu-guarded's guarded memory).
+  static MemoryTracker& of(const Device& device);
 
   void add(MemoryKind kind, size_t bytes);
   void sub(MemoryKind kind, size_t bytes);

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "meshtrain/core/activation_memory.hpp"
+#include "meshtrain/core/device.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/memory.hpp"
 #include "meshtrain/nn/gpt.hpp"
@@ -75,9 +76,8 @@ void check_memory_budget(double max_memory_mb, const StepSettings& step, const P
                     mib(double(p.communication)) + " = " + mib(double(p.total())) + advice);
 }
 
-void check_memory_peak(double max_memory_mb, int64_t step) {
+void check_memory_peak(double max_memory_mb, int64_t step, const MemoryTracker& tracker) {
   const double limit = max_memory_mb * kMiB;
-  const auto& tracker = MemoryTracker::global();
   if (limit <= 0 || double(tracker.peak_total()) <= limit) return;
   std::string kinds;
   for (size_t k = 0; k < kMemoryKindCount; ++k) {
@@ -118,10 +118,11 @@ size_t predict_activations(const ModelSection& m, const ParallelSection& p, cons
                                               mode));
 }
 
-std::string memory_report(const MemoryPrediction& predicted, int world, int stage) {
-  const auto& tracker = MemoryTracker::global();
-  std::string out = "memory per rank (ZeRO stage " + std::to_string(stage) + ", " + std::to_string(world) +
-                    " worker" + (world == 1 ? "" : "s") + "): peak measured / predicted\n";
+std::string memory_report(const MemoryPrediction& predicted, int world, int stage, const Device& device) {
+  const auto& tracker = MemoryTracker::of(device);
+  std::string out = "memory per rank" + (device.is_cpu() ? std::string() : " on " + device_name(device)) +
+                    " (ZeRO stage " + std::to_string(stage) + ", " + std::to_string(world) + " worker" +
+                    (world == 1 ? "" : "s") + "): peak measured / predicted\n";
   auto row = [&](MemoryKind kind, const std::string& prediction) {
     char line[160];
     std::snprintf(line, sizeof line, "  %-16s %12.2f MiB   %s\n", std::string(memory_kind_name(kind)).c_str(),
@@ -137,9 +138,15 @@ std::string memory_report(const MemoryPrediction& predicted, int world, int stag
   row(MemoryKind::WeightCopies, "(bf16 products)");
   row(MemoryKind::Data, "");
   row(MemoryKind::Other, "");
-  char total[120];
+  char total[160];
   std::snprintf(total, sizeof total, "  %-16s %12.2f MiB\n", "total", double(tracker.peak_total()) / kMiB);
-  return out + total;
+  out += total;
+  if (!device.is_cpu()) {  // what stays on the host: the data, staging, the loss's host rows
+    std::snprintf(total, sizeof total, "  %-16s %12.2f MiB   (host memory, every kind)\n", "host",
+                  double(MemoryTracker::global().peak_total()) / kMiB);
+    out += total;
+  }
+  return out;
 }
 
 }  // namespace meshtrain

@@ -21,6 +21,8 @@
 #include <cstdio>
 #include <string>
 
+#include "meshtrain/core/device.hpp"
+#include "meshtrain/core/memory.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/train/config/job_config.hpp"
@@ -50,9 +52,10 @@ MemoryPrediction predict_memory(const ParamStore& store, int world, int stage, i
 // this many workers).
 void check_memory_budget(double max_memory_mb, const StepSettings& step, const ParamStore& store, int world);
 
-// Throws Error when the tracked peak exceeds max_memory_mb (> 0; a step
-// whose activations did not fit), naming the kinds.
-void check_memory_peak(double max_memory_mb, int64_t step);
+// Throws Error when `tracker`'s peak (the job's device's, MemoryTracker::of)
+// exceeds max_memory_mb (> 0; a step whose activations did not fit), naming
+// the kinds.
+void check_memory_peak(double max_memory_mb, int64_t step, const MemoryTracker& tracker);
 
 // The formula's activation bytes of one rank for the job of these sections
 // (a GPT on one pipeline stage without experts or sequence parallelism; 0
@@ -63,7 +66,8 @@ size_t predict_activations(const ModelSection& model, const ParallelSection& par
                            const TrainingSection& training);
 
 // A table of tracked peak bytes per kind beside the prediction, for
-// --memory-report and the end of a run.
-std::string memory_report(const MemoryPrediction& predicted, int world, int stage);
+// --memory-report and the end of a run: the memory of the job's device
+// (MemoryTracker::of), and off the CPU the host's total below it.
+std::string memory_report(const MemoryPrediction& predicted, int world, int stage, const Device& device);
 
 }  // namespace meshtrain

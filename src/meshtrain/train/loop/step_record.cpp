@@ -50,14 +50,14 @@ void add_overlap_fields(nlohmann::json& record, const parallel::GradientSyncStat
   record["comm_hidden_share"] = comm.hidden_share();
 }
 
-// Peak tracked bytes of each kind so far, in MiB, as peak_<kind>_mb.
-void add_memory_peaks(nlohmann::json& record) {
-  const auto& tracker = MemoryTracker::global();
+void add_memory_peaks(nlohmann::json& record, const MemoryTracker& tracker) {
   for (size_t k = 0; k < kMemoryKindCount; ++k) {
     const auto kind = static_cast<MemoryKind>(k);
     record["peak_" + std::string(memory_kind_name(kind)) + "_mb"] = double(tracker.peak(kind)) / (1 << 20);
   }
   record["peak_total_mb"] = double(tracker.peak_total()) / (1 << 20);
+  if (&tracker != &MemoryTracker::global())
+    record["peak_host_total_mb"] = double(MemoryTracker::global().peak_total()) / (1 << 20);
 }
 
 }  // namespace meshtrain

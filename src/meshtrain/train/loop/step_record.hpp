@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshtrain/comm/mesh/device_mesh.hpp"
+#include "meshtrain/core/memory.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
 
@@ -30,7 +31,9 @@ void add_step_fields(nlohmann::json& record, const StepResult& r);
 void add_layout_fields(nlohmann::json& record, const comm::DeviceMesh& mesh, int zero_stage);
 // The data-parallel all-reduce's busy time and the share of it hidden behind backward.
 void add_overlap_fields(nlohmann::json& record, const parallel::GradientSyncStats& comm);
-// Peak tracked bytes of each kind so far, in MiB, as peak_<kind>_mb.
-void add_memory_peaks(nlohmann::json& record);
+// Peak tracked bytes of each kind so far in `tracker` (the job's device's,
+// MemoryTracker::of), in MiB, as peak_<kind>_mb; off the host also the
+// host's total, peak_host_total_mb.
+void add_memory_peaks(nlohmann::json& record, const MemoryTracker& tracker);
 
 }  // namespace meshtrain

@@ -145,20 +145,16 @@ pp::ScheduleReport simulate(const pp::Schedule& schedule, const std::vector<Stag
   return pp::validate_schedule(schedule, costs);
 }
 
-}  // namespace
-
-PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps,
-                             double transfer_s) {
+// Each stage alone, one after another, on `threads` threads: its memory
+// (one activation slot, then two; the schedule's slots from those) and its
+// times. Its model stays in the probe for the data-parallel terms.
+void probe_stages_alone(const JobConfig& config, const pp::Schedule& schedule, int data_ways, int threads, int steps,
+                        PipelineProbe& probe) {
   const ParallelSection& p = config.parallel;
-  const int P = int(p.pipeline), T = int(p.tensor);
-  const pp::Schedule schedule = pp::make_schedule(p.schedule, P, int(p.micro_batches), int(p.virtual_stages));
-  const int saved_threads = omp_get_max_threads();
   const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
   const int zero = data_ways > 1 ? int(p.zero_stage) : 0;
-  PipelineProbe probe;
   auto& tracker = MemoryTracker::global();
-  // Each stage alone: its memory (one slot, then two) and its times.
-  for (int s = 0; s < P; ++s) {
+  for (int s = 0; s < int(p.pipeline); ++s) {
     // The stages probed before are kept (their models): count from here.
     const size_t held = tracker.current(MemoryKind::Activations), data = tracker.current(MemoryKind::Data);
     tracker.reset_peaks();
@@ -178,52 +174,81 @@ PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways
     probe.stages.push_back(stage);
     probe.models.push_back(std::move(rig.model));
   }
-  const pp::ScheduleReport alone = simulate(schedule, probe.stages, 0.0);
-  probe.alone_compute_s = alone.makespan;
-  // Every worker at once (worker w is stage w / (data x tensor) ways, tensor
-  // rank w % tensor); a stage's times are its slowest worker's.
+}
+
+// Every worker at once, one thread each running its stage (worker w is
+// stage w / (data x tensor ways), tensor rank w % tensor): each worker's
+// times, as `clock` measures them.
+std::vector<StageForecast> time_workers_together(const JobConfig& config, int workers, int data_ways, int threads,
+                                                 int steps, ProbeClock clock) {
+  const int T = int(config.parallel.tensor);
+  std::vector<StageForecast> times(static_cast<size_t>(workers));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
+  std::vector<std::thread> running;
+  for (int w = 0; w < workers; ++w)
+    running.emplace_back([&, w] {
+      try {
+        StageRig rig = make_rig(config, w / (data_ways * T), w % T, data_ways);
+        times[size_t(w)] = time_stage(config, rig, threads, steps, clock);
+      } catch (...) {
+        errors[size_t(w)] = std::current_exception();
+      }
+    });
+  for (std::thread& t : running) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return times;
+}
+
+// A stage's times are its slowest worker's.
+void take_slowest_workers(std::vector<StageForecast>& stages, const std::vector<StageForecast>& times,
+                          int workers_per_stage) {
+  for (StageForecast& s : stages) s.forward_s = s.backward_s = s.weight_s = s.update_s = 0;
+  for (size_t w = 0; w < times.size(); ++w) {
+    StageForecast& s = stages[w / size_t(workers_per_stage)];
+    const StageForecast& t = times[w];
+    s.forward_s = std::max(s.forward_s, t.forward_s);
+    s.backward_s = std::max(s.backward_s, t.backward_s);
+    s.weight_s = std::max(s.weight_s, t.weight_s);
+    s.update_s = std::max(s.update_s, t.update_s);
+  }
+}
+
+// More workers' threads than cores: a core runs one at a time, so the step
+// takes at least every worker's compute (its pieces' CPU time per
+// micro-batch and chunk, V chunks of M micro-batches; its threads' share
+// alike) over the cores: a stage in its bubble leaves its core to the
+// others, which the schedule's critical path, run as if each rank had a
+// core of its own, cannot show. The updates run together at the step's
+// end, sharing the cores alike (stages' update_s scaled here). Returns the
+// bound in seconds.
+double shared_cores_bound(const ParallelSection& p, const std::vector<StageForecast>& times, int threads, int cores,
+                          std::vector<StageForecast>& stages) {
+  const double per_rank = double(p.micro_batches * p.virtual_stages);
+  double work = 0;
+  for (const StageForecast& t : times) work += double(threads) * per_rank * (t.forward_s + t.backward_s + t.weight_s);
+  for (StageForecast& s : stages) s.update_s *= double(times.size()) * double(threads) / double(cores);
+  return work / double(cores);
+}
+
+}  // namespace
+
+PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps,
+                             double transfer_s) {
+  const ParallelSection& p = config.parallel;
+  const pp::Schedule schedule =
+      pp::make_schedule(p.schedule, int(p.pipeline), int(p.micro_batches), int(p.virtual_stages));
+  const int saved_threads = omp_get_max_threads();
+  PipelineProbe probe;
+  probe_stages_alone(config, schedule, data_ways, threads, steps, probe);
+  probe.alone_compute_s = simulate(schedule, probe.stages, 0.0).makespan;
   double work_bound = 0;
   if (workers > 1) {
     const int cores = this_host_cpu().cores;
     const ProbeClock clock{workers * threads > cores};
-    std::vector<StageForecast> times(static_cast<size_t>(workers));
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
-    std::vector<std::thread> running;
-    for (int w = 0; w < workers; ++w)
-      running.emplace_back([&, w] {
-        try {
-          StageRig rig = make_rig(config, w / (data_ways * T), w % T, data_ways);
-          times[size_t(w)] = time_stage(config, rig, threads, steps, clock);
-        } catch (...) {
-          errors[size_t(w)] = std::current_exception();
-        }
-      });
-    for (std::thread& t : running) t.join();
-    for (const auto& e : errors)
-      if (e) std::rethrow_exception(e);
-    for (StageForecast& s : probe.stages) s.forward_s = s.backward_s = s.weight_s = s.update_s = 0;
-    for (int w = 0; w < workers; ++w) {
-      StageForecast& s = probe.stages[size_t(w / (data_ways * T))];
-      const StageForecast& t = times[size_t(w)];
-      s.forward_s = std::max(s.forward_s, t.forward_s);
-      s.backward_s = std::max(s.backward_s, t.backward_s);
-      s.weight_s = std::max(s.weight_s, t.weight_s);
-      s.update_s = std::max(s.update_s, t.update_s);
-    }
-    if (clock.cpu) {
-      // More workers' threads than cores: a core runs one at a time, so the
-      // step takes at least every worker's compute (its pieces' CPU time
-      // per micro-batch and chunk, V chunks of M micro-batches; its threads'
-      // share alike) over the cores: a stage in its bubble leaves its core
-      // to the others, which the schedule's critical path, run as if each
-      // rank had a core of its own, cannot show. The updates run together
-      // at the step's end, sharing the cores alike.
-      const double per_rank = double(p.micro_batches * p.virtual_stages);
-      for (const StageForecast& t : times)
-        work_bound += double(threads) * per_rank * (t.forward_s + t.backward_s + t.weight_s);
-      work_bound /= double(cores);
-      for (StageForecast& s : probe.stages) s.update_s *= double(workers * threads) / double(cores);
-    }
+    const std::vector<StageForecast> times = time_workers_together(config, workers, data_ways, threads, steps, clock);
+    take_slowest_workers(probe.stages, times, data_ways * int(p.tensor));
+    if (clock.cpu) work_bound = shared_cores_bound(p, times, threads, cores, probe.stages);
   }
   const pp::ScheduleReport together = simulate(schedule, probe.stages, 0.0);
   probe.compute_s = std::max(together.makespan, work_bound);

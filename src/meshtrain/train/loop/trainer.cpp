@@ -103,7 +103,7 @@ std::optional<std::string> agree_on_resume_checkpoint(parallel::ParallelContext&
 // finishes. Only the lead worker reports; the others would print the same.
 class SyncTrainer {
  public:
-  SyncTrainer(const JobConfig& config, const TrainOptions& options, const Device& device);
+  SyncTrainer(const JobConfig& config, const TrainOptions& options, const OpenedDevice& opened);
   TrainSummary run();
 
  private:
@@ -168,7 +168,7 @@ class SyncTrainer {
   std::unique_ptr<PrometheusEndpoint> prometheus_;  // the lead's /metrics and /healthz (metrics.prometheus_port)
 };
 
-SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, const Device& device)
+SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, const OpenedDevice& opened)
     : run_dir_lock_(lock_run_dir(config.training)),
       config_(config),
       options_(options),
@@ -177,11 +177,11 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, c
                [shared = shared_settings(config)](comm::ProcessGroup& all) { check_ranks_agree(shared, all); }),
       model_(make_model(config.model, model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank(),
                                                    workers_.expert_group(), &config.training,
-                                                   check_device_job(device, config, workers_.workers())))),
+                                                   check_device_job(opened.device, config, workers_.workers())))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
-      device_(device),
-      memory_(MemoryTracker::of(device)),
-      peak_tflops_(device_peak_tflops(device, config.training)),
+      device_(opened.device),
+      memory_(MemoryTracker::of(opened.device)),
+      peak_tflops_(device_peak_tflops(opened, config.training)),
       predicted_activations_(predict_activations(config.model, config.parallel, config.training)),
       lead_(workers_.is_lead()),
       out_(lead_ ? options.out : nullptr),
@@ -539,11 +539,11 @@ void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock:
 
 }  // namespace
 
-TrainSummary train_synchronous(const JobConfig& config, const TrainOptions& options, const Device& device) {
+TrainSummary train_synchronous(const JobConfig& config, const TrainOptions& options, const OpenedDevice& opened) {
   // Every worker's ring of its collectives, <out_dir>/flight/ (`meshtrain why-hung`).
   comm::flight::open_worker_ring(config.training.out_dir);
   watch_stop_signals();  // before the workers' threads start: they inherit the blocked signals
-  return SyncTrainer(config, options, device).run();
+  return SyncTrainer(config, options, opened).run();
 }
 
 }  // namespace meshtrain

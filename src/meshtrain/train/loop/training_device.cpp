@@ -8,12 +8,11 @@
 
 namespace meshtrain {
 
-Device open_training_device(const TrainingSection& training) {
+OpenedDevice open_training_device(const TrainingSection& training) {
   const DeviceRequest request = parse_device(training.device);
-  if (request.kind != DeviceKind::Cuda) return resolve_device(request, 0);
+  if (request.kind != DeviceKind::Cuda) return {resolve_device(request, 0), ""};
   const Device device = resolve_device(request, request.index_given ? 0 : comm::read_launch_env().local_rank);
-  kernels::open_cuda_device(device);  // DeviceError naming why it cannot be used
-  return device;
+  return {device, kernels::open_cuda_device(device).name};  // DeviceError naming why it cannot be used
 }
 
 const Device& check_device_job(const Device& device, const JobConfig& config, int64_t workers) {
@@ -31,10 +30,10 @@ const Device& check_device_job(const Device& device, const JobConfig& config, in
   return device;
 }
 
-double device_peak_tflops(const Device& device, const TrainingSection& training) {
+double device_peak_tflops(const OpenedDevice& opened, const TrainingSection& training) {
   if (training.peak_tflops > 0) return training.peak_tflops;
-  if (device.kind != DeviceKind::Cuda) return 0;
-  return kernels::known_peak_tflops(kernels::open_cuda_device(device).name, training.precision);
+  if (opened.device.kind != DeviceKind::Cuda) return 0;
+  return kernels::known_peak_tflops(opened.gpu_name, training.precision);
 }
 
 }  // namespace meshtrain

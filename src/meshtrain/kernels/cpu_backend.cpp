@@ -64,11 +64,7 @@ class CpuBackend final : public Backend {
   }
   void scale(float* x, size_t n, float factor) override { kernels::scale(x, n, factor); }
   void sums_in_order(const float* x, size_t n, size_t parts, double* sums) override {
-    for (size_t p = 0; p < parts; ++p) {
-      double sum = 0;
-      for (size_t i = 0; i < n; ++i) sum += x[p * n + i];
-      sums[p] = sum;
-    }
+    kernels::sums_in_order(x, n, parts, sums);
   }
 
   void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
@@ -162,7 +158,7 @@ class CpuBackend final : public Backend {
 
   void softmax_xent_forward(float* lse, float* loss, float* hit, const float* logits, const int32_t* targets, int64_t N,
                             int64_t V) override {
-    kernels::softmax_xent_forward(lse, loss, logits, targets, N, V, hit);
+    kernels::softmax_xent_forward(lse, loss, hit, logits, targets, N, V);
   }
   void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
                              int64_t V, float dloss, int64_t v0) override {

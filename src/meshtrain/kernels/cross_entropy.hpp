@@ -7,13 +7,12 @@
 
 namespace meshtrain::kernels {
 
-// lse (N) and loss (N) = lse - logit[target] are written; returns how many
-// rows have argmax == target (first maximum wins ties), and where hit is not
-// null writes each row's 1 or 0 there (N floats: Backend's form, whose loss
-// rows and hits come back in one download). Per-row losses, not a sum, come
-// back so the caller can sum them in a fixed order.
-int64_t softmax_xent_forward(float* lse, float* loss, const float* logits, const int32_t* targets,
-                             int64_t N, int64_t V, float* hit = nullptr);
+// lse (N), loss (N) = lse - logit[target] and hit (N) = 1 where the row's
+// argmax is its target (first maximum wins ties), else 0, are written. Per
+// row, not summed, so the caller sums them in a fixed order (the hits as
+// floats, beside the losses: Backend::sums_in_order brings both at once).
+void softmax_xent_forward(float* lse, float* loss, float* hit, const float* logits, const int32_t* targets, int64_t N,
+                          int64_t V);
 
 // dlogits (N, V) = (softmax(logits) - onehot(target)) * dloss, written;
 // dlogits may alias logits (in place). dloss is d(total)/d(row loss), 1/N for a mean.

@@ -25,4 +25,16 @@ double squared_norm(const float* base, size_t begin, size_t end);
 // x[i] *= factor for i < n; OpenMP-parallel.
 void scale(float* x, size_t n, float factor);
 
+// sums[p] = x[p n] + ... + x[p n + n - 1] in double, in that order, for
+// each of `parts` runs of n host floats (Backend::sums_in_order: the CPU's,
+// and a GPU's on its download; inline, so the CUDA library needs no link to
+// this one).
+inline void sums_in_order(const float* x, size_t n, size_t parts, double* sums) {
+  for (size_t p = 0; p < parts; ++p) {
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) sum += x[p * n + i];
+    sums[p] = sum;
+  }
+}
+
 }  // namespace meshtrain::kernels

@@ -52,7 +52,7 @@ void Mlp::gelu_rounded(const float* inp, int64_t N) {
 }
 
 void Mlp::recompute_gelu() {
-  if (!gelu_recomputed_) return;
+  if (!gelu_recomputed_ || replayed_) return;
   backend_of(store_).gelu_forward_bf16(c_proj_.rounded_input(N_), h16_.raw(), N_ * c_fc_.out_features());
 }
 
@@ -65,7 +65,7 @@ void Mlp::backward(float* dinp, const float* dout, Workspace& ws) {
     // c_fc's rounded dout and adds its bias gradient: no fp32 copy of
     // either gradient is written and read back.
     Bf16* dh16 = Workspace::get(ws.dh16, N_ * H);
-    recompute_gelu();
+    if (!weights_deferred_) recompute_gelu();
     c_proj_.backward_rounded_input_grad(dh16, dout);
     backend_of(store_).gelu_backward_rounded(c_fc_.rounded_output_grad(N_), c_fc_.bias_grad(), h16_.raw(), dh16, N_,
                                              H);

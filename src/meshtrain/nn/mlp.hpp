@@ -54,6 +54,7 @@ class Mlp final : public FeedForward {
   void defer_weight_gradients(bool on) override {
     c_fc_.defer_weight_gradient(on);
     c_proj_.defer_weight_gradient(on);
+    weights_deferred_ = on;
   }
   void backward_weight() override {
     recompute_gelu();
@@ -63,6 +64,7 @@ class Mlp final : public FeedForward {
   // The hidden layer before and after the GELU in `pool`; the output stays
   // this layer's own (it is the block's output, the next block's input).
   void share_activations(SharedActivations& pool, const std::string& key) override {
+    replayed_ = true;
     c_fc_.share_activations(pool, key + ".c_fc");
     gelu_.share(&pool.get(key + ".gelu"));
     h16_.share(&pool.get_bf16(key + ".h16"));
@@ -87,15 +89,20 @@ class Mlp final : public FeedForward {
   // (oneDNN rounds as it stores), and its GELU as c_proj's rounded input:
   // neither the pre-activation nor the GELU's output is made in fp32.
   void gelu_rounded(const float* inp, int64_t N);
-  // The GELU's rounded output again from h16_, when it lives in a shared
-  // buffer (share_fp32_temporaries) that another layer may have written.
+  // The GELU's rounded output again from h16_ before c_proj's weight
+  // gradient reads it, when it lives in a shared buffer
+  // (share_fp32_temporaries) that another layer may have written. Not under
+  // full recomputation: the block's replay has just made it (before
+  // backward, and again before a deferred backward_weight()).
   void recompute_gelu();
 
   ParamStore& store_;
   int64_t C_;
   Linear c_fc_, c_proj_;
   int64_t N_ = 0;
-  bool gelu_recomputed_ = false;  // c_proj's rounded input shared: made again in backward
+  bool gelu_recomputed_ = false;   // c_proj's rounded input shared: made again before its weight gradient
+  bool replayed_ = false;          // full recomputation (share_activations)
+  bool weights_deferred_ = false;  // backward() leaves the weight gradients to backward_weight()
   const float* h_ = nullptr;                            // (N, 4C) pre-activation, owned by c_fc_ (fp32 only)
   DeviceArray<float> gelu_{memory_of(store_), MemoryKind::Activations};  // (N, 4C)
   // bf16 products only: the pre-activation, rounded by c_fc's product, what

@@ -2,7 +2,7 @@
 //   pass 1: each thread folds its elements into online softmax statistics
 //           (kernels/softmax_math.hpp); the block merges them in a fixed
 //           tree (a warp butterfly, then the warps' results by another);
-//           thread 0 writes lse, loss, correct;
+//           thread 0 writes lse, loss, hit;
 //   pass 2: each thread rewrites its elements as the gradient.
 // Two reads of the row and one write, nothing of size V kept. The barrier
 // inside the merge sits between the passes, so in place every read of the
@@ -65,7 +65,7 @@ __device__ __forceinline__ int64_t head_of(const float* row, int64_t V) {
 
 template <int W>
 __global__ void __launch_bounds__(kThreads)
-    classifier_kernel(float* lse, float* loss, float* correct, float* dlogits, const float* logits,
+    classifier_kernel(float* lse, float* loss, float* hit, float* dlogits, const float* logits,
                       const int32_t* targets, int64_t V, float dloss) {
   const int64_t n = blockIdx.x;
   const float* z = logits + n * V;
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) {
     lse[n] = row_lse;
     loss[n] = target >= 0 ? row_lse - z_target : 0.0f;
-    if (correct) correct[n] = target >= 0 && st.arg == target ? 1.0f : 0.0f;
+    if (hit) hit[n] = target >= 0 && st.arg == target ? 1.0f : 0.0f;
   }
   if (!dlogits) return;
 
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void fused_classifier(float* lse, float* loss, float* correct, float* dlogits, const float* logits,
+void fused_classifier(float* lse, float* loss, float* hit, float* dlogits, const float* logits,
                       const int32_t* targets, int64_t N, int64_t V, float dloss, cudaStream_t stream) {
   if (N <= 0 || V <= 0) return;
   if (N > std::numeric_limits<int32_t>::max() || V > std::numeric_limits<int32_t>::max())
@@ -129,9 +129,9 @@ void fused_classifier(float* lse, float* loss, float* correct, float* dlogits, c
   const bool packed =
       !dlogits || (reinterpret_cast<uintptr_t>(dlogits) - reinterpret_cast<uintptr_t>(logits)) % 16 == 0;
   if (packed)
-    classifier_kernel<4><<<unsigned(N), kThreads, 0, stream>>>(lse, loss, correct, dlogits, logits, targets, V, dloss);
+    classifier_kernel<4><<<unsigned(N), kThreads, 0, stream>>>(lse, loss, hit, dlogits, logits, targets, V, dloss);
   else
-    classifier_kernel<1><<<unsigned(N), kThreads, 0, stream>>>(lse, loss, correct, dlogits, logits, targets, V, dloss);
+    classifier_kernel<1><<<unsigned(N), kThreads, 0, stream>>>(lse, loss, hit, dlogits, logits, targets, V, dloss);
   MESHTRAIN_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -17,14 +17,14 @@ namespace meshtrain::kernels::cuda {
 //   loss[n]    = lse[n] - logits[n, t]; 0 when ignored  (per row, not a
 //                sum: the caller sums in a fixed order and divides, as
 //                nn::SoftmaxCrossEntropy does, by the rows not ignored)
-//   correct[n] = 1 where argmax_j logits[n, j] == t (first maximum wins),
+//   hit[n]     = 1 where argmax_j logits[n, j] == t (first maximum wins),
 //                else 0, as a float (summed with the loss's rows); 0 when
-//                ignored; correct may be null
+//                ignored; hit may be null
 //   dlogits[n, j] = (softmax_j - [j == t]) * dloss, written; all zeros
 //                when ignored. dloss = d(loss total) / d(row loss): 1/N for
 //                the mean over N rows.
 // dlogits may be logits itself (in place) or null (forward only: evaluation).
-void fused_classifier(float* lse, float* loss, float* correct, float* dlogits, const float* logits,
+void fused_classifier(float* lse, float* loss, float* hit, float* dlogits, const float* logits,
                       const int32_t* targets, int64_t N, int64_t V, float dloss, cudaStream_t stream);
 
 }  // namespace meshtrain::kernels::cuda

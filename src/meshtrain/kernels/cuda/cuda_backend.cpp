@@ -21,6 +21,7 @@
 #include "meshtrain/kernels/cuda/gelu.hpp"
 #include "meshtrain/kernels/cuda/layernorm.hpp"
 #include "meshtrain/kernels/cuda/matmul.hpp"
+#include "meshtrain/kernels/norm.hpp"
 #include "meshtrain/kernels/cuda/positions.hpp"
 #include "meshtrain/kernels/cuda/residual.hpp"
 #include "meshtrain/kernels/cuda/rows.hpp"
@@ -102,11 +103,7 @@ class CudaBackend final : public Backend {
   void sums_in_order(const float* x, size_t n, size_t parts, double* sums) override {
     std::vector<float> host(n * parts);
     if (!host.empty()) memory_.download(host.data(), x, host.size() * sizeof(float));
-    for (size_t p = 0; p < parts; ++p) {
-      double sum = 0;
-      for (size_t i = 0; i < n; ++i) sum += host[p * n + i];
-      sums[p] = sum;
-    }
+    kernels::sums_in_order(host.data(), n, parts, sums);
   }
 
   // Products: the general form of the context's (matmul.hpp), sums in

@@ -107,6 +107,8 @@ class SyncTrainer {
   TrainSummary run();
 
  private:
+  // Where this job's tensors are counted: its device's memory (MemoryTracker::of).
+  MemoryTracker& memory() const { return MemoryTracker::of(model_->store().device()); }
   // The newest complete checkpoint's step, after loading it; nullopt when there is none.
   std::optional<int64_t> resume();
   void print_setup() const;
@@ -147,8 +149,6 @@ class SyncTrainer {
   StepMachinery machinery_;
   std::optional<MoeBalancing> moe_;  // the MoE layers' balancing and routing report
   const ThroughputUnit unit_;
-  const Device device_;
-  MemoryTracker& memory_;     // where the job's tensors are counted: the device's (MemoryTracker::of)
   const double peak_tflops_;  // one device's, for mfu (training_device.hpp); 0: no mfu
   const size_t predicted_activations_;  // the formula's bytes (memory_budget.hpp); 0: not predicted
   const bool lead_;
@@ -179,8 +179,6 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, c
                                                    workers_.expert_group(), &config.training,
                                                    check_device_job(opened.device, config, workers_.workers())))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
-      device_(opened.device),
-      memory_(MemoryTracker::of(opened.device)),
       peak_tflops_(device_peak_tflops(opened, config.training)),
       predicted_activations_(predict_activations(config.model, config.parallel, config.training)),
       lead_(workers_.is_lead()),
@@ -220,7 +218,7 @@ TrainSummary SyncTrainer::run() {
   // Setup made the whole model once on every worker; from here on the
   // peaks are the training's.
   MemoryTracker::global().reset_peaks();
-  memory_.reset_peaks();
+  memory().reset_peaks();
   MemoryPrediction predicted =
       predict_memory(model_->store(), workers_.data_size(), step_.zero_stage, optimizer_state_floats(step_.optimizer),
                      step_.micro_batches);
@@ -353,7 +351,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     if (tc.check_replicas_every > 0 && step % tc.check_replicas_every == 0)
       check_replicas(model_->store(), workers_, step);
     StepTiming timing{.comm_bytes = workers_.bytes_sent() - sent_before, .host_syncs = syncs_before < 0 ? -1 : syncs};
-    check_memory_peak(tc.max_memory_mb, step, memory_);
+    check_memory_peak(tc.max_memory_mb, step, memory());
     timing.step_s = seconds_since(t0);
     timing.per_s = reporter_->step_done(step, r.loss, batch_.batch_size * workers_.data_size(), timing.step_s);
     const bool log_now = step % tc.log_every == 0 || step == last_step_;
@@ -399,7 +397,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
   }
   if (machinery_.sync) add_overlap_fields(rec, r.comm);
   if (timing.host_syncs >= 0) rec["host_syncs"] = timing.host_syncs;
-  add_memory_peaks(rec, memory_);
+  add_memory_peaks(rec, memory());
   rec.update(ranks);
   reporter_->record(rec);
 }
@@ -443,7 +441,7 @@ void SyncTrainer::note_skipped(int64_t step, const StepResult& r) {
 }
 
 nlohmann::json SyncTrainer::gather_ranks(int64_t step) {
-  const RankInterval mine = interval_.take(double(memory_.peak_total()) / (1 << 20));
+  const RankInterval mine = interval_.take(double(memory().peak_total()) / (1 << 20));
   const std::vector<std::vector<double>> all = workers_.all_gather_workers(mine.encode());
   nlohmann::json fields = nlohmann::json::object();
   if (!lead_) return fields;
@@ -485,7 +483,7 @@ void SyncTrainer::report_checkpoint(const std::string& path) {
 
 void SyncTrainer::gather_pipeline_report() {
   const parallel::pipeline::PipelineExecutor& executor = *machinery_.micro_batches->pipeline();
-  const auto& tracker = memory_;
+  const auto& tracker = memory();
   // [activations MiB, total MiB, activation slots], then the spans.
   std::vector<double> mine{double(tracker.peak(MemoryKind::Activations)) / (1 << 20),
                            double(tracker.peak_total()) / (1 << 20), double(executor.peak_slots())};
@@ -518,11 +516,11 @@ void SyncTrainer::gather_pipeline_report() {
 void SyncTrainer::finish(int64_t step, const MemoryPrediction& predicted, Clock::time_point run_start) {
   progress_->finish();
   nlohmann::json peaks = {{"step", step}, {"memory", "peak"}};
-  add_memory_peaks(peaks, memory_);
+  add_memory_peaks(peaks, memory());
   if (predicted.activations) peaks["predicted_activations_mb"] = double(predicted.activations) / (1 << 20);
   metrics_->write(peaks);
   if (options_.memory_report) {
-    std::fputs(memory_report(predicted, workers_.data_size(), step_.zero_stage, device_).c_str(), out_);
+    std::fputs(memory_report(predicted, workers_.data_size(), step_.zero_stage, model_->store().device()).c_str(), out_);
     std::fputs(pipeline_memory_.c_str(), out_);
   }
   if (summary_.stopped_by) {

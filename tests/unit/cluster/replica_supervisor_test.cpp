@@ -355,8 +355,11 @@ TEST(ReplicaSupervisor, AHungJobLosesTheCulpritTheFlightRecorderNamesNotTheFirst
   options.heartbeat_timeout = 1000ms;
   options.flight_dir = dir;
   const std::string hang = "touch \"$MESHTRAIN_HEARTBEAT_FILE\"; sleep 30";
+  // Worker 1 beats once more, 0.5 s later, so worker 0 is the first found
+  // stale even when a loaded machine starts the two shells apart.
+  const std::string later = "touch \"$MESHTRAIN_HEARTBEAT_FILE\"; sleep 0.5; " + hang;
   Outcome r = supervise_with({sh("worker 0", hang, ReplicaKind::Worker, {"RANK=0"}),
-                              sh("worker 1", hang, ReplicaKind::Worker, {"RANK=1"})},
+                              sh("worker 1", later, ReplicaKind::Worker, {"RANK=1"})},
                              options);
   std::filesystem::remove_all(dir);
   EXPECT_EQ(r.result.exit_code, 128 + 9) << r.output;

@@ -51,4 +51,23 @@ for pair in "cuda cpu" "cpu cuda"; do
   compare_params "$(step_dir cpu-20-fp32 20)/model.safetensors" "$(step_dir from-$first 20)/model.safetensors" 1e-3 ||
     fail "checkpoint of $first resumed on $second drifted"
 done
+# plan --config probes on the GPU: the model state as on the CPU, the activations in the GPU's
+# memory (its kernels' scratch may differ from the CPU's; the batch's tokens are uploaded beside
+# them), the step time printed beside the trained run's.
+for dev in cpu cuda; do
+  "$MESHTRAIN" plan --config job.toml --training.device="$dev" --json > "plan-$dev.json" 2> "plan-$dev.log" ||
+    { cat "plan-$dev.log"; fail "plan --config on $dev"; }
+done
+python3 - plan-cpu.json plan-cuda.json "$WORK/gpu-20-fp32/metrics.jsonl" <<'PY' || fail "plan --config on the GPU"
+import json, statistics, sys
+cpu, gpu = (json.load(open(p)) for p in sys.argv[1:3])
+assert gpu["device"].startswith("cuda:"), gpu["device"]
+c, g = cpu["memory_bytes"], gpu["memory_bytes"]
+for kind in ("parameters", "gradients", "optimizer_state"):
+    assert c[kind] > 0 and c[kind] == g[kind], (kind, c[kind], g[kind])
+assert 0.75 <= g["activations"] / (c["activations"] + c["data"]) <= 1.25, (c, g)
+steps = [r["step_ms"] for r in map(json.loads, open(sys.argv[3])) if "step_ms" in r][2:]
+print(f"plan --config on {gpu['device']}: activations {g['activations']} bytes (cpu {c['activations']}), "
+      f"step {gpu['step_s']['total'] * 1e3:.2f} ms forecast, {statistics.median(steps):.2f} ms trained")
+PY
 echo "the GPU trains the tiny GPT as the CPU does, repeats its bits, and moves checkpoints both ways"

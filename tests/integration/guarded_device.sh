@@ -125,4 +125,34 @@ refused "updates on the host; use 'adamw'" train job.toml --training.device=cpu-
 refused "a mixture of experts routes its tokens on the host" train job.toml --training.device=cpu-guarded \
   --model.n_expert=2 --training.out_dir="$WORK/moe"
 refused "this job has 2 workers" run job.toml --nproc 2 --parallel.data=allreduce --training.device=cpu-guarded --training.out_dir="$WORK/dp"
+refused "this job has 2 workers" plan --config job.toml --parallel.workers=2 --parallel.data=allreduce \
+  --training.device=cpu-guarded
 echo "the guarded device trains every mode to the CPU's bits and refuses what needs host memory"
+
+# plan --config forecasts the job on its own device: the probe's model lives in the device's
+# memory, its activations are counted there, and its times wait for the device.
+for dev in cpu cpu-guarded; do
+  "$MESHTRAIN" plan --config job.toml --training.device="$dev" --training.precision=bf16 --json \
+    > "plan-$dev.json" 2> "plan-$dev.log" || { cat "plan-$dev.log"; fail "plan --config on $dev"; }
+done
+python3 - plan-cpu.json plan-cpu-guarded.json <<'PY' || fail "plan --config by device"
+import json, sys
+cpu, dev = (json.load(open(p)) for p in sys.argv[1:3])
+assert cpu["device"] == "cpu" and dev["device"] == "cpu-guarded", (cpu["device"], dev["device"])
+c, d = cpu["memory_bytes"], dev["memory_bytes"]
+for kind in ("parameters", "gradients", "optimizer_state"):
+    assert c[kind] > 0 and c[kind] == d[kind], (kind, c[kind], d[kind])
+# On the device the batch's tokens are uploaded into its memory beside the activations: the
+# host's batch buffers (data) are not the device's.
+assert d["data"] == 0 and d["activations"] == c["activations"] + c["data"], (c, d)
+assert dev["step_s"]["forward_backward"] > 0 and dev["step_s"]["update"] > 0, dev["step_s"]
+print(f"plan --config on cpu-guarded: activations {d['activations']} bytes = the CPU's plus its batch")
+PY
+status=0
+"$MESHTRAIN" plan --config job.toml --training.device=cuda > plan-cuda.log 2>&1 || status=$?
+if [ -e /dev/nvidiactl ]; then
+  echo "plan --config on cuda: a GPU is here (status $status); the GPU check covers it"
+else
+  [ "$status" -eq 3 ] && grep -q "no usable GPU" plan-cuda.log || { cat plan-cuda.log; fail "plan on cuda: $status"; }
+  echo "plan --config --training.device=cuda without a GPU: status 3, $(head -c 120 plan-cuda.log)"
+fi

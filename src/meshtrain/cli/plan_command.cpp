@@ -139,8 +139,9 @@ HostLayout take_host_flags(std::vector<std::string>& flags) {
 int run_job_forecast(const PlanArgs& args, std::vector<std::string> flags) {
   const HostLayout hosts = take_host_flags(flags);
   JobConfig config = load_job_config(args.job_config, flags);
-  const JobForecast forecast =
-      forecast_job(config, hosts, [](comm::TransportKind link) { return measure_link(link, stderr); }, stderr);
+  const OpenedDevice opened = open_training_device(config.training);  // as `meshtrain run` would, first
+  const JobForecast forecast = forecast_job(
+      config, hosts, [](comm::TransportKind link) { return measure_link(link, stderr); }, opened, stderr);
   if (args.json)
     std::printf("%s\n", job_forecast_to_json(forecast).dump(2).c_str());
   else

@@ -69,6 +69,10 @@ class Backend {
   // by the devices whose memory is not the host's (cpu-guarded, cuda); -1
   // on the CPU, where there is nothing to wait for.
   virtual int64_t host_syncs() const { return -1; }
+  // Returns once the device has run every kernel queued so far, for a caller
+  // that times the device's work (plan --config's probe); a step never calls
+  // it. The CPU's kernels have returned when their calls do.
+  virtual void finish() {}
 
   // Token and position embedding (embedding.hpp): out (B, T, C); the
   // backward adds into dwte (V, C) and dwpe (T, C).

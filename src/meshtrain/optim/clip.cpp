@@ -4,6 +4,7 @@
 #include <string>
 
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/kernels/clip_math.hpp"
 #include "meshtrain/kernels/norm.hpp"
 
@@ -27,11 +28,18 @@ void scale_range(std::span<float> x, size_t begin, size_t end, float factor) {
 
 float clip_grad_norm(ParamStore& store, float max_norm) {
   if (!(max_norm > 0)) throw Error("clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm));
-  auto grads = store.grads();
-  const double norm = std::sqrt(squared_norm_range(grads, 0, grads.size()));
+  const double norm = std::sqrt(grad_squared_norm(store));
   const float coef = clip_coefficient(norm, max_norm);
-  if (coef < 1.0f) scale_range(grads, 0, grads.size(), coef);
+  if (coef < 1.0f) {
+    const std::span<float> grads = store.kernel_grads();
+    kernels::backend_for(store.device()).scale(grads.data(), grads.size(), coef);
+  }
   return float(norm);
+}
+
+double grad_squared_norm(ParamStore& store) {
+  const std::span<float> grads = store.kernel_grads();
+  return kernels::backend_for(store.device()).squared_norm(grads.data(), 0, grads.size());
 }
 
 }  // namespace meshtrain

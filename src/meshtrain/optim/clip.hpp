@@ -30,7 +30,10 @@ float clip_coefficient(double norm, float max_norm);
 void scale_range(std::span<float> x, size_t begin, size_t end, float factor);
 
 // Clips the store's gradients to global norm max_norm (> 0) and returns the
-// norm before clipping.
+// norm before clipping. On the store's device, through its backend (one
+// wait for the norm off the CPU).
 float clip_grad_norm(ParamStore& store, float max_norm);
+// The sum of the squares of the store's whole gradient buffer, on its device.
+double grad_squared_norm(ParamStore& store);
 
 }  // namespace meshtrain

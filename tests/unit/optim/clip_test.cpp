@@ -5,8 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/guarded_backend.hpp"
 #include "meshtrain/optim/clip.hpp"
 #include "meshtrain/optim/factory.hpp"
 
@@ -14,10 +17,14 @@ namespace meshtrain {
 namespace {
 
 // Views of awkward sizes so chunks end mid-vector and views span many chunks.
-void make_big_store(ParamStore& s) {
+void declare_big_store(ParamStore& s) {
   s.declare("a", {37, 1001}, true);
   s.declare("bias", {1001}, false);
   s.declare("c", {5, 4099}, true);
+}
+
+void make_big_store(ParamStore& s) {
+  declare_big_store(s);
   s.allocate();
   for (size_t i = 0; i < s.flat_size(); ++i) {
     s.params()[i] = float(std::sin(0.37 * double(i)));
@@ -81,6 +88,25 @@ TEST(ClipGradNorm, SameBitsForOneAndTwoThreads) {
   with_threads(1, [&] { d1 = squared_norm_range(s1.grads(), 17, s1.flat_size() - 3); });
   with_threads(2, [&] { d2 = squared_norm_range(s1.grads(), 17, s1.flat_size() - 3); });
   EXPECT_EQ(std::memcmp(&d1, &d2, sizeof d1), 0);
+}
+
+TEST(ClipGradNorm, OnADeviceClipsThroughItsBackendWithTheCpusBits) {
+  ParamStore host, device;
+  make_big_store(host);
+  kernels::Backend& guarded = kernels::guarded_backend();
+  declare_big_store(device);
+  device.set_device(guarded.device(), &guarded.allocator());
+  device.allocate();
+  DeviceArray<float> staged(guarded.allocator(), MemoryKind::Gradients);
+  staged.ensure(host.flat_size());
+  staged.upload(std::vector<float>(host.grads().begin(), host.grads().end()));
+  guarded.copy(device.kernel_grads().data(), staged.raw(), host.flat_size());
+  const float on_host = clip_grad_norm(host, 0.5f), on_device = clip_grad_norm(device, 0.5f);
+  EXPECT_EQ(std::memcmp(&on_host, &on_device, sizeof on_host), 0);
+  std::vector<float> clipped(device.flat_size());
+  device.download_grads(clipped);
+  EXPECT_EQ(std::memcmp(clipped.data(), host.grads().data(), host.grads().size_bytes()), 0);
+  EXPECT_EQ(grad_squared_norm(device), grad_squared_norm(host));
 }
 
 TEST(SquaredNormRange, ShardsAddUpToTheWhole) {

@@ -50,6 +50,7 @@ class CudaBackend final : public Backend {
   Device device() const override { return {DeviceKind::Cuda, index_}; }
   DeviceAllocator& allocator() override { return memory_; }
   int64_t host_syncs() const override { return memory_.downloads(); }
+  void finish() override { MESHTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
                        int64_t C) override {

@@ -14,7 +14,7 @@ namespace meshtrain {
 
 float gradient_norm(ParamStore& store, double max_norm) {
   if (max_norm > 0) return clip_grad_norm(store, static_cast<float>(max_norm));
-  return static_cast<float>(std::sqrt(squared_norm_range(store.grads(), 0, store.flat_size())));
+  return static_cast<float>(std::sqrt(grad_squared_norm(store)));
 }
 
 

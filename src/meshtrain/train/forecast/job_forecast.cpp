@@ -16,6 +16,7 @@
 #include "meshtrain/core/statistics.hpp"
 #include "meshtrain/core/threads.hpp"
 #include "meshtrain/data/loader.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/optim/factory.hpp"
 #include "meshtrain/parallel/expert/mirrored_expert_group.hpp"
 #include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
@@ -43,32 +44,34 @@ struct ProbeGroups {
   std::unique_ptr<parallel::MirroredExpertGroup> ep;
 };
 
-// Worker `worker`'s model: with tensor parallelism its tensor rank's shards,
-// with expert parallelism its expert rank's experts, computing the busiest
-// expert rank's rows (mirrored_expert_group.hpp); the probe times compute,
-// the collectives are costed by the link model.
-std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worker, ProbeGroups& groups) {
+// Worker `worker`'s model on `device`: with tensor parallelism its tensor
+// rank's shards, with expert parallelism its expert rank's experts,
+// computing the busiest expert rank's rows (mirrored_expert_group.hpp); the
+// probe times compute, the collectives are costed by the link model. Its
+// layers compute as the job's will (training.recompute, precision and
+// attention).
+std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worker, ProbeGroups& groups,
+                                              const Device& device) {
   const int tensor = int(config.parallel.tensor), expert = int(config.parallel.expert);
   if (tensor > 1)
     groups.tp = std::make_unique<parallel::SoloTensorGroup>(worker % tensor, tensor, config.parallel.sequence_parallel);
   if (expert > 1 && config.model.n_expert > 1)
     groups.ep = std::make_unique<parallel::MirroredExpertGroup>(worker / tensor % expert, expert);
-  ModelLayout layout;
-  layout.tp = groups.tp.get();
-  layout.ep = groups.ep.get();
-  layout.recompute = config.training.recompute;  // the probe measures the job's activations and its replays
-  layout.precision = config.training.precision;  // and its products
-  std::unique_ptr<Model> model = make_model(config.model, layout);
+  std::unique_ptr<Model> model = make_model(
+      config.model, model_layout(config.parallel, groups.tp.get(), 0, groups.ep.get(), &config.training, device));
   Rng rng(static_cast<uint64_t>(config.training.seed));
   model->init_parameters(rng);
   return model;
 }
 
 // `steps` timed steps (after two untimed ones) of `model` on worker `rank`'s
-// batch, on `threads` OpenMP threads of the calling thread.
+// batch, on `threads` OpenMP threads of the calling thread. Off the CPU the
+// host waits for the device's queue at the end of each timed part: its
+// kernels run behind the calls that queue them.
 StepTimes time_steps(const JobConfig& config, Model& model, int workers, int rank, int threads, int steps) {
   const auto optimizer = make_optimizer(to_optimizer_config(config.optimizer), model.store());
   DataLoader loader = job_data_loader(config, rank, workers);
+  kernels::Backend& backend = kernels::backend_for(model.store().device());
   use_threads(threads);
   // Micro-batches (gradient accumulation) run one after another, so the
   // activations are one micro-batch's (train_step.hpp).
@@ -86,10 +89,12 @@ StepTimes time_steps(const JobConfig& config, Model& model, int workers, int ran
       model.forward(micro_batches > 1 ? micro_batch : batch);
       model.backward();
     }
+    backend.finish();
     const double t_fb = seconds_since(t0);
     const auto t1 = Clock::now();
     gradient_norm(model.store(), config.optimizer.grad_clip);
     optimizer->step(model.store(), static_cast<float>(config.optimizer.lr * 1e-3));
+    backend.finish();
     if (i >= kWarmup) fwd_bwd.push_back(t_fb), update.push_back(seconds_since(t1));
   }
   return {median(fwd_bwd), median(update)};
@@ -102,16 +107,17 @@ struct Probe {
 };
 
 // Worker 0 alone first, on `model` (its activations and batch data are
-// tracked then), then all workers at once, one thread each with its own
-// model: workers on one host share caches and memory bandwidth, and the
-// step waits for the slowest.
+// tracked then, in its device's memory), then all workers at once, one
+// thread each with its own model: workers on one host share caches and
+// memory bandwidth, and the step waits for the slowest. (A job off the CPU
+// has one worker: check_device_job.)
 Probe run_probe(const JobConfig& config, Model& model, int workers, int threads, int steps) {
   const int saved_threads = omp_get_max_threads();
   const int tensor = int(config.parallel.tensor), data_ways = workers / tensor;
   Probe probe;
-  MemoryTracker::global().reset_peaks();
+  MemoryTracker& tracker = MemoryTracker::of(model.store().device());
+  tracker.reset_peaks();
   probe.alone = time_steps(config, model, data_ways, 0, threads, steps);
-  const auto& tracker = MemoryTracker::global();
   probe.activations = tracker.peak(MemoryKind::Activations);
   probe.data = tracker.peak(MemoryKind::Data);
   probe.contended = probe.alone;
@@ -123,7 +129,8 @@ Probe run_probe(const JobConfig& config, Model& model, int workers, int threads,
       running.emplace_back([&, r] {
         try {
           ProbeGroups groups;
-          times[r] = time_steps(config, *make_initialized_model(config, r, groups), data_ways, r / tensor, threads, steps);
+          times[r] = time_steps(config, *make_initialized_model(config, r, groups, model.store().device()),
+                                data_ways, r / tensor, threads, steps);
         } catch (...) {
           errors[r] = std::current_exception();
         }
@@ -344,9 +351,9 @@ ProbedJob probe_pipeline_stages(const JobConfig& config, int data_ways, int step
 // One worker's model, alone and beside the others; `k` optimizer state
 // floats per parameter.
 ProbedJob probe_worker(const JobConfig& config, int data_ways, int steps, int k, ProbeGroups& groups,
-                       JobForecast& f) {
+                       const Device& device, JobForecast& f) {
   ProbedJob probed;
-  probed.model = make_initialized_model(config, 0, groups);
+  probed.model = make_initialized_model(config, 0, groups, device);
   const Probe probe = run_probe(config, *probed.model, f.workers, f.threads, steps);
   probed.traffic = expert_traffic({probed.model.get()}, config.model, f.expert);
   f.activations = probe.activations;
@@ -427,9 +434,11 @@ void add_expert_comm(const JobConfig& config, const std::vector<ExpertLayerTraff
 
 JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
                          const std::function<comm::CostTable(comm::TransportKind transport)>& measure_links,
-                         std::FILE* log) {
+                         const OpenedDevice& opened, std::FILE* log) {
   check_forecastable(config);
   JobForecast f = job_shape(config, hosts);
+  check_device_job(opened.device, config, f.workers);
+  f.device = device_name(opened.device) + (opened.gpu_name.empty() ? "" : " (" + opened.gpu_name + ")");
   const int data_ways = f.workers / (f.tensor * f.pipeline);
   // The links are checked before the probe: a layout that cannot be placed fails at once.
   JobGroups groups{JobLinks(hosts, f.workers, intra_host_link(config, hosts, measure_links)),
@@ -444,7 +453,7 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   const ProbedJob probed =
       f.pipeline > 1 ? probe_pipeline_stages(config, data_ways, kProbeSteps,
                                              groups.link("pipeline", comm::MeshAxis::Pipeline, true), f)
-                     : probe_worker(config, data_ways, kProbeSteps, k, probe_groups, f);
+                     : probe_worker(config, data_ways, kProbeSteps, k, probe_groups, opened.device, f);
   f.model_kind = probed.model->kind();
   f.routing_imbalance = routing_imbalance(probed.traffic);
   add_whole_job_memory(config, probed.model->store(), data_ways, k, f);

@@ -1,6 +1,8 @@
 #pragma once
 // `meshtrain plan --config JOB.toml`: a runnable job's per-rank peak memory
-// and step time on this machine, before it runs.
+// and step time on this machine, before it runs, on the job's device
+// (training.device): off the CPU the probe below runs there, its
+// activations are the device's memory and its times wait for the device.
 //
 // Memory: parameters, gradients, optimizer state and communication buffers
 // exactly by ZeRO's formulas (memory_budget.hpp); activations and batch data
@@ -72,6 +74,7 @@
 #include "meshtrain/train/config/job_config.hpp"
 #include "meshtrain/train/engine/memory_budget.hpp"
 #include "meshtrain/train/forecast/pipeline_forecast.hpp"
+#include "meshtrain/train/loop/training_device.hpp"
 
 namespace meshtrain {
 
@@ -84,6 +87,7 @@ struct HostLayout {
 
 struct JobForecast {
   std::string model_kind;
+  std::string device = "cpu";  // where the probe ran: "cuda:0 (NVIDIA H100 80GB HBM3)"
   size_t parameters = 0;
   int workers = 1, zero_stage = 0, threads = 1;
   int tensor = 1;  // tensor-parallel ways; data ways = workers / tensor
@@ -115,12 +119,13 @@ struct JobForecast {
 };
 
 // `measure_links` gives this machine's link over a transport (Shm or Tcp;
-// called only when there are several workers to talk). Throws
-// ConfigError for jobs it does not model (parameter servers) and whatever
-// building the job throws (missing data...).
+// called only when there are several workers to talk); `opened` is the
+// job's device (open_training_device). Throws ConfigError for jobs it does
+// not model (parameter servers) or the device cannot run (check_device_job)
+// and whatever building the job throws (missing data...).
 JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
                          const std::function<comm::CostTable(comm::TransportKind transport)>& measure_links,
-                         std::FILE* log);
+                         const OpenedDevice& opened, std::FILE* log);
 
 std::string format_job_forecast(const JobForecast& forecast);
 nlohmann::json job_forecast_to_json(const JobForecast& forecast);

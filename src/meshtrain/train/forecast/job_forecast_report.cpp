@@ -34,10 +34,10 @@ std::string format_job_forecast(const JobForecast& f) {
   char line[256];
   std::string out;
   std::snprintf(line, sizeof line,
-                "job: %s, %zu parameters, %d worker%s x %d thread%s, batch %lld per worker, ZeRO stage %d, "
+                "job: %s, %zu parameters, %d worker%s x %d thread%s on %s, batch %lld per worker, ZeRO stage %d, "
                 "all-reduce %s\n",
                 f.model_kind.c_str(), f.parameters, f.workers, f.workers == 1 ? "" : "s", f.threads,
-                f.threads == 1 ? "" : "s", (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str());
+                f.threads == 1 ? "" : "s", f.device.c_str(), (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str());
   out += line;
   if (f.tensor > 1 || f.pipeline > 1) {
     std::snprintf(line, sizeof line,
@@ -124,6 +124,7 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
                       {"backward_s", s.backward_s},
                       {"weight_s", s.weight_s}});
   return {{"model", f.model_kind},
+          {"device", f.device},
           {"pipeline_parallel", f.pipeline},
           {"schedule", f.schedule},
           {"micro_batches", f.micro_batches},

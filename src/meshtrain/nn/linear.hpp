@@ -8,49 +8,25 @@
 //    pointer for backward(); the caller keeps that input alive and unchanged.
 //  - backward() ADDS into parameter gradients (ParamStore::grad) and WRITES
 //    (overwrites) activation gradients such as dinp.
+//
+// Its concerns live apart: the tensor-parallel split and its communication
+// in LinearShard (linear_shard.hpp), the precision of the products in the
+// operand types (linear_operands.hpp: fp32, or bf16 copies with fp32 sums),
+// and the split of backward for zero-bubble pipelines as an option
+// (defer_weight_gradient). This class orders them.
 #include <cstdint>
 #include <string>
 
 #include "meshtrain/core/device_array.hpp"
-#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
 #include "meshtrain/kernels/bf16.hpp"
+#include "meshtrain/nn/backend.hpp"
+#include "meshtrain/nn/linear_operands.hpp"
+#include "meshtrain/nn/linear_shard.hpp"
 #include "meshtrain/nn/recompute.hpp"
-#include "meshtrain/nn/tensor_parallel.hpp"
 
 namespace meshtrain::nn {
-
-// How a Linear is split over the ranks of a tensor-parallel group (Megatron):
-//   Column  each rank holds out/T of the output columns (and of the bias):
-//           forward needs no communication, backward sums the input gradient
-//           over the group. `blocks` > 1 splits a fused weight block by block
-//           (c_attn's q, k, v: each rank gets its heads of all three).
-//   Row     each rank holds in/T of the input rows and takes its part of the
-//           input: forward sums the partial outputs over the group, then adds
-//           the (replicated) bias and the residual once; backward needs none.
-// Under sequence parallelism (tp->sequence_parallel(), tensor_parallel.hpp)
-// the side facing the residual stream holds this rank's M/T rows:
-//   Column  forward all-gathers the input rows (M/T, in) -> (M, in), kept for
-//           the weight gradient; backward reduce-scatters the input gradient
-//           (M, in) -> (M/T, in) instead of all-reducing it.
-//   Row     forward reduce-scatters the partial output (M, out) -> (M/T, out)
-//           instead of all-reducing it, then adds bias and residual to those
-//           rows; backward all-gathers dout (M/T, out) -> (M, out), so the
-//           weight, bias and input gradients see every row (the bias
-//           gradient is whole, the same on every rank).
-struct LinearShard {
-  enum class Kind { None, Column, Row };
-  Kind kind = Kind::None;
-  TensorParallelComm* tp = nullptr;  // required for Column and Row
-  int blocks = 1;                    // Column only
-
-  // A column or row shard over `tp`, or the serial layer when tp is null.
-  static LinearShard column(TensorParallelComm* tp, int blocks = 1) {
-    return tp ? LinearShard{Kind::Column, tp, blocks} : LinearShard{};
-  }
-  static LinearShard row(TensorParallelComm* tp) { return tp ? LinearShard{Kind::Row, tp, 1} : LinearShard{}; }
-};
 
 class Linear {
  public:
@@ -134,8 +110,7 @@ class Linear {
   // The bf16 operands a replay rounds again share the pool too.
   void share_activations(SharedActivations& pool, const std::string& key, bool output = true) {
     share_output_and_work_area(pool, key, output);
-    in16_.share(&pool.get_bf16(key + ".in16"));
-    w16_.share(&pool.get_bf16(key + ".w16", MemoryKind::WeightCopies));
+    bf16_.share_input_and_weight(pool, key);
   }
   // bf16 activations (recompute.hpp): backward reads only the rounded
   // operands, so the fp32 output (when `output`) and the sequence-parallel
@@ -149,53 +124,45 @@ class Linear {
   // weights, one layer's at a time.
   void share_fp32_temporaries(SharedActivations& pool, const std::string& key, bool output) {
     share_output_and_work_area(pool, key, output);
-    dout16_scratch_ = &pool.get_bf16("linear.dout16");
-    w16_scratch_ = &pool.get_bf16("linear.w16", MemoryKind::WeightCopies);
+    bf16_.share_scratch(pool);
   }
   // bf16 products: the rounded input in `pool`'s "<key>" instead of the
   // layer's own, for a producer that writes it again before this layer's
   // backward and backward_weight() (the MLP's GELU, mlp.hpp).
-  void share_rounded_input(SharedActivations& pool, const std::string& key) { in16_.share(&pool.get_bf16(key)); }
+  void share_rounded_input(SharedActivations& pool, const std::string& key) { bf16_.share_input(pool, key); }
 
  private:
   ParamStore& store_;
-  int64_t in_, out_;
-  size_t weight_, bias_ = 0;
-  bool has_bias_;
   LinearShard shard_;
-  bool sequence_parallel() const;
+  size_t weight_, bias_ = 0;
+  int64_t in_, out_;
+  bool has_bias_;
+  // The products' operands, one type per precision; operands() is the
+  // store's (compute_precision), the bf16-only calls use bf16_.
+  Fp32Operands fp32_;
+  Bf16Operands bf16_;
+  LinearOperands& operands() {
+    return store_.bf16_products() ? static_cast<LinearOperands&>(bf16_) : static_cast<LinearOperands&>(fp32_);
+  }
   void share_output_and_work_area(SharedActivations& pool, const std::string& key, bool output) {
     if (output) out_buf_.share(&pool.get(key + ".out"));
     seq_.share(&pool.get(key + ".seq"));
   }
-  // The rows this rank holds on the residual side: M, or M/T under sequence parallelism.
-  int64_t local_rows(int64_t M) const;
-  // forward_into's start: under sequence parallelism a column shard's
-  // input gathered; inp_, M_ set and, under bf16, the input rounded (null:
-  // rounded_input() holds it already). Returns the input the products read.
-  const float* take_input(const float* inp, int64_t M);
-  // forward_into's products once inp_ and in16_ are set (bf16: in16_ is
-  // what they read).
-  float* forward_products(const float* inp, int64_t M, float* out, const float* residual);
-  // backward's products once dout16 is rounded (bf16) and, when
-  // bias_from_dout, the bias gradient from the fp32 dout.
-  // dinp or dinp16 (rounded) receives the input gradient; both null: none.
-  void backward_products(float* dinp, const float* dout, const kernels::Bf16* dout16, bool bias_from_dout,
-                         kernels::Bf16* dinp16 = nullptr);
-  void backward_fp32_dout(float* dinp, const float* dout, kernels::Bf16* dinp16);
-  // Where backward's rounded dout (M, out) goes: the layer's own buffer for a
-  // deferred weight gradient, else the one the linear layers share, if any.
-  kernels::Bf16* rounded_output_grad_buffer(int64_t M) {
-    DeviceArray<kernels::Bf16>& rounded = defer_weight_ || !dout16_scratch_ ? dout16_ : *dout16_scratch_;
-    rounded.ensure(M * out_);
-    return rounded.raw();
-  }
-  // out (M, out) = inp W [+ bias (bf16 products only)] + beta out.
-  void gemm_forward(const float* inp, int64_t M, float beta, float* out, const float* bias = nullptr);
-  // dW += inp^T dout over the last forward's rows (bf16: in16_ and dout16).
-  void gemm_weight_grad(const float* dout, const kernels::Bf16* dout16);
+  // forward_into's start: the input gathered (a column shard under sequence
+  // parallelism) and kept by the operands with the weight; null: the
+  // producer wrote it into rounded_input() already.
+  void take_input(const float* inp, int64_t M);
+  // forward_into's products once the input is taken.
+  float* forward_products(int64_t M, float* out, const float* residual);
+  // backward's start: dout gathered (a row shard under sequence
+  // parallelism) and kept by the operands, with the bias gradient.
+  void take_output_grad(const float* dout);
+  // backward's products once dout is taken; dinp or dinp16 (rounded)
+  // receives the input gradient; both null: none.
+  void backward_products(float* dinp, kernels::Bf16* dinp16 = nullptr);
+  // dW += inp^T dout over the last forward's rows, written onto zeros.
+  void weight_gradient();
 
-  const float* inp_ = nullptr;  // (M, in), borrowed from the caller (Column under SP: seq_); null when rounded
   int64_t M_ = 0;
   bool forwarded_ = false;  // a forward has run (backward's precondition)
   DeviceArray<float> out_buf_{memory_of(store_), MemoryKind::Activations};  // (M, out); Row under SP (M/T, out)
@@ -204,20 +171,7 @@ class Linear {
   // output (M, out), then backward's gathered dout (M, out).
   DeviceArray<float> seq_{memory_of(store_), MemoryKind::Activations};
   bool defer_weight_ = false;
-  bool weight_pending_ = false;                               // backward() ran, backward_weight() not yet
-  DeviceArray<float> dout_saved_{memory_of(store_), MemoryKind::Activations};  // (M, out) deferral only, fp32
-  // bf16 products only: the rounded weight (in, out), input (M, in) and
-  // output gradient (M, out), the last also a deferred weight gradient's.
-  DeviceArray<kernels::Bf16> w16_{memory_of(store_), MemoryKind::WeightCopies};
-  DeviceArray<kernels::Bf16> in16_{memory_of(store_), MemoryKind::Activations};
-  DeviceArray<kernels::Bf16> dout16_{memory_of(store_), MemoryKind::Activations};
-  // Shared, for an undeferred backward; set by share_fp32_temporaries() only.
-  DeviceArray<kernels::Bf16>* dout16_scratch_ = nullptr;
-  DeviceArray<kernels::Bf16>* w16_scratch_ = nullptr;    // shared, for transient (ZeRO-3) weights
-  // The rounded weight's buffer: the shared one when the weights are transient.
-  DeviceArray<kernels::Bf16>& weight_copy() {
-    return w16_scratch_ && store_.params_transient() ? *w16_scratch_ : w16_;
-  }
+  bool weight_pending_ = false;  // backward() ran, backward_weight() not yet
 };
 
 }  // namespace meshtrain::nn

@@ -14,7 +14,10 @@
 #   unit_cuda the GPU tests with MESHTRAIN_REQUIRE_GPU_TESTS=1 (a skip fails)
 #   gpu_parity tests/integration/gpu_parity.sh: the GPU against the CPU
 #             (1 and 20 steps, fp32 and bf16, repeatability, checkpoints
-#             moved both ways)
+#             moved both ways, plan --config on the GPU)
+#   meshtrain_gpt2  meshtrain trains GPT-2 124M's shape in bf16 on the GPU
+#             (examples/gpt-bench-gpt2.toml, batch 16, random token ids):
+#             its tokens/s and mfu from the step records
 #   torch_*   bench/gpu/torch_gpt2.py, PyTorch's GPT-2 124M step rate, eager
 #             and torch.compile: the peer
 # Everything lands in $OUT (default build/gpu-check): gpu-check.log, each
@@ -96,11 +99,33 @@ elif read("unit_cuda.out") is not None:  # killed before gtest wrote its report:
              "source": "log lines (no gtest report: the run was cut short)"}
 
 gemm = last_json("gemm_rate.out")
+
+def meshtrain_gpt2():  # medians of the step records after 3 warm-up steps
+    import statistics
+    try:
+        rows = [json.loads(l) for l in open(os.path.join(out, "gpt2", "run", "metrics.jsonl"))]
+    except (OSError, ValueError):
+        return None
+    steps = [r for r in rows if "tokens_per_s" in r][3:]
+    if not steps:
+        return None
+    run = {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in steps),
+           "step_ms": statistics.median(r["step_ms"] for r in steps),
+           "flops_per_token": steps[0].get("flop_per_token"), "timed_steps": len(steps), "batch": 16}
+    if all("mfu" in r for r in steps):
+        run["mfu_vs_datasheet"] = round(statistics.median(r["mfu"] for r in steps), 4)  # the peak the training log names
+    return run
+
 torch_runs = {mode: last_json(f"torch_{mode}.out") for mode in ("eager", "compile")}
 square = (gemm or {}).get("square_8192", {}).get("forward_tflops")
-for run in torch_runs.values():
-    if run and square:
+meshtrain_run = meshtrain_gpt2()
+for run in list(torch_runs.values()) + [meshtrain_run]:
+    if run and square and run.get("flops_per_token"):
         run["mfu_vs_gemm_rate"] = round(run["tokens_per_s"] * run["flops_per_token"] / (square * 1e12), 4)
+if meshtrain_run:
+    for mode, run in torch_runs.items():
+        if run:
+            meshtrain_run[f"vs_torch_{mode}"] = round(meshtrain_run["tokens_per_s"] / run["tokens_per_s"], 3)
 
 summary = {
     "gpu": facts.get("gpu"),
@@ -122,6 +147,7 @@ summary = {
     "meshtrain_gpu_probe": facts.get("probe"),
     "gemm_rate": gemm,
     "unit_cuda": tests,
+    "meshtrain_gpt2": meshtrain_run,
     "torch_gpt2": torch_runs,
     "flop_count": "MFU counts 6*N_matmul + 12*L*C*T FLOPs per token, against 989 TFLOP/s (mfu_vs_989) "
                   "and against this run's 8192^3 bf16 GEMM rate (mfu_vs_gemm_rate)",
@@ -132,7 +158,8 @@ summary = {
 }
 with open(os.path.join(out, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
-print(json.dumps({k: summary[k] for k in ("gpu", "meshtrain_gpu_training", "unit_cuda", "exit_status")}))
+print(json.dumps({k: summary[k] for k in ("gpu", "meshtrain_gpu_training", "unit_cuda", "meshtrain_gpt2",
+                                          "exit_status")}))
 PY
   else
     printf '{"meshtrain_gpu_training": "not run", "exit_status": %d, "reason": "no Python on this machine"}\n' \
@@ -312,16 +339,32 @@ fact meshtrain_gpu_training "$([ "$stage_rc" -eq 0 ] && echo "trains (probe: two
 
 # ---- cuBLASLt's GEMM rate ---------------------------------------------------------
 if [ -z "$no_gpu" ]; then
-  stage gemm_rate 75 300 "$bundle/bin/gemm_rate" || true
+  stage gemm_rate 75 360 "$bundle/bin/gemm_rate" || true
   [ "$stage_rc" -eq 0 ] || failed=1
 fi
 
 # ---- the GPU tests ----------------------------------------------------------------
 if [ -z "$no_gpu" ]; then
-  stage unit_cuda 150 210 env MESHTRAIN_REQUIRE_GPU_TESTS=1 "$bundle/bin/unit_cuda" \
+  stage unit_cuda 150 270 env MESHTRAIN_REQUIRE_GPU_TESTS=1 "$bundle/bin/unit_cuda" \
     --gtest_output="json:$out/unit_cuda.json" || true
   [ "$stage_rc" -eq 0 ] || failed=1
-  stage gpu_parity 60 150 bash "$root/tests/integration/gpu_parity.sh" "$bundle/bin/meshtrain" "$root" || true
+  stage gpu_parity 60 210 bash "$root/tests/integration/gpu_parity.sh" "$bundle/bin/meshtrain" "$root" || true
+  [ "$stage_rc" -eq 0 ] || failed=1
+fi
+
+# ---- meshtrain's GPT-2 124M rate: the benchmark -------------------------------------
+# The same shape, batch and precision as the PyTorch peer below; the step
+# records (one a step) carry tokens_per_s, mfu and flop_per_token, read by
+# the summary whether or not the run got through every step in its time.
+if [ -z "$no_gpu" ] && [ -n "$python" ]; then
+  gpt2=$out/gpt2
+  mkdir -p "$gpt2"
+  "$python" -c 'import array, random, sys
+r = random.Random(5)
+array.array("H", (r.randrange(50257) for _ in range(1_000_000))).tofile(open(sys.argv[1], "wb"))' "$gpt2/tokens.bin"
+  stage meshtrain_gpt2 60 150 "$bundle/bin/meshtrain" train "$root/examples/gpt-bench-gpt2.toml" \
+    --training.device=cuda --training.batch_size=16 --training.steps=20 --training.threads=4 \
+    --data.train_path="$gpt2/tokens.bin" --data.val_path="$gpt2/tokens.bin" --training.out_dir="$gpt2/run" || true
   [ "$stage_rc" -eq 0 ] || failed=1
 fi
 

@@ -3,8 +3,9 @@
 # of a GPU's memory on a machine without one. Every model and mode trains to
 # the same bits as on "cpu": parameters, AdamW's moments and the losses; a
 # checkpoint moves between the two devices and the run goes on bit for bit;
-# what needs the host's memory (several workers, MoE, SGD) is refused with
-# status 3.
+# two data-parallel workers stage their gradients through host memory to
+# the CPU's bits; what needs the host's memory (ZeRO, tensor and pipeline
+# ways, MoE, SGD) is refused with status 3.
 source "$(dirname "$0")/lib.sh"
 make_text text.txt 100000
 tiny_config job.toml "$WORK/text.txt"
@@ -113,6 +114,39 @@ for pair in "cpu-guarded cpu" "cpu cpu-guarded"; do
   echo "checkpoint of $first resumed on $second: the same bits as 20 steps on the CPU"
 done
 
+# Plain data parallelism on the device: each bucket staged through host memory, reduced by the
+# host's collectives and put back: the CPU's sums in the CPU's order, so its bits (fp32, bf16,
+# bf16 on the wire, micro-batches); one more wait a step per bucket. A checkpoint of the two
+# workers on the device resumes on the CPU.
+dp_run() {  # dp_run NAME DEVICE ARGS...
+  local name=$1 device=$2; shift 2
+  "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml --parallel.workers=2 --parallel.data=allreduce \
+    --parallel.timeout_s=60 --training.device="$device" --training.batch_size=4 --training.steps=8 \
+    --checkpoint.every=4 --training.out_dir="$WORK/$name" "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "$name"; }
+}
+dp_same() {  # dp_same A B STEP: every rank's checkpoint files, tensor for tensor
+  local f
+  for f in "$WORK/$1/checkpoints/step_$(printf %08d "$3")"/*.safetensors; do
+    same_tensors "$f" "$WORK/$2/checkpoints/step_$(printf %08d "$3")/$(basename "$f")"
+  done
+}
+for mode in "fp32:--training.precision=fp32" "bf16:--training.precision=bf16" \
+            "wire:--training.precision=bf16 --parallel.reduce_dtype=bf16" "micro:--parallel.micro_batches=2"; do
+  name=${mode%%:*}; read -r -a args <<< "${mode#*:}"
+  dp_run "dp-cpu-$name" cpu "${args[@]}"
+  dp_run "dp-guarded-$name" cpu-guarded "${args[@]}"
+  dp_same "dp-cpu-$name" "dp-guarded-$name" 8
+  compare_losses "$WORK/dp-cpu-$name/metrics.jsonl" "$WORK/dp-guarded-$name/metrics.jsonl" 0 > /dev/null ||
+    fail "dp $name: losses differ"
+  echo "data parallelism $name: two workers on cpu-guarded, the same bits as on the CPU"
+done
+host_syncs dp-guarded-fp32 3  # the loss, the norm, the one bucket of this model
+dp_run dp-resumed cpu-guarded --training.precision=fp32 --stop-at-step 4
+dp_run dp-resumed cpu --training.precision=fp32 --resume
+grep -q "resuming from step 4" dp-resumed.log || { cat dp-resumed.log; fail "did not resume"; }
+dp_same dp-cpu-fp32 dp-resumed 8
+echo "two workers' checkpoint on cpu-guarded resumed on the CPU: the same bits as 8 steps on the CPU"
+
 # What needs the host's memory is refused before anything is written.
 refused() {  # refused PATTERN ARGS...
   local pattern=$1 status=0; shift
@@ -124,9 +158,13 @@ refused "updates on the host; use 'adamw'" train job.toml --training.device=cpu-
   --training.out_dir="$WORK/sgd"
 refused "a mixture of experts routes its tokens on the host" train job.toml --training.device=cpu-guarded \
   --model.n_expert=2 --training.out_dir="$WORK/moe"
-refused "this job has 2 workers" run job.toml --nproc 2 --parallel.data=allreduce --training.device=cpu-guarded --training.out_dir="$WORK/dp"
-refused "this job has 2 workers" plan --config job.toml --parallel.workers=2 --parallel.data=allreduce \
-  --training.device=cpu-guarded
+dp2=(--nproc 2 --parallel.data=allreduce --parallel.timeout_s=60 --training.device=cpu-guarded)
+refused "ZeRO's shards meet in host memory" run job.toml "${dp2[@]}" --parallel.zero_stage=1 \
+  --training.out_dir="$WORK/zero1"
+refused "tensor and pipeline parallelism exchange activations in host memory" run job.toml "${dp2[@]}" \
+  --parallel.tensor=2 --training.out_dir="$WORK/tp2"
+refused "it forecasts one process on a device" plan --config job.toml --parallel.workers=2 \
+  --parallel.data=allreduce --training.device=cpu-guarded
 echo "the guarded device trains every mode to the CPU's bits and refuses what needs host memory"
 
 # plan --config forecasts the job on its own device: the probe's model lives in the device's

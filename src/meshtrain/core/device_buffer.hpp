@@ -88,19 +88,20 @@ class DeviceBuffer {
   void zero() {
     if (size_) allocator_->zero(data_, bytes());
   }
-  // Copies host.size() elements (at most size()) to the front of the buffer.
-  void upload(std::span<const T> host) {
-    check_fits(host.size());
-    if (!host.empty()) allocator_->upload(data_, host.data(), host.size_bytes());
+  // Copies host.size() elements to the buffer's elements from `offset` on
+  // (Error past its end).
+  void upload(std::span<const T> host, size_t offset = 0) {
+    check_fits(offset, host.size());
+    if (!host.empty()) allocator_->upload(data_ + offset, host.data(), host.size_bytes());
   }
-  // Copies the first host.size() elements (at most size()) to host.
-  void download(std::span<T> host) const {
-    check_fits(host.size());
-    if (!host.empty()) allocator_->download(host.data(), data_, host.size_bytes());
+  // Copies host.size() elements from `offset` on to host.
+  void download(std::span<T> host, size_t offset = 0) const {
+    check_fits(offset, host.size());
+    if (!host.empty()) allocator_->download(host.data(), data_ + offset, host.size_bytes());
   }
 
  private:
-  void check_fits(size_t count) const;
+  void check_fits(size_t offset, size_t count) const;
   void reset() noexcept {
     if (allocator_) {
       allocator_->tracker().sub(kind_, bytes());
@@ -120,8 +121,8 @@ class DeviceBuffer {
 [[noreturn]] void throw_device_copy_too_large(size_t count, size_t size);
 
 template <class T>
-void DeviceBuffer<T>::check_fits(size_t count) const {
-  if (count > size_) throw_device_copy_too_large(count, size_);
+void DeviceBuffer<T>::check_fits(size_t offset, size_t count) const {
+  if (offset > size_ || count > size_ - offset) throw_device_copy_too_large(offset + count, size_);
 }
 
 }  // namespace meshtrain

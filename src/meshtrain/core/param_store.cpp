@@ -140,6 +140,10 @@ void ParamStore::set_device(Device device, DeviceAllocator* memory) {
   device_memory_ = device.is_cpu() ? nullptr : memory;
 }
 
+void ParamStore::require_device(const char* what) const {
+  if (on_host()) throw Error(std::string("ParamStore::") + what + ": the store is in host memory, not on a device");
+}
+
 void ParamStore::refuse_host_access(const char* what) const {
   throw Error(std::string("ParamStore::") + what + ": the parameters and gradients live on " + device_name(device_) +
               ", not in host memory (upload_params / download_params)");
@@ -175,6 +179,26 @@ void ParamStore::download_grads(std::span<float> flat) const {
     std::copy(grads_.data(), grads_.data() + flat_size_, flat.begin());
   else
     device_grads_.download(flat);
+}
+
+void ParamStore::download_params_range(size_t begin, std::span<float> part) const {
+  require_device("download_params_range()");
+  device_params_.download(part, begin);
+}
+
+void ParamStore::upload_params_range(size_t begin, std::span<const float> part) {
+  require_device("upload_params_range()");
+  device_params_.upload(part, begin);
+}
+
+void ParamStore::download_grads_range(size_t begin, std::span<float> part) const {
+  require_device("download_grads_range()");
+  device_grads_.download(part, begin);
+}
+
+void ParamStore::upload_grads_range(size_t begin, std::span<const float> part) {
+  require_device("upload_grads_range()");
+  device_grads_.upload(part, begin);
 }
 
 void ParamStore::fill_params_on_host(FunctionRef<void()> fill) {

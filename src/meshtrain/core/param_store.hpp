@@ -146,6 +146,13 @@ class ParamStore {
   void upload_params(std::span<const float> flat);
   void download_params(std::span<float> flat) const;
   void download_grads(std::span<float> flat) const;
+  // Elements [begin, begin + part.size()) of a store off the CPU, to or
+  // from host memory: what the host-staged collectives move (Error on the
+  // CPU, where the flat buffers are host memory already).
+  void download_params_range(size_t begin, std::span<float> part) const;
+  void upload_params_range(size_t begin, std::span<const float> part);
+  void download_grads_range(size_t begin, std::span<float> part) const;
+  void upload_grads_range(size_t begin, std::span<const float> part);
   // Runs `fill` with param(i) pointing into a host copy of the parameters,
   // then uploads it: initialisation on any device (on the CPU, fill writes
   // the store itself).
@@ -272,6 +279,7 @@ class ParamStore {
     if (!on_host()) refuse_host_access(what);
   }
   [[noreturn]] void refuse_host_access(const char* what) const;
+  void require_device(const char* what) const;
   bool params_released_ = false;
   std::vector<float*> param_ptr_, grad_ptr_;
   std::vector<uint8_t> grad_zeroed_;  // per view: claim_zeroed_grad()

@@ -89,6 +89,36 @@ TEST(ParamStoreOnADevice, ValuesCrossOnlyByUploadAndDownload) {
   EXPECT_THROW(store.upload_params(std::vector<float>(3)), Error);
 }
 
+TEST(ParamStoreOnADevice, RangesCrossForTheHostStagedCollectives) {
+  GuardedHostMemory memory;
+  ParamStore store = device_store(memory);
+  const size_t n = store.flat_size();
+  std::vector<float> flat(n);
+  std::iota(flat.begin(), flat.end(), 1.0f);
+  store.upload_params(flat);
+  std::vector<float> part(4);
+  store.download_params_range(3, part);
+  EXPECT_EQ(part, std::vector<float>(flat.begin() + 3, flat.begin() + 7));
+  const std::vector<float> twos(4, 2.0f);
+  store.upload_params_range(3, twos);
+  store.upload_grads_range(n - 4, twos);  // the last elements, padding included
+  std::vector<float> params(n), grads(n);
+  store.download_params(params);
+  store.download_grads(grads);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(params[i], i >= 3 && i < 7 ? 2.0f : flat[i]) << i;
+    EXPECT_EQ(grads[i], i >= n - 4 ? 2.0f : 0.0f) << i;
+  }
+  store.download_grads_range(n - 4, part);
+  EXPECT_EQ(part, twos);
+  EXPECT_THROW(store.download_grads_range(n - 3, part), Error);  // past the end
+  EXPECT_THROW(store.upload_params_range(n + 1, {}), Error);
+  ParamStore host;
+  host.declare("w", {2}, true);
+  host.allocate();
+  EXPECT_THROW(host.download_grads_range(0, std::span<float>(part).first(1)), Error);  // host memory already
+}
+
 TEST(ParamStoreOnADevice, HostSpansAreRefusedNamingTheDevice) {
   GuardedHostMemory memory;
   ParamStore store = device_store(memory);

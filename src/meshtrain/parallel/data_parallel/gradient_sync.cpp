@@ -24,6 +24,7 @@ GradientSync::GradientSync(ParamStore& store, comm::ProcessGroup& group, Gradien
     staged_.reserve(buckets_.size());
     for (const GradientBucket& bucket : buckets_) staged_.emplace_back(bucket.elements(), MemoryKind::Communication);
   }
+  if (!store_.on_host()) host_copy_.resize(store_.flat_size());
   store_.set_grad_ready_hook([this](size_t view) { on_grad_ready(view); });
 }
 
@@ -45,13 +46,38 @@ comm::ProcessGroup* GradientSync::group_of(const GradientBucket& bucket) const {
   return g && g->size() > 1 ? g : nullptr;
 }
 
+std::span<float> GradientSync::host_grads(const GradientBucket& bucket) {
+  return (store_.on_host() ? store_.grads() : host_copy_.span()).subspan(bucket.begin, bucket.elements());
+}
+
+void GradientSync::fetch_from_device(const GradientBucket& bucket) {
+  if (!store_.on_host()) store_.download_grads_range(bucket.begin, host_grads(bucket));
+}
+
+void GradientSync::return_to_device(const GradientBucket& bucket) {
+  if (!store_.on_host()) store_.upload_grads_range(bucket.begin, host_grads(bucket));
+}
+
+void GradientSync::broadcast_staged_parameters(comm::ProcessGroup& group, size_t begin, size_t count) {
+  const std::span<float> host = host_copy_.span().subspan(begin, count);  // the gradients' copy, free until backward
+  store_.download_params_range(begin, host);
+  group.broadcast(host, 0);
+  store_.upload_params_range(begin, host);
+}
+
 void GradientSync::broadcast_parameters() {
+  auto broadcast = [&](comm::ProcessGroup& group, size_t begin, size_t count) {
+    if (store_.on_host())
+      group.broadcast(store_.params().subspan(begin, count), 0);
+    else
+      broadcast_staged_parameters(group, begin, count);
+  };
   if (experts_.ways == 1) {
-    if (group_.size() > 1) group_.broadcast(store_.params(), 0);
+    if (group_.size() > 1) broadcast(group_, 0, store_.flat_size());
     return;
   }
   for (const GradientBucket& bucket : buckets_)
-    if (comm::ProcessGroup* g = group_of(bucket)) g->broadcast(store_.params().subspan(bucket.begin, bucket.elements()), 0);
+    if (comm::ProcessGroup* g = group_of(bucket)) broadcast(*g, bucket.begin, bucket.elements());
 }
 
 void GradientSync::start_backward() {
@@ -81,7 +107,8 @@ void GradientSync::launch(size_t b) {
   const auto& bucket = buckets_[b];
   comm::ProcessGroup* group = group_of(bucket);
   if (!group) return;
-  const std::span<float> grads = store_.grads().subspan(bucket.begin, bucket.elements());
+  fetch_from_device(bucket);
+  const std::span<float> grads = host_grads(bucket);
   if (!staged_.empty()) {
     kernels::to_bf16(grads.data(), staged_[b].data(), grads.size());
     work_[b] = group->all_reduce_async(staged_[b].span(), comm::ReduceKind::Sum, options_.algorithm);
@@ -95,7 +122,7 @@ void GradientSync::launch(size_t b) {
 void GradientSync::widen_average(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   const float ranks = static_cast<float>(group_of(bucket)->size());
-  float* g = store_.grads().data() + bucket.begin;
+  float* g = host_grads(bucket).data();
   const Bf16* sum = staged_[b].data();
   for (size_t i = 0; i < bucket.elements(); ++i) g[i] = to_float(sum[i]) / ranks;  // as Avg divides
 }
@@ -119,11 +146,14 @@ GradientSyncStats GradientSync::finish_backward() {
     work_[b].reset();
   }
   stats.exposed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  if (experts_.ways > 1) {
-    const float share = 1.0f / static_cast<float>(experts_.ways);
-    for (const GradientBucket& bucket : buckets_)
-      if (bucket.expert)
-        for (float& g : store_.grads().subspan(bucket.begin, bucket.elements())) g *= share;
+  const float share = 1.0f / static_cast<float>(experts_.ways);
+  for (const GradientBucket& bucket : buckets_) {
+    const bool reduced = group_of(bucket) != nullptr, scaled = bucket.expert && experts_.ways > 1;
+    if (!reduced && !scaled) continue;
+    if (!reduced) fetch_from_device(bucket);
+    if (scaled)
+      for (float& g : host_grads(bucket)) g *= share;
+    return_to_device(bucket);
   }
   return stats;
 }

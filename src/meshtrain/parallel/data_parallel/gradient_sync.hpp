@@ -14,6 +14,15 @@
 // divided by the expert ways: each expert's gradient already sums the
 // tokens of its whole expert group (they came by all-to-all), so the result
 // is the global batch's mean, as for the dense tensors.
+//
+// A store off the CPU (training.device) goes through host memory, the
+// host-staged path (docs/gpu.md): a bucket is downloaded into a host copy
+// of the gradients when backward has announced it, reduced there by the
+// host's collectives (shm, TCP, MPI), and uploaded when finish_backward()
+// has it; the parameters' broadcast likewise. The same sums in the same
+// order, so the same bits as on the CPU; every bucket costs the device a
+// wait, so it is a path for correctness (several ranks on one device, no
+// NCCL), not for speed.
 #include <cstddef>
 #include <vector>
 
@@ -73,6 +82,13 @@ class GradientSync {
   void widen_average(size_t bucket);
   // The group a bucket is reduced over; null: nothing to reduce.
   comm::ProcessGroup* group_of(const GradientBucket& bucket) const;
+  // Where the collectives read and write a bucket's gradients (or the
+  // parameters' range): the store's own on the CPU, else the host copy.
+  std::span<float> host_grads(const GradientBucket& bucket);
+  // Off the CPU: the bucket's gradients from the device into the host copy, and back.
+  void fetch_from_device(const GradientBucket& bucket);
+  void return_to_device(const GradientBucket& bucket);
+  void broadcast_staged_parameters(comm::ProcessGroup& group, size_t begin, size_t count);
 
   ParamStore& store_;
   comm::ProcessGroup& group_;
@@ -84,6 +100,7 @@ class GradientSync {
   std::vector<size_t> waiting_;       // per bucket: tensors not yet announced
   std::vector<comm::WorkHandle> work_;  // per bucket, this step
   std::vector<AlignedBuffer<Bf16>> staged_;  // per bucket, bf16 only: the rounded gradients on the wire
+  AlignedBuffer<float> host_copy_{MemoryKind::Communication};  // off the CPU: the flat gradients in host memory
   size_t next_launch_ = 0;
   bool in_backward_ = false;
 };

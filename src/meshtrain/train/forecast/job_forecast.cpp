@@ -110,7 +110,7 @@ struct Probe {
 // tracked then, in its device's memory), then all workers at once, one
 // thread each with its own model: workers on one host share caches and
 // memory bandwidth, and the step waits for the slowest. (A job off the CPU
-// has one worker: check_device_job.)
+// has one worker: forecast_job.)
 Probe run_probe(const JobConfig& config, Model& model, int workers, int threads, int steps) {
   const int saved_threads = omp_get_max_threads();
   const int tensor = int(config.parallel.tensor), data_ways = workers / tensor;
@@ -438,6 +438,10 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   check_forecastable(config);
   JobForecast f = job_shape(config, hosts);
   check_device_job(opened.device, config, f.workers);
+  if (!opened.device.is_cpu() && f.workers > 1)
+    throw ConfigError("plan --config: a job of " + std::to_string(f.workers) + " workers on " + config.training.device +
+                      " is not forecast: their host-staged collectives are a test path (docs/gpu.md); it forecasts "
+                      "one process on a device");
   f.device = device_name(opened.device) + (opened.gpu_name.empty() ? "" : " (" + opened.gpu_name + ")");
   const int data_ways = f.workers / (f.tensor * f.pipeline);
   // The links are checked before the probe: a layout that cannot be placed fails at once.

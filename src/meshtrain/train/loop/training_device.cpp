@@ -1,6 +1,7 @@
 #include "meshtrain/train/loop/training_device.hpp"
 
 #include "meshtrain/comm/bootstrap/launch_env.hpp"
+#include "meshtrain/comm/collectives/algorithm.hpp"
 #include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/device_peak.hpp"
@@ -19,14 +20,23 @@ const Device& check_device_job(const Device& device, const JobConfig& config, in
   if (device.is_cpu()) return device;
   auto refuse = [&](const std::string& what) {
     throw ConfigError("training.device = \"" + config.training.device + "\": " + what +
-                      " (docs/gpu.md: one process per device trains a dense model with AdamW; collectives on device "
-                      "memory come with NCCL)");
+                      " (docs/gpu.md: off the CPU a dense model trains with AdamW in one process, or in several "
+                      "with plain data parallelism staged through host memory; NCCL's collectives come later)");
   };
-  if (config.parallel.data == DataParallelism::ParameterServer) refuse("the parameter-server roles run on CPUs");
-  if (workers > 1) refuse("this job has " + std::to_string(workers) + " workers, and they would meet in host memory");
+  const ParallelSection& p = config.parallel;
+  if (p.data == DataParallelism::ParameterServer) refuse("the parameter-server roles run on CPUs");
   if (config.model.n_expert > 1) refuse("a mixture of experts routes its tokens on the host");
   if (config.optimizer.name != OptimizerKind::AdamW)
     refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");
+  if (workers == 1) return device;
+  const std::string several = "this job has " + std::to_string(workers) + " workers, and ";
+  if (p.tensor > 1 || p.pipeline > 1)
+    refuse(several + "tensor and pipeline parallelism exchange activations in host memory");
+  if (p.zero_stage > 0) refuse(several + "ZeRO's shards meet in host memory (parallel.zero_stage = 0 runs)");
+  if (p.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
+    refuse(several + "the Reduction Server's clients send from host memory");
+  if (config.training.check_replicas_every > 0)
+    refuse(several + "training.check_replicas_every hashes the parameters in host memory");
   return device;
 }
 

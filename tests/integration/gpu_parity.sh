@@ -51,17 +51,22 @@ for pair in "cuda cpu" "cpu cuda"; do
   compare_params "$(step_dir cpu-20-fp32 20)/model.safetensors" "$(step_dir from-$first 20)/model.safetensors" 1e-3 ||
     fail "checkpoint of $first resumed on $second drifted"
 done
-# Two workers sharing the GPU (cuda:0 for both), their gradients staged through host memory and
-# reduced by the host's collectives: as two workers on the CPU, within the one-GPU tolerance.
-for device in cpu cuda:0; do
-  "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml --parallel.workers=2 --parallel.data=allreduce \
-    --parallel.timeout_s=60 --training.device="$device" --training.batch_size=4 --training.log_every=1 \
-    --training.out_dir="$WORK/dp2-${device%%:*}" > "dp2-${device%%:*}.log" 2>&1 ||
-    { cat "dp2-${device%%:*}.log"; fail "two workers on $device"; }
+# Two workers sharing the GPU (cuda:0 for both), their collectives staged through host memory and
+# run by the host's: data parallelism's gradient buckets, tensor parallelism's activations and its
+# vocabulary-parallel loss (kernels/cuda/vocab_shard.hpp): as two workers on the CPU, within the
+# one-GPU tolerance.
+for layout in "dp2:--parallel.data=allreduce" "tp2:--parallel.tensor=2 --parallel.sequence_parallel=true"; do
+  name=${layout%%:*}; read -r -a args <<< "${layout#*:}"
+  for device in cpu cuda:0; do
+    "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml --parallel.workers=2 "${args[@]}" \
+      --parallel.timeout_s=60 --training.device="$device" --training.batch_size=4 --training.log_every=1 \
+      --training.out_dir="$WORK/$name-${device%%:*}" > "$name-${device%%:*}.log" 2>&1 ||
+      { cat "$name-${device%%:*}.log"; fail "$name on $device"; }
+  done
+  compare_losses "$WORK/$name-cpu/metrics.jsonl" "$WORK/$name-cuda/metrics.jsonl" 1e-3 ||
+    fail "$name sharing one GPU: losses differ from the CPU's"
+  echo "$name sharing the GPU, host-staged: as on the CPU"
 done
-compare_losses "$WORK/dp2-cpu/metrics.jsonl" "$WORK/dp2-cuda/metrics.jsonl" 1e-3 ||
-  fail "two workers on one GPU: losses differ from two on the CPU"
-echo "two workers sharing the GPU, host-staged: as two workers on the CPU"
 
 # plan --config probes on the GPU: the model state as on the CPU, the activations in the GPU's
 # memory (its kernels' scratch may differ from the CPU's; the batch's tokens are uploaded beside

@@ -3,9 +3,9 @@
 # of a GPU's memory on a machine without one. Every model and mode trains to
 # the same bits as on "cpu": parameters, AdamW's moments and the losses; a
 # checkpoint moves between the two devices and the run goes on bit for bit;
-# two data-parallel workers stage their gradients through host memory to
-# the CPU's bits; what needs the host's memory (ZeRO, tensor and pipeline
-# ways, MoE, SGD) is refused with status 3.
+# data- and tensor-parallel workers stage their collectives through host
+# memory to the CPU's bits; what needs the host's memory (ZeRO, pipeline
+# stages, MoE, SGD) is refused with status 3.
 source "$(dirname "$0")/lib.sh"
 make_text text.txt 100000
 tiny_config job.toml "$WORK/text.txt"
@@ -114,37 +114,43 @@ for pair in "cpu-guarded cpu" "cpu cpu-guarded"; do
   echo "checkpoint of $first resumed on $second: the same bits as 20 steps on the CPU"
 done
 
-# Plain data parallelism on the device: each bucket staged through host memory, reduced by the
-# host's collectives and put back: the CPU's sums in the CPU's order, so its bits (fp32, bf16,
-# bf16 on the wire, micro-batches); one more wait a step per bucket. A checkpoint of the two
+# Several workers on the device, their collectives staged through host memory: data parallelism's
+# buckets (gradient_sync.hpp) and tensor parallelism's activations (host_staged_tensor_group.hpp)
+# are downloaded, reduced by the host's collectives and put back: the CPU's sums in the CPU's
+# order, so its bits (fp32, bf16, bf16 on the wire, micro-batches, sequence parallelism with
+# full recomputation, data x tensor); one more wait a step per bucket. A checkpoint of two data
 # workers on the device resumes on the CPU.
-dp_run() {  # dp_run NAME DEVICE ARGS...
-  local name=$1 device=$2; shift 2
-  "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml --parallel.workers=2 --parallel.data=allreduce \
+mesh_run() {  # mesh_run NAME DEVICE WORKERS ARGS...
+  local name=$1 device=$2 workers=$3; shift 3
+  "$MESHTRAIN" launch --nproc "$workers" -- "$MESHTRAIN" train job.toml --parallel.workers="$workers" \
     --parallel.timeout_s=60 --training.device="$device" --training.batch_size=4 --training.steps=8 \
     --checkpoint.every=4 --training.out_dir="$WORK/$name" "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "$name"; }
 }
-dp_same() {  # dp_same A B STEP: every rank's checkpoint files, tensor for tensor
+mesh_same() {  # mesh_same A B STEP: every rank's checkpoint files, tensor for tensor
   local f
   for f in "$WORK/$1/checkpoints/step_$(printf %08d "$3")"/*.safetensors; do
     same_tensors "$f" "$WORK/$2/checkpoints/step_$(printf %08d "$3")/$(basename "$f")"
   done
 }
-for mode in "fp32:--training.precision=fp32" "bf16:--training.precision=bf16" \
-            "wire:--training.precision=bf16 --parallel.reduce_dtype=bf16" "micro:--parallel.micro_batches=2"; do
-  name=${mode%%:*}; read -r -a args <<< "${mode#*:}"
-  dp_run "dp-cpu-$name" cpu "${args[@]}"
-  dp_run "dp-guarded-$name" cpu-guarded "${args[@]}"
-  dp_same "dp-cpu-$name" "dp-guarded-$name" 8
-  compare_losses "$WORK/dp-cpu-$name/metrics.jsonl" "$WORK/dp-guarded-$name/metrics.jsonl" 0 > /dev/null ||
-    fail "dp $name: losses differ"
-  echo "data parallelism $name: two workers on cpu-guarded, the same bits as on the CPU"
+dp=--parallel.data=allreduce
+for mode in "dp-fp32:2:$dp --training.precision=fp32" "dp-bf16:2:$dp --training.precision=bf16" \
+            "dp-wire:2:$dp --training.precision=bf16 --parallel.reduce_dtype=bf16" \
+            "dp-micro:2:$dp --parallel.micro_batches=2" "tp-fp32:2:--parallel.tensor=2 --training.precision=fp32" \
+            "tp-sp-full:2:--parallel.tensor=2 --parallel.sequence_parallel=true --training.recompute=full" \
+            "dp-tp-wire:4:$dp --parallel.tensor=2 --parallel.reduce_dtype=bf16"; do
+  IFS=: read -r name workers rest <<< "$mode"; read -r -a args <<< "$rest"
+  mesh_run "$name-cpu" cpu "$workers" "${args[@]}"
+  mesh_run "$name-guarded" cpu-guarded "$workers" "${args[@]}"
+  mesh_same "$name-cpu" "$name-guarded" 8
+  compare_losses "$WORK/$name-cpu/metrics.jsonl" "$WORK/$name-guarded/metrics.jsonl" 0 > /dev/null ||
+    fail "$name: losses differ"
+  echo "$name: $workers workers on cpu-guarded, the same bits as on the CPU"
 done
-host_syncs dp-guarded-fp32 3  # the loss, the norm, the one bucket of this model
-dp_run dp-resumed cpu-guarded --training.precision=fp32 --stop-at-step 4
-dp_run dp-resumed cpu --training.precision=fp32 --resume
+host_syncs dp-fp32-guarded 3  # the loss, the norm, the one bucket of this model
+mesh_run dp-resumed cpu-guarded 2 $dp --training.precision=fp32 --stop-at-step 4
+mesh_run dp-resumed cpu 2 $dp --training.precision=fp32 --resume
 grep -q "resuming from step 4" dp-resumed.log || { cat dp-resumed.log; fail "did not resume"; }
-dp_same dp-cpu-fp32 dp-resumed 8
+mesh_same dp-fp32-cpu dp-resumed 8
 echo "two workers' checkpoint on cpu-guarded resumed on the CPU: the same bits as 8 steps on the CPU"
 
 # What needs the host's memory is refused before anything is written.
@@ -161,8 +167,8 @@ refused "a mixture of experts routes its tokens on the host" train job.toml --tr
 dp2=(--nproc 2 --parallel.data=allreduce --parallel.timeout_s=60 --training.device=cpu-guarded)
 refused "ZeRO's shards meet in host memory" run job.toml "${dp2[@]}" --parallel.zero_stage=1 \
   --training.out_dir="$WORK/zero1"
-refused "tensor and pipeline parallelism exchange activations in host memory" run job.toml "${dp2[@]}" \
-  --parallel.tensor=2 --training.out_dir="$WORK/tp2"
+refused "pipeline parallelism sends activations from host memory" run job.toml "${dp2[@]}" \
+  --parallel.pipeline=2 --training.out_dir="$WORK/pp2"
 refused "it forecasts one process on a device" plan --config job.toml --parallel.workers=2 \
   --parallel.data=allreduce --training.device=cpu-guarded
 echo "the guarded device trains every mode to the CPU's bits and refuses what needs host memory"

@@ -6,6 +6,8 @@
 #include "meshtrain/comm/reduction_server/groups.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/parallel/expert/expert_parallel_group.hpp"
+#include "meshtrain/kernels/backend.hpp"
+#include "meshtrain/parallel/tensor/host_staged_tensor_group.hpp"
 #include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
 
 namespace meshtrain::parallel {
@@ -100,8 +102,12 @@ void ParallelContext::cut(const ContextSettings& s, const comm::MeshChannels& ch
   channels_ = channels;
   groups_ = comm::mesh_groups(mesh_, channels_);
   if (agree) agree(*groups_.all);  // before anything waits on a collective the others may never make
-  if (auto* tensor = groups_.find(comm::MeshAxis::Tensor))
+  if (auto* tensor = groups_.find(comm::MeshAxis::Tensor)) {
     tensor_comm_ = std::make_unique<TensorParallelGroup>(*tensor, s.sequence_parallel, s.reduce_dtype);
+    if (!s.device.is_cpu())
+      tensor_comm_ = std::make_unique<HostStagedTensorGroup>(std::move(tensor_comm_),
+                                                             kernels::backend_for(s.device).allocator());
+  }
   if (auto* expert = groups_.find(comm::MeshAxis::Expert))
     expert_comm_ = std::make_unique<ExpertParallelGroup>(*expert, s.reduce_dtype);
 }

@@ -32,6 +32,7 @@
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/comm/mesh/device_mesh.hpp"
 #include "meshtrain/comm/mesh/mesh_groups.hpp"
+#include "meshtrain/core/device.hpp"
 #include "meshtrain/core/precision.hpp"
 #include "meshtrain/nn/moe/expert_parallel.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
@@ -49,6 +50,10 @@ struct ContextSettings {
   Precision reduce_dtype = Precision::Fp32;  // the tensor and expert groups' wire
   comm::TransportKind transport = comm::TransportKind::Auto;
   double timeout_s = 300;       // longest wait for a peer
+  // Where the layers' tensors live (training.device): off the CPU the
+  // tensor group stages its collectives through host memory
+  // (tensor/host_staged_tensor_group.hpp).
+  Device device{};
 };
 
 // Checks, over all the workers, that they run the same job (train/'s

@@ -26,15 +26,11 @@
 #include "meshtrain/kernels/cuda/residual.hpp"
 #include "meshtrain/kernels/cuda/rows.hpp"
 #include "meshtrain/kernels/cuda/vision.hpp"
+#include "meshtrain/kernels/cuda/vocab_shard.hpp"
 #include "meshtrain/kernels/device_probe.hpp"
 
 namespace meshtrain::kernels::cuda {
 namespace {
-
-// A kernel the layers call that has no CUDA twin yet (docs/gpu.md).
-[[noreturn]] void no_twin(const char* kernel) {
-  throw DeviceError(std::string("the GPU backend has no ") + kernel + " yet (docs/gpu.md lists what runs on the GPU)");
-}
 
 cudaStream_t make_stream(int index) {
   open_cuda_device(Device{DeviceKind::Cuda, index});
@@ -204,16 +200,19 @@ class CudaBackend final : public Backend {
                             int64_t V) override {
     cuda::fused_classifier(lse, loss, hit, nullptr, logits, targets, N, V, 0.0f, stream_);
   }
-  void softmax_xent_backward(float* dlogits, const float* logits, const float*, const int32_t* targets, int64_t N,
+  void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
                              int64_t V, float dloss, int64_t v0) override {
-    if (v0 != 0) no_twin("softmax_xent_backward on a vocabulary shard");
+    if (v0 != 0) return cuda::softmax_xent_shard_backward(dlogits, logits, lse, targets, N, V, dloss, v0, stream_);
     auto* rows = static_cast<float*>(scratch(loss_scratch_, 2 * size_t(N) * sizeof(float)));  // lse, loss again
     cuda::fused_classifier(rows, rows + N, nullptr, dlogits, logits, targets, N, V, dloss, stream_);
   }
-  void row_max_argmax(float*, int32_t*, const float*, int64_t, int64_t) override { no_twin("row_max_argmax"); }
-  void softmax_xent_shard_sums(float*, float*, const float*, const float*, const int32_t*, int64_t, int64_t,
-                               int64_t) override {
-    no_twin("softmax_xent_shard_sums");
+  // The vocabulary-parallel loss (vocab_shard.hpp).
+  void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V) override {
+    cuda::row_max_argmax(mx, arg, logits, N, V, stream_);
+  }
+  void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* logits, const float* mx,
+                               const int32_t* targets, int64_t N, int64_t V, int64_t v0) override {
+    cuda::softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets, N, V, v0, stream_);
   }
   // Tensor parallelism's and the ViT's.
   void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0, int64_t V_rows,

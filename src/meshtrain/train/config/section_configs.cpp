@@ -26,7 +26,7 @@ CheckpointSettings to_checkpoint_settings(const JobConfig& c) {
           .config_toml = job_config_to_toml(c)};
 }
 
-parallel::ContextSettings to_context_settings(const ParallelSection& p) {
+parallel::ContextSettings to_context_settings(const ParallelSection& p, const Device& device) {
   return {.data_parallel = p.data == DataParallelism::AllReduce,
           .data = enum_string(p.data),
           .all_reduce = p.all_reduce,
@@ -36,7 +36,8 @@ parallel::ContextSettings to_context_settings(const ParallelSection& p) {
           .sequence_parallel = p.sequence_parallel,
           .reduce_dtype = p.reduce_dtype,
           .transport = p.transport,
-          .timeout_s = p.timeout_s};
+          .timeout_s = p.timeout_s,
+          .device = device};
 }
 
 }  // namespace meshtrain

@@ -98,6 +98,6 @@ StepSettings to_step_settings(const JobConfig& c, int data_ways);
 CheckpointSettings to_checkpoint_settings(const JobConfig& c);
 
 // What the job's parallel context is built from (parallel/parallel_context.hpp).
-parallel::ContextSettings to_context_settings(const ParallelSection& p);
+parallel::ContextSettings to_context_settings(const ParallelSection& p, const Device& device = {});
 
 }  // namespace meshtrain

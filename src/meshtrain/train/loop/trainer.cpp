@@ -173,7 +173,7 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, c
       config_(config),
       options_(options),
       checkpoints_(check_writable(to_checkpoint_settings(config))),
-      workers_(to_context_settings(config.parallel),
+      workers_(to_context_settings(config.parallel, opened.device),
                [shared = shared_settings(config)](comm::ProcessGroup& all) { check_ranks_agree(shared, all); }),
       model_(make_model(config.model, model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank(),
                                                    workers_.expert_group(), &config.training,

@@ -23,11 +23,10 @@ struct OpenedDevice {
 OpenedDevice open_training_device(const TrainingSection& training);
 
 // `device` for this job of `workers` processes: off the CPU a dense model
-// trains with AdamW, in one process or in several with plain data
-// parallelism (ZeRO stage 0, no tensor or pipeline ways), its gradients
-// staged through host memory (parallel/data_parallel/gradient_sync.hpp).
-// The rest waits for NCCL (docs/gpu.md). ConfigError (exit status 3)
-// naming what stands in the way.
+// trains with AdamW, in one process or in several with data parallelism
+// (ZeRO stage 0) and tensor parallelism, their collectives staged through
+// host memory (docs/gpu.md). The rest waits for NCCL. ConfigError (exit
+// status 3) naming what stands in the way.
 const Device& check_device_job(const Device& device, const JobConfig& config, int64_t workers);
 
 // The peak TFLOP/s the metrics' mfu divides by: training.peak_tflops when

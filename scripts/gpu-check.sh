@@ -348,7 +348,7 @@ if [ -z "$no_gpu" ]; then
   stage unit_cuda 150 270 env MESHTRAIN_REQUIRE_GPU_TESTS=1 "$bundle/bin/unit_cuda" \
     --gtest_output="json:$out/unit_cuda.json" || true
   [ "$stage_rc" -eq 0 ] || failed=1
-  stage gpu_parity 60 210 bash "$root/tests/integration/gpu_parity.sh" "$bundle/bin/meshtrain" "$root" || true
+  stage gpu_parity 100 210 bash "$root/tests/integration/gpu_parity.sh" "$bundle/bin/meshtrain" "$root" || true
   [ "$stage_rc" -eq 0 ] || failed=1
 fi
 

@@ -3,9 +3,9 @@
 # of a GPU's memory on a machine without one. Every model and mode trains to
 # the same bits as on "cpu": parameters, AdamW's moments and the losses; a
 # checkpoint moves between the two devices and the run goes on bit for bit;
-# data- and tensor-parallel workers stage their collectives through host
-# memory to the CPU's bits; what needs the host's memory (ZeRO, pipeline
-# stages, MoE, SGD) is refused with status 3.
+# data-, tensor- and pipeline-parallel workers stage their collectives
+# through host memory to the CPU's bits; what needs the host's memory
+# (ZeRO, MoE, SGD) is refused with status 3.
 source "$(dirname "$0")/lib.sh"
 make_text text.txt 100000
 tiny_config job.toml "$WORK/text.txt"
@@ -115,11 +115,12 @@ for pair in "cpu-guarded cpu" "cpu cpu-guarded"; do
 done
 
 # Several workers on the device, their collectives staged through host memory: data parallelism's
-# buckets (gradient_sync.hpp) and tensor parallelism's activations (host_staged_tensor_group.hpp)
-# are downloaded, reduced by the host's collectives and put back: the CPU's sums in the CPU's
-# order, so its bits (fp32, bf16, bf16 on the wire, micro-batches, sequence parallelism with
-# full recomputation, data x tensor); one more wait a step per bucket. A checkpoint of two data
-# workers on the device resumes on the CPU.
+# buckets (gradient_sync.hpp), tensor parallelism's activations (host_staged_tensor_group.hpp) and
+# the pipeline's sends, receives and tied-embedding sum (executor.hpp, micro_batches.cpp) are
+# downloaded, exchanged or reduced by the host's collectives and put back: the CPU's sums in the
+# CPU's order, so its bits (fp32, bf16, bf16 on the wire, micro-batches, sequence parallelism with
+# full recomputation, 1F1B with evaluation, zero-bubble, data x tensor, pipeline x tensor); one
+# more wait a step per bucket. A checkpoint of two data workers on the device resumes on the CPU.
 mesh_run() {  # mesh_run NAME DEVICE WORKERS ARGS...
   local name=$1 device=$2 workers=$3; shift 3
   "$MESHTRAIN" launch --nproc "$workers" -- "$MESHTRAIN" train job.toml --parallel.workers="$workers" \
@@ -137,7 +138,10 @@ for mode in "dp-fp32:2:$dp --training.precision=fp32" "dp-bf16:2:$dp --training.
             "dp-wire:2:$dp --training.precision=bf16 --parallel.reduce_dtype=bf16" \
             "dp-micro:2:$dp --parallel.micro_batches=2" "tp-fp32:2:--parallel.tensor=2 --training.precision=fp32" \
             "tp-sp-full:2:--parallel.tensor=2 --parallel.sequence_parallel=true --training.recompute=full" \
-            "dp-tp-wire:4:$dp --parallel.tensor=2 --parallel.reduce_dtype=bf16"; do
+            "dp-tp-wire:4:$dp --parallel.tensor=2 --parallel.reduce_dtype=bf16" \
+            "pp-1f1b:2:--parallel.pipeline=2 --parallel.micro_batches=4 --training.eval_every=4" \
+            "pp-zb-wire:2:--parallel.pipeline=2 --parallel.micro_batches=4 --parallel.schedule=zero_bubble --training.precision=bf16 --parallel.reduce_dtype=bf16" \
+            "pp-tp-sp:4:--parallel.pipeline=2 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.micro_batches=2"; do
   IFS=: read -r name workers rest <<< "$mode"; read -r -a args <<< "$rest"
   mesh_run "$name-cpu" cpu "$workers" "${args[@]}"
   mesh_run "$name-guarded" cpu-guarded "$workers" "${args[@]}"
@@ -167,8 +171,6 @@ refused "a mixture of experts routes its tokens on the host" train job.toml --tr
 dp2=(--nproc 2 --parallel.data=allreduce --parallel.timeout_s=60 --training.device=cpu-guarded)
 refused "ZeRO's shards meet in host memory" run job.toml "${dp2[@]}" --parallel.zero_stage=1 \
   --training.out_dir="$WORK/zero1"
-refused "pipeline parallelism sends activations from host memory" run job.toml "${dp2[@]}" \
-  --parallel.pipeline=2 --training.out_dir="$WORK/pp2"
 refused "it forecasts one process on a device" plan --config job.toml --parallel.workers=2 \
   --parallel.data=allreduce --training.device=cpu-guarded
 echo "the guarded device trains every mode to the CPU's bits and refuses what needs host memory"

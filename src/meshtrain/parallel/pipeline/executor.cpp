@@ -31,8 +31,13 @@ std::vector<int> slots_needed(const Schedule& schedule, int rank) {
 }
 
 PipelineExecutor::PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group,
-                                   Precision wire)
-    : schedule_(std::move(schedule)), rank_(rank), model_(model), group_(group), bf16_wire_(wire == Precision::Bf16) {
+                                   Precision wire, DeviceAllocator* device)
+    : schedule_(std::move(schedule)),
+      rank_(rank),
+      model_(model),
+      group_(group),
+      bf16_wire_(wire == Precision::Bf16),
+      device_(device) {
   const int V = schedule_.chunks;
   if (model_.pieces() != static_cast<size_t>(V))
     throw Error("pipeline executor: the schedule runs " + std::to_string(V) + " chunk(s) on rank " +
@@ -143,6 +148,46 @@ void PipelineExecutor::communicate(std::span<const Action> run, const Batch& sha
         throw Error("pipeline executor: " + describe(a) + " is not a communication action");
     }
   }
+  const std::vector<float*> device_recvs = stage_on_host(sends, recvs, bytes);
+  try {
+    exchange(std::move(sends), std::move(recvs), bytes, device_recvs);
+  } catch (const CommError& e) {
+    // Name the stages: a dead or hung stage shows up here as its
+    // neighbour's failed exchange (within the transport's timeout).
+    std::string peers;
+    for (const Action& a : run) {
+      const std::string peer = std::to_string(peer_rank(schedule_, rank_, a));
+      if (peers.find("stage " + peer + ",") == std::string::npos) peers += "stage " + peer + ", ";
+    }
+    throw CommError("pipeline stage " + std::to_string(rank_) + " of " + std::to_string(schedule_.ranks) + ": " +
+                    describe(run.front()) + " with " + peers.substr(0, peers.size() - 2) + " failed: " + e.what());
+  }
+}
+
+float* PipelineExecutor::host_buffer(std::vector<AlignedBuffer<float>>& buffers, size_t bytes, size_t i) {
+  while (buffers.size() <= i) buffers.emplace_back(MemoryKind::Communication);
+  buffers[i].ensure(bytes / sizeof(float));
+  return buffers[i].data();
+}
+
+std::vector<float*> PipelineExecutor::stage_on_host(std::vector<comm::SendOp>& sends, std::vector<comm::RecvOp>& recvs,
+                                                    size_t bytes) {
+  std::vector<float*> device_recvs;
+  if (!device_) return device_recvs;
+  for (size_t i = 0; i < sends.size(); ++i) {
+    float* host = host_buffer(host_send_, bytes, i);
+    device_->download(host, sends[i].data, bytes);
+    sends[i].data = host;
+  }
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    device_recvs.push_back(static_cast<float*>(recvs[i].data));
+    recvs[i].data = host_buffer(host_recv_, bytes, i);
+  }
+  return device_recvs;
+}
+
+void PipelineExecutor::exchange(std::vector<comm::SendOp> sends, std::vector<comm::RecvOp> recvs, size_t bytes,
+                                const std::vector<float*>& device_recvs) {
   // bf16 wire: the sends rounded into buffers of their own, the receives
   // landing in others and widened into the model's buffers afterwards.
   std::vector<float*> widen_into;
@@ -160,21 +205,10 @@ void PipelineExecutor::communicate(std::span<const Action> run, const Batch& sha
       recvs[i] = {recvs[i].peer, recv16_[i].data(), floats * sizeof(Bf16), nullptr};
     }
   }
-  try {
-    group_->exchange(std::move(sends), std::move(recvs));
-    for (size_t i = 0; i < widen_into.size(); ++i)
-      kernels::to_float(recv16_[i].data(), widen_into[i], bytes / sizeof(float));
-  } catch (const CommError& e) {
-    // Name the stages: a dead or hung stage shows up here as its
-    // neighbour's failed exchange (within the transport's timeout).
-    std::string peers;
-    for (const Action& a : run) {
-      const std::string peer = std::to_string(peer_rank(schedule_, rank_, a));
-      if (peers.find("stage " + peer + ",") == std::string::npos) peers += "stage " + peer + ", ";
-    }
-    throw CommError("pipeline stage " + std::to_string(rank_) + " of " + std::to_string(schedule_.ranks) + ": " +
-                    describe(run.front()) + " with " + peers.substr(0, peers.size() - 2) + " failed: " + e.what());
-  }
+  group_->exchange(std::move(sends), std::move(recvs));
+  for (size_t i = 0; i < widen_into.size(); ++i)
+    kernels::to_float(recv16_[i].data(), widen_into[i], bytes / sizeof(float));
+  for (size_t i = 0; i < device_recvs.size(); ++i) device_->upload(device_recvs[i], host_recv_[i].data(), bytes);
 }
 
 PipelineLoss PipelineExecutor::run(std::span<const Batch> micro_batches, const BackwardHooks& hooks) {
@@ -227,8 +261,12 @@ PipelineLoss PipelineExecutor::forward_only(std::span<const Batch> micro_batches
       const int r = s % P, chunk = s / P;
       if (r != rank_) continue;
       const auto piece = static_cast<size_t>(chunk);
-      if (s > 0) group_->recv(comm::Buffer(model_.input_buffer(piece, 0, B, T), bytes / sizeof(float), comm::DataType::F32),
-                                (r - 1 + P) % P);
+      if (s > 0) {
+        float* in = model_.input_buffer(piece, 0, B, T);
+        float* arrives = device_ ? host_buffer(host_recv_, bytes) : in;
+        group_->recv(comm::Buffer(arrives, bytes / sizeof(float), comm::DataType::F32), (r - 1 + P) % P);
+        if (device_) device_->upload(in, arrives, bytes);
+      }
       ForwardResult result;
       const float* out = model_.forward_piece(piece, 0, batch, &result);
       if (s == S - 1) {
@@ -236,7 +274,13 @@ PipelineLoss PipelineExecutor::forward_only(std::span<const Batch> micro_batches
         loss.correct += result.correct;
         loss.count += result.count;
       } else {
-        group_->send(comm::ConstBuffer(out, bytes / sizeof(float), comm::DataType::F32), (r + 1) % P);
+        const float* leaves = out;
+        if (device_) {
+          float* host = host_buffer(host_send_, bytes);
+          device_->download(host, out, bytes);
+          leaves = host;
+        }
+        group_->send(comm::ConstBuffer(leaves, bytes / sizeof(float), comm::DataType::F32), (r + 1) % P);
       }
     }
   }

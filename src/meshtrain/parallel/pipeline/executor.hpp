@@ -71,8 +71,12 @@ class PipelineExecutor {
   // wire = bf16 (parallel.reduce_dtype): a training step's activations and
   // gradients cross between stages rounded to bf16 and are widened
   // (exactly) on arrival: half the bytes. Evaluation sends fp32.
+  // device: the memory the model's activations live in when it is not the
+  // host's (training.device); each send is then downloaded into a host
+  // buffer of its own and each receive lands in one and is uploaded (the
+  // host-staged path, docs/gpu.md). Null: host memory.
   PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group,
-                   Precision wire = Precision::Fp32);
+                   Precision wire = Precision::Fp32, DeviceAllocator* device = nullptr);
 
   // One training step's forwards and backwards over the schedule's M
   // micro-batches (all of equal shape; they must stay alive until this
@@ -109,6 +113,15 @@ class PipelineExecutor {
   void compute(const Action& a, std::span<const Batch> micro_batches, PipelineLoss& loss);
   // Posts actions [begin, end) (sends and receives) as one exchange.
   void communicate(std::span<const Action> run, const Batch& shape);
+  // buffers[i], grown to `bytes`, created when missing.
+  static float* host_buffer(std::vector<AlignedBuffer<float>>& buffers, size_t bytes, size_t i = 0);
+  // Off the host: the sends' data downloaded into host buffers, the
+  // receives pointed at others; returns where each receive belongs.
+  std::vector<float*> stage_on_host(std::vector<comm::SendOp>& sends, std::vector<comm::RecvOp>& recvs, size_t bytes);
+  // The exchange, its bf16 rounding and widening, and (off the host) the
+  // receives uploaded to `device_recvs`.
+  void exchange(std::vector<comm::SendOp> sends, std::vector<comm::RecvOp> recvs, size_t bytes,
+                const std::vector<float*>& device_recvs);
   double now_s() const;
 
   Schedule schedule_;
@@ -122,6 +135,9 @@ class PipelineExecutor {
   bool bf16_wire_;
   // bf16 wire only: one buffer per send and per receive of an exchange.
   std::vector<AlignedBuffer<Bf16>> send16_, recv16_;
+  DeviceAllocator* device_;  // null: the model is in host memory
+  // Off the host: one buffer per send and per receive of an exchange.
+  std::vector<AlignedBuffer<float>> host_send_, host_recv_;
 };
 
 }  // namespace meshtrain::parallel::pipeline

@@ -5,8 +5,10 @@
 
 #include "meshtrain/comm/flight/flight_recorder.hpp"
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/parallel/bf16_wire.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/gpt.hpp"
+#include "meshtrain/parallel/bf16_wire.hpp"
+#include "meshtrain/parallel/host_staging.hpp"
 #include "meshtrain/optim/clip.hpp"
 
 namespace meshtrain {
@@ -69,6 +71,10 @@ class SequentialMicroBatches final : public MicroBatchRunner {
   int64_t first_nonfinite_ = -1;
 };
 
+// The memory of the store's device when it is not the host's: the pipeline's
+// collectives stage through host memory then (parallel/host_staging.hpp).
+DeviceAllocator* staged_memory(const ParamStore& store) { return store.on_host() ? nullptr : &nn::memory_of(store); }
+
 class PipelineMicroBatches final : public MicroBatchRunner {
  public:
   PipelineMicroBatches(const ParallelSection& p, Gpt& model, parallel::ParallelContext& workers)
@@ -78,7 +84,8 @@ class PipelineMicroBatches final : public MicroBatchRunner {
         reduce_dtype_(p.reduce_dtype),
         executor_(parallel::pipeline::make_schedule(p.schedule, workers.pipeline_size(), int(p.micro_batches),
                                                     int(p.virtual_stages)),
-                  workers.pipeline_rank(), model, workers.pipeline_group(), p.reduce_dtype) {
+                  workers.pipeline_rank(), model, workers.pipeline_group(), p.reduce_dtype,
+                  staged_memory(model.store())) {
     // The tied copy: the last stage's wte when the first stage is another rank.
     for (size_t piece = 0; piece < model.pieces(); ++piece)
       if (model.piece_has_head(piece) && workers.pipeline_rank() != 0) tied_copy_ = true;
@@ -109,19 +116,21 @@ class PipelineMicroBatches final : public MicroBatchRunner {
   void finish_gradients(const HeldGradients& held) override {
     comm::ProcessGroup* pair = workers_.embedding_group();
     if (!pair) return;
-    for (const std::span<float> part : held_wte(held)) {
-      if (reduce_dtype_ == Precision::Bf16)
-        parallel::all_reduce_sum_in_bf16(*pair, part, wte16_);
-      else
-        pair->all_reduce(part, comm::ReduceKind::Sum);
-    }
+    for (const std::span<float> part : held_wte(held))
+      parallel::on_host(staged_memory(model_.store()), part, wte_host_, [&](std::span<float> values) {
+        if (reduce_dtype_ == Precision::Bf16)
+          parallel::all_reduce_sum_in_bf16(*pair, values, wte16_);
+        else
+          pair->all_reduce(values, comm::ReduceKind::Sum);
+      });
   }
 
   void duplicate_squares(const HeldGradients& held, double& replicated, double& sharded) const override {
     replicated = sharded = 0;
     if (!tied_copy_) return;
     double squares = 0;
-    for (const std::span<float> part : held_wte(held)) squares += squared_norm_range(part, 0, part.size());
+    for (const std::span<float> part : held_wte(held))
+      squares += nn::backend_of(model_.store()).squared_norm(part.data(), 0, part.size());
     (model_.store().view(model_.head_wte_index()).placement.replicated() ? replicated : sharded) = squares;
   }
 
@@ -160,6 +169,7 @@ class PipelineMicroBatches final : public MicroBatchRunner {
   parallel::pipeline::PipelineExecutor executor_;
   bool tied_copy_ = false;
   AlignedBuffer<Bf16> wte16_{MemoryKind::Communication};  // reduce_dtype bf16: the wte gradient on the wire
+  AlignedBuffer<float> wte_host_{MemoryKind::Communication};  // off the host: the wte gradient staged
 };
 
 }  // namespace

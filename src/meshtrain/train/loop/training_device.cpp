@@ -30,7 +30,6 @@ const Device& check_device_job(const Device& device, const JobConfig& config, in
     refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");
   if (workers == 1) return device;
   const std::string several = "this job has " + std::to_string(workers) + " workers, and ";
-  if (p.pipeline > 1) refuse(several + "pipeline parallelism sends activations from host memory");
   if (p.zero_stage > 0) refuse(several + "ZeRO's shards meet in host memory (parallel.zero_stage = 0 runs)");
   if (p.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
     refuse(several + "the Reduction Server's clients send from host memory");

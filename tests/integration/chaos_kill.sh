@@ -7,6 +7,7 @@
 #   - a random worker of a ZeRO stage 3 job (sharded checkpoints), in fp32 and in bf16,
 #   - the reducer of a Reduction Server job,
 #   - a tensor rank of a tensor-parallel job (one shard file per tensor rank),
+#   - a random worker of a data-parallel job on the guarded device,
 #   - a middle stage of a 4-stage pipeline (one file per stage).
 # The random choices print their seed; CHAOS_SEED=N replays one.
 source "$(dirname "$0")/lib.sh"
@@ -51,6 +52,9 @@ chaos zero3-bf16 $((RANDOM % 2)) --parallel.zero_stage=3 --training.precision=bf
 # Workers are ranks 0-1, the reducer rank 2.
 chaos reducer 2 --parallel.all_reduce=reduction_server --parallel.reducers=1
 chaos tensor $((RANDOM % 2)) --parallel.tensor=2
+# The same on the guarded device: its collectives staged through host memory (docs/gpu.md), its
+# checkpoints downloaded from it and the restart's uploaded to it.
+chaos device $((RANDOM % 2)) --training.device=cpu-guarded
 # Stages 1 or 2 of 0-3; data = "none": the 4 workers are one pipeline. Each
 # stage holds a quarter of the model, so it is twice as wide as the others'
 # for its steps (~0.1 s) to leave a kill at step 10 time to land.

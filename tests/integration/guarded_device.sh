@@ -5,7 +5,7 @@
 # checkpoint moves between the two devices and the run goes on bit for bit;
 # data-, tensor- and pipeline-parallel workers stage their collectives
 # through host memory to the CPU's bits; what needs the host's memory
-# (ZeRO, MoE, SGD) is refused with status 3.
+# (ZeRO stages 2 and 3, MoE, SGD) is refused with status 3.
 source "$(dirname "$0")/lib.sh"
 make_text text.txt 100000
 tiny_config job.toml "$WORK/text.txt"
@@ -116,10 +116,11 @@ done
 
 # Several workers on the device, their collectives staged through host memory: data parallelism's
 # buckets (gradient_sync.hpp), tensor parallelism's activations (host_staged_tensor_group.hpp) and
-# the pipeline's sends, receives and tied-embedding sum (executor.hpp, micro_batches.cpp) are
+# the pipeline's sends, receives and tied-embedding sum (executor.hpp, micro_batches.cpp) and
+# ZeRO-1's parameter all-gather after the sharded update (param_gatherer.hpp) are
 # downloaded, exchanged or reduced by the host's collectives and put back: the CPU's sums in the
 # CPU's order, so its bits (fp32, bf16, bf16 on the wire, micro-batches, sequence parallelism with
-# full recomputation, 1F1B with evaluation, zero-bubble, data x tensor, pipeline x tensor); one
+# full recomputation, ZeRO-1, 1F1B with evaluation, zero-bubble, data x tensor, pipeline x tensor); one
 # more wait a step per bucket. A checkpoint of two data workers on the device resumes on the CPU.
 mesh_run() {  # mesh_run NAME DEVICE WORKERS ARGS...
   local name=$1 device=$2 workers=$3; shift 3
@@ -137,6 +138,7 @@ dp=--parallel.data=allreduce
 for mode in "dp-fp32:2:$dp --training.precision=fp32" "dp-bf16:2:$dp --training.precision=bf16" \
             "dp-wire:2:$dp --training.precision=bf16 --parallel.reduce_dtype=bf16" \
             "dp-micro:2:$dp --parallel.micro_batches=2" "tp-fp32:2:--parallel.tensor=2 --training.precision=fp32" \
+            "zero1-wire:2:$dp --parallel.zero_stage=1 --training.precision=bf16 --parallel.reduce_dtype=bf16" \
             "tp-sp-full:2:--parallel.tensor=2 --parallel.sequence_parallel=true --training.recompute=full" \
             "dp-tp-wire:4:$dp --parallel.tensor=2 --parallel.reduce_dtype=bf16" \
             "pp-1f1b:2:--parallel.pipeline=2 --parallel.micro_batches=4 --training.eval_every=4" \
@@ -169,8 +171,8 @@ refused "updates on the host; use 'adamw'" train job.toml --training.device=cpu-
 refused "a mixture of experts routes its tokens on the host" train job.toml --training.device=cpu-guarded \
   --model.n_expert=2 --training.out_dir="$WORK/moe"
 dp2=(--nproc 2 --parallel.data=allreduce --parallel.timeout_s=60 --training.device=cpu-guarded)
-refused "ZeRO's shards meet in host memory" run job.toml "${dp2[@]}" --parallel.zero_stage=1 \
-  --training.out_dir="$WORK/zero1"
+refused "ZeRO stages 2 and 3 keep their shards in host memory" run job.toml "${dp2[@]}" --parallel.zero_stage=2 \
+  --training.out_dir="$WORK/zero2"
 refused "it forecasts one process on a device" plan --config job.toml --parallel.workers=2 \
   --parallel.data=allreduce --training.device=cpu-guarded
 echo "the guarded device trains every mode to the CPU's bits and refuses what needs host memory"

@@ -109,7 +109,11 @@ void ParamGatherer::release(size_t unit) {
 }
 
 void ParamGatherer::all_gather_flat() {
-  float* flat = store_.params().data();
+  // Off the CPU the slices travel through the slots in host memory: each
+  // rank's owned slice downloaded into its place, the gathered unit
+  // uploaded (the host-staged path, docs/gpu.md).
+  const bool staged = !store_.on_host();
+  float* flat = staged ? nullptr : store_.params().data();
   const int r = layout_.rank();
   // Two slots in turn: while one unit's gather runs, the previous one is
   // copied into the flat buffer.
@@ -118,7 +122,10 @@ void ParamGatherer::all_gather_flat() {
     if (held[s] == npos) return;
     wait(slots_[s]);
     const UnitShard& u = layout_.unit(held[s]);
-    std::memcpy(flat + u.begin, slots_[s].data.data(), u.elements() * sizeof(float));
+    if (staged)
+      store_.upload_params_range(u.begin, std::span<const float>(slots_[s].data.data(), u.elements()));
+    else
+      std::memcpy(flat + u.begin, slots_[s].data.data(), u.elements() * sizeof(float));
     held[s] = npos;
   };
   for (size_t i = 0; i < layout_.units().size(); ++i) {
@@ -129,7 +136,10 @@ void ParamGatherer::all_gather_flat() {
     // takes it from there (in place), padding zeroed.
     float* mine = slots_[s].data.data() + size_t(r) * u.slice;
     std::memset(mine, 0, u.slice * sizeof(float));
-    if (u.owned.size() > 0) std::memcpy(mine, flat + u.owned.begin, u.owned.size() * sizeof(float));
+    if (u.owned.size() > 0 && staged)
+      store_.download_params_range(u.owned.begin, std::span<float>(mine, u.owned.size()));
+    else if (u.owned.size() > 0)
+      std::memcpy(mine, flat + u.owned.begin, u.owned.size() * sizeof(float));
     slots_[s].work = group_.all_gather_async(std::span<const float>(mine, u.slice),
                                              std::span<float>(slots_[s].data.data(), layout_.gathered_size(u)));
     held[s] = i;

@@ -56,13 +56,13 @@ UpdateBuffers ZeroEngine::update_buffers() {
     b.params = params_.shard();
     b.params_in_shard = true;
   } else {
-    b.params = store_.params().data();
+    b.params = store_.kernel_params().data();  // the device's, off the CPU (stages 1 and 2)
   }
   if (grads_) {
     b.grads = grads_->shard();
     b.grads_in_shard = true;
   } else {
-    b.grads = store_.grads().data();
+    b.grads = store_.kernel_grads().data();
   }
   return b;
 }

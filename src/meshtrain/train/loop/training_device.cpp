@@ -30,7 +30,8 @@ const Device& check_device_job(const Device& device, const JobConfig& config, in
     refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");
   if (workers == 1) return device;
   const std::string several = "this job has " + std::to_string(workers) + " workers, and ";
-  if (p.zero_stage > 0) refuse(several + "ZeRO's shards meet in host memory (parallel.zero_stage = 0 runs)");
+  if (p.zero_stage > 1)
+    refuse(several + "ZeRO stages 2 and 3 keep their shards in host memory (parallel.zero_stage = 0 or 1 runs)");
   if (p.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
     refuse(several + "the Reduction Server's clients send from host memory");
   if (config.training.check_replicas_every > 0)

@@ -24,7 +24,7 @@ OpenedDevice open_training_device(const TrainingSection& training);
 
 // `device` for this job of `workers` processes: off the CPU a dense model
 // trains with AdamW, in one process or in several with data (ZeRO stage
-// 0), tensor and pipeline parallelism, their collectives staged through
+// 0 or 1), tensor and pipeline parallelism, their collectives staged through
 // host memory (docs/gpu.md). The rest waits for NCCL. ConfigError (exit
 // status 3) naming what stands in the way.
 const Device& check_device_job(const Device& device, const JobConfig& config, int64_t workers);

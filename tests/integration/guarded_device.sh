@@ -114,6 +114,28 @@ for pair in "cpu-guarded cpu" "cpu cpu-guarded"; do
   echo "checkpoint of $first resumed on $second: the same bits as 20 steps on the CPU"
 done
 
+# eval and generate build a checkpoint's model on the CPU, wherever it trained, or on the device an
+# override names (eval --training.device=..., generate --device ...): the same loss, the same text.
+ckpt="$WORK/cpu-20/checkpoints"
+for dev in cpu cpu-guarded; do
+  "$MESHTRAIN" eval "$ckpt" --json --training.device="$dev" > "eval-$dev.json" 2> "eval-$dev.log" ||
+    { cat "eval-$dev.log"; fail "eval on $dev"; }
+  "$MESHTRAIN" generate "$ckpt" --prompt "And God said" --tokens 40 --seed 5 --device "$dev" > "generate-$dev.txt" \
+    2> "generate-$dev.log" || { cat "generate-$dev.log"; fail "generate on $dev"; }
+done
+python3 - eval-cpu.json eval-cpu-guarded.json <<'PY' || fail "eval on cpu-guarded"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["val_loss"] == b["val_loss"] and a["val_accuracy"] == b["val_accuracy"], (a, b)
+PY
+cmp generate-cpu.txt generate-cpu-guarded.txt || fail "generate: other text on cpu-guarded"
+[ "$(wc -c < generate-cpu.txt)" -gt 40 ] || fail "generate wrote too little: $(cat generate-cpu.txt)"
+"$MESHTRAIN" train job.toml --training.device=cpu-guarded --training.steps=2 --schedule.warmup_steps=0 --checkpoint.every=2 \
+  --training.out_dir="$WORK/trained-guarded" > trained-guarded.log 2>&1 || { cat trained-guarded.log; fail "train"; }
+"$MESHTRAIN" eval "$WORK/trained-guarded/checkpoints" --json > eval-default.json 2>&1 ||
+  { cat eval-default.json; fail "eval of a checkpoint trained on cpu-guarded, by default on the CPU"; }
+echo "eval and generate: the CPU's loss and text on cpu-guarded; a device's checkpoint evaluates on the CPU"
+
 # Several workers on the device, their collectives staged through host memory: data parallelism's
 # buckets (gradient_sync.hpp), tensor parallelism's activations (host_staged_tensor_group.hpp) and
 # the pipeline's sends, receives and tied-embedding sum (executor.hpp, micro_batches.cpp) and

@@ -1,5 +1,5 @@
 // `meshtrain generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
-//  [--tokenizer FILE]`
+//  [--tokenizer FILE] [--device DEV]`
 #include <cstdio>
 #include <memory>
 
@@ -17,6 +17,7 @@ struct GenerateArgs {
   std::string checkpoint;
   std::string prompt;
   std::string tokenizer;
+  std::string device;
   SamplingOptions sampling;
 };
 
@@ -39,8 +40,12 @@ void add_generate_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json (or vocab.json) to encode and decode with; default: the run's data.tokenizer "
                   "(token data), or bytes (text)");
+  sub->add_option("--device", args->device,
+                  "where the model runs: cpu (the default, wherever it trained), cuda, cuda:N or cpu-guarded");
   commands.add(sub, [args] {
-    CheckpointModel loaded = load_checkpoint_model(args->checkpoint);
+    std::vector<std::string> overrides;
+    if (!args->device.empty()) overrides.push_back("--training.device=" + args->device);
+    CheckpointModel loaded = load_checkpoint_model(args->checkpoint, overrides);
     auto* gpt = dynamic_cast<Gpt*>(loaded.model.get());
     if (!gpt)
       throw ConfigError(loaded.path + ": generate needs a GPT checkpoint, this one is '" +

@@ -16,6 +16,7 @@
 #include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
 #include "meshtrain/train/engine/model_factory.hpp"
+#include "meshtrain/train/loop/training_device.hpp"
 
 namespace meshtrain {
 namespace fs = std::filesystem;
@@ -326,6 +327,24 @@ std::string resolve_checkpoint(const std::string& path) {
   return latest->path.string();
 }
 
+namespace {
+
+// The device a checkpoint's model is built on: the one the overrides name
+// (--training.device=cuda), else the CPU, wherever it trained. Opened
+// first, as a training job does (no usable GPU: DeviceError, status 3).
+Device checkpoint_device(JobConfig& config, const std::vector<std::string>& overrides) {
+  const bool named = std::any_of(overrides.begin(), overrides.end(),
+                                 [](const std::string& o) { return o.rfind("--training.device", 0) == 0; });
+  if (!named) config.training.device = "cpu";
+  const Device device = open_training_device(config.training).device;
+  if (!device.is_cpu() && config.model.n_expert > 1)
+    throw ConfigError("training.device = \"" + config.training.device +
+                      "\": a mixture of experts routes its tokens on the host (docs/gpu.md)");
+  return device;
+}
+
+}  // namespace
+
 CheckpointModel load_checkpoint_model(const std::string& user_path, const std::vector<std::string>& overrides) {
   CheckpointModel loaded;
   loaded.path = resolve_checkpoint(user_path);
@@ -334,6 +353,7 @@ CheckpointModel load_checkpoint_model(const std::string& user_path, const std::v
   ModelLayout layout;
   layout.precision = loaded.config.training.precision;  // evaluated as it trained
   layout.attention = loaded.config.training.attention;
+  layout.device = checkpoint_device(loaded.config, overrides);
   loaded.model = make_model(loaded.config.model, layout);
   loaded.step = load_train_checkpoint(loaded.path, *loaded.model, nullptr).step;
   return loaded;

@@ -112,7 +112,8 @@ JobConfig checkpoint_config(const std::string& path);
 
 // A trained model for eval and generation: the user's checkpoint path
 // resolved and verified, its job config (with command-line overrides
-// applied), and the model built from it with the saved parameters.
+// applied), and the model built from it with the saved parameters, on the
+// CPU or on the device an override names (--training.device=cuda).
 struct CheckpointModel {
   std::string path;  // the step directory loaded
   JobConfig config;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "meshtrain/kernels/backend.hpp"
-#include "meshtrain/optim/clip.hpp"
 
 namespace meshtrain::parallel {
 
@@ -18,10 +17,9 @@ GradSquares grad_squares_by_placement(const ParamStore& store, std::span<const f
     for (const FlatSegment& s : segments) {
       const size_t lo = std::max(begin, s.begin), hi = std::min(end, s.end);
       if (lo >= hi) continue;
-      const size_t from = s.local + (lo - s.begin), to = s.local + (hi - s.begin);
-      // Off the CPU the device sums (one wait each: the host-staged path's).
-      sum += store.on_host() ? squared_norm_range(grads, from, to)
-                             : kernels::backend_for(store.device()).squared_norm(grads.data(), from, to);
+      // On the store's device (the CPU's backend is kernels/norm.hpp's sum; elsewhere one wait each).
+      sum += kernels::backend_for(store.device())
+                 .squared_norm(grads.data(), s.local + (lo - s.begin), s.local + (hi - s.begin));
     }
   }
   return squares;

@@ -13,6 +13,7 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/device_buffer.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
+#include "meshtrain/parallel/host_staging.hpp"
 
 namespace meshtrain::parallel {
 
@@ -27,13 +28,13 @@ class HostStagedTensorGroup final : public nn::TensorParallelComm {
   bool sequence_parallel() const override { return host_->sequence_parallel(); }
 
   void all_reduce_sum(float* data, size_t count) override {
-    in_place(data, count, [&](float* h) { host_->all_reduce_sum(h, count); });
+    on_host(&device_, {data, count}, staged_, [&](std::span<float> h) { host_->all_reduce_sum(h.data(), count); });
   }
   void all_reduce_sum_fp32(float* data, size_t count) override {
-    in_place(data, count, [&](float* h) { host_->all_reduce_sum_fp32(h, count); });
+    on_host(&device_, {data, count}, staged_, [&](std::span<float> h) { host_->all_reduce_sum_fp32(h.data(), count); });
   }
   void all_reduce_max(float* data, size_t count) override {
-    in_place(data, count, [&](float* h) { host_->all_reduce_max(h, count); });
+    on_host(&device_, {data, count}, staged_, [&](std::span<float> h) { host_->all_reduce_max(h.data(), count); });
   }
   void all_reduce_min(int32_t* data, size_t count) override {
     indices_.ensure(count);
@@ -59,14 +60,6 @@ class HostStagedTensorGroup final : public nn::TensorParallelComm {
   }
 
  private:
-  template <class Collective>
-  void in_place(float* data, size_t count, Collective collective) {
-    staged_.ensure(count);
-    device_.download(staged_.data(), data, count * sizeof(float));
-    collective(staged_.data());
-    device_.upload(data, staged_.data(), count * sizeof(float));
-  }
-
   std::unique_ptr<nn::TensorParallelComm> host_;
   DeviceAllocator& device_;
   AlignedBuffer<float> staged_{MemoryKind::Communication};

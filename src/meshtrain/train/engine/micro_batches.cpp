@@ -9,7 +9,6 @@
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/parallel/bf16_wire.hpp"
 #include "meshtrain/parallel/host_staging.hpp"
-#include "meshtrain/optim/clip.hpp"
 
 namespace meshtrain {
 namespace {

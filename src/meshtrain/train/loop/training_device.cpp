@@ -20,8 +20,8 @@ const Device& check_device_job(const Device& device, const JobConfig& config, in
   if (device.is_cpu()) return device;
   auto refuse = [&](const std::string& what) {
     throw ConfigError("training.device = \"" + config.training.device + "\": " + what +
-                      " (docs/gpu.md: off the CPU a dense model trains with AdamW in one process, or in several "
-                      "with plain data parallelism staged through host memory; NCCL's collectives come later)");
+                      " (docs/gpu.md: off the CPU a dense model trains with AdamW in one process, or in several with "
+                      "data (ZeRO 0-1), tensor and pipeline parallelism staged through host memory; NCCL comes later)");
   };
   const ParallelSection& p = config.parallel;
   if (p.data == DataParallelism::ParameterServer) refuse("the parameter-server roles run on CPUs");

@@ -236,15 +236,15 @@ void ParamStore::bind_unit_grads(size_t unit, float* base, bool zeroed) {
 }
 
 void ParamStore::release_flat_params() {
-  require_host("release_flat_params()");  // ZeRO-3 on a device: part 2 of the GPU path
   params_ = AlignedBuffer<float>(MemoryKind::Parameters);
+  device_params_ = DeviceBuffer<float>();
   for (auto& p : param_ptr_) p = nullptr;
   params_released_ = true;
 }
 
 void ParamStore::release_flat_grads() {
-  require_host("release_flat_grads()");
   grads_ = AlignedBuffer<float>(MemoryKind::Gradients);
+  device_grads_ = DeviceBuffer<float>();
   for (auto& g : grad_ptr_) g = nullptr;
   grad_zeroed_.assign(views_.size(), 0);
 }

@@ -42,6 +42,7 @@ class GuardedHostMemory final : public DeviceAllocator {
     open(const_cast<void*>(src), [&] { std::memcpy(dst, src, bytes); });
   }
   std::string name() const override { return "guarded host memory"; }
+  size_t live_allocations() const { return sizes_.size(); }
 
  private:
   static size_t round_up(size_t bytes) {
@@ -129,7 +130,22 @@ TEST(ParamStoreOnADevice, HostSpansAreRefusedNamingTheDevice) {
     EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
   }
   EXPECT_THROW((void)store.grads(), Error);
-  EXPECT_THROW(store.release_flat_params(), Error);
+}
+
+// ZeRO-2 and 3 on a device keep only shards: the flat buffers go.
+TEST(ParamStoreOnADevice, ReleasingTheFlatBuffersFreesTheirDeviceMemory) {
+  GuardedHostMemory memory;
+  ParamStore store = device_store(memory);
+  ASSERT_EQ(memory.live_allocations(), 2u);
+  store.release_flat_grads();
+  EXPECT_EQ(memory.live_allocations(), 1u);
+  EXPECT_TRUE(store.kernel_grads().empty());
+  EXPECT_EQ(store.grad(0), nullptr);
+  store.zero_grads();  // nothing left to zero, and no fault
+  store.release_flat_params();
+  EXPECT_EQ(memory.live_allocations(), 0u);
+  EXPECT_TRUE(store.kernel_params().empty());
+  EXPECT_TRUE(store.params_transient());
 }
 
 TEST(ParamStoreOnADevice, AHostReadThroughAViewFaults) {

@@ -15,6 +15,11 @@
 // bf16 copy that is reduce-scattered (summed, each step in fp32 and rounded
 // back) and widened into the shard, divided by the ranks, once it arrives.
 //
+// Off the CPU (the host-staged path, docs/gpu.md) backward writes into
+// staging in the device's memory; each unit's staging is downloaded into its
+// host copy, reduce-scattered by the host's collectives into the host's
+// shard, and the finished shard is uploaded for the optimizer.
+//
 // Gradient accumulation (micro-batches): the first micro-batch's backward
 // reduces into the shard as above; each later one reduces into a second
 // shard-sized buffer (MemoryKind::Gradients, made on first use) that
@@ -28,6 +33,7 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/param_store.hpp"
+#include "meshtrain/parallel/host_staging.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 
 namespace meshtrain::parallel {
@@ -40,9 +46,11 @@ class GradReducer {
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
-  // The rank's averaged gradients after finish_backward() (layout.local_size()).
-  float* shard() { return shard_.data(); }
-  std::span<float> shard_span() { return shard_.span(); }
+  // The rank's averaged gradients after finish_backward()
+  // (layout.local_size()), where the optimizer reads them: off the CPU, the
+  // device's memory (for a backend call only).
+  float* shard() { return shard_.kernel(); }
+  std::span<float> shard_span() { return {shard_.kernel(), shard_.size()}; }
 
   // Before backward: zeroes and binds the whole-step units' staging.
   // accumulate: this backward's gradients add to the shard (a micro-batch
@@ -66,7 +74,7 @@ class GradReducer {
     const Bf16* segment = nullptr;  // bf16 only
   };
   struct Slot {
-    AlignedBuffer<float> data{MemoryKind::Communication};
+    StagedBuffer data{MemoryKind::Communication};
     AlignedBuffer<Bf16> data16{MemoryKind::Communication};  // bf16 only
     Pending pending;
   };
@@ -75,15 +83,16 @@ class GradReducer {
   Pending reduce_scatter(const UnitShard& u, float* staged, Bf16* staged16);
   // Waits for it and, under bf16, widens its segment into the shard.
   void complete(Pending& pending);
-  float* target(const UnitShard& u) { return (accumulate_ ? incoming_ : shard_).data() + u.local; }
+  float* target(const UnitShard& u) { return (accumulate_ ? incoming_.data() : shard_.host()) + u.local; }
 
   ParamStore& store_;
   const ShardLayout& layout_;
   comm::ProcessGroup& group_;
-  AlignedBuffer<float> shard_{MemoryKind::Gradients};
+  DeviceAllocator* device_;  // null on the CPU
+  StagedBuffer shard_{MemoryKind::Gradients};
   AlignedBuffer<float> incoming_{MemoryKind::Gradients};  // a later micro-batch's reduced gradients
   bool accumulate_ = false;
-  AlignedBuffer<float> whole_step_{MemoryKind::Communication};
+  StagedBuffer whole_step_{MemoryKind::Communication};
   AlignedBuffer<Bf16> whole_step16_{MemoryKind::Communication};  // bf16 only
   bool bf16_;
   std::array<Slot, 2> slots_;

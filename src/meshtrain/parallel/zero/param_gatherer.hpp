@@ -14,6 +14,11 @@
 // owned slices, all_gather_flat() brings every rank's slices into the flat
 // buffer.
 //
+// Off the CPU (the host-staged path, docs/gpu.md) the shard and the gather
+// buffers live in the device's memory, each with a host copy: a unit's
+// slice is downloaded from the shard, all-gathered on the host, and the
+// gathered unit uploaded before the store's views point at it.
+//
 // Gather buffers are counted as MemoryKind::Communication: two of the
 // largest block's gathered size, plus the whole-step units' (stage 3), or
 // two of the largest unit's (stages 1 and 2).
@@ -25,6 +30,7 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/param_store.hpp"
+#include "meshtrain/parallel/host_staging.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 
 namespace meshtrain::parallel {
@@ -42,8 +48,9 @@ class ParamGatherer {
   ParamGatherer& operator=(const ParamGatherer&) = delete;
 
   bool sharded() const { return sharded_; }
-  // Stage 3: the rank's parameter shard (layout.local_size() elements).
-  float* shard() { return shard_.data(); }
+  // Stage 3: the rank's parameter shard (layout.local_size() elements),
+  // where the optimizer updates it (the device's memory off the CPU).
+  float* shard() { return shard_.kernel(); }
 
   // Stage 3. Gathers every whole-step unit and binds it (blocking).
   void gather_whole_step();
@@ -65,7 +72,7 @@ class ParamGatherer {
 
  private:
   struct Slot {
-    AlignedBuffer<float> data{MemoryKind::Communication};
+    StagedBuffer data{MemoryKind::Communication};
     AlignedBuffer<Bf16> data16{MemoryKind::Communication};  // bf16 wire only
     size_t unit = npos;  // whose parameters it holds (or is receiving)
     bool in_use = false;
@@ -74,16 +81,18 @@ class ParamGatherer {
   Slot& slot_of(size_t unit) { return slots_[layout_.unit(unit).block_ordinal % 2]; }
   void start_gather(size_t unit, Slot& slot);
   void wait(Slot& slot);
-  // Starts gathering u's slices into `out` (under bf16 through out16, widened by finish_gather).
-  comm::WorkHandle gather(const UnitShard& u, float* out, Bf16* out16);
-  void finish_gather(const UnitShard& u, float* out, const Bf16* out16);
+  // Starts gathering u's slices into `out` from element `at` on (under bf16
+  // through out16, widened by finish_gather, which also uploads the unit).
+  comm::WorkHandle gather(const UnitShard& u, StagedBuffer& out, size_t at, Bf16* out16);
+  void finish_gather(const UnitShard& u, StagedBuffer& out, size_t at, const Bf16* out16);
 
   ParamStore& store_;
   const ShardLayout& layout_;
   comm::ProcessGroup& group_;
   bool sharded_;
-  AlignedBuffer<float> shard_{MemoryKind::Parameters};
-  AlignedBuffer<float> whole_step_{MemoryKind::Communication};
+  DeviceAllocator* device_;  // null on the CPU
+  StagedBuffer shard_{MemoryKind::Parameters};
+  StagedBuffer whole_step_{MemoryKind::Communication};
   AlignedBuffer<Bf16> whole_step16_{MemoryKind::Communication};  // bf16 wire only
   bool bf16_;
   std::array<Slot, 2> slots_;

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/optim/clip.hpp"
+#include "meshtrain/kernels/backend.hpp"
 
 namespace meshtrain::parallel {
 namespace {
@@ -40,14 +40,15 @@ void ZeroEngine::begin_next_micro_batch() {
 
 double ZeroEngine::finish_backward() { return grads_ ? grads_->finish_backward() : 0.0; }
 
+// On the store's device (the CPU's backend runs kernels/norm.hpp's sum and scale).
 double ZeroEngine::grad_squared_norm_local() {
   auto shard = grad_shard();
-  return squared_norm_range(shard, 0, shard.size());
+  return kernels::backend_for(store_.device()).squared_norm(shard.data(), 0, shard.size());
 }
 
 void ZeroEngine::scale_grads(float factor) {
   auto shard = grad_shard();
-  scale_range(shard, 0, shard.size(), factor);
+  kernels::backend_for(store_.device()).scale(shard.data(), shard.size(), factor);
 }
 
 UpdateBuffers ZeroEngine::update_buffers() {

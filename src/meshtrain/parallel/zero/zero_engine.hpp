@@ -77,6 +77,8 @@ class ZeroEngine final : public UnitObserver {
 
   // Stage 3: the rank's parameters in the shard layout (what checkpoints
   // save and load); stages 1 and 2 keep them in the store's flat buffer.
+  // Both shards live where the store's kernels run: off the CPU in the
+  // device's memory, for a backend call or a copy only.
   std::span<float> param_shard() { return {params_.shard(), params_.sharded() ? layout_.local_size() : 0}; }
   // Stages 2 and 3: the rank's gradients in the shard layout.
   std::span<float> grad_shard() { return grads_ ? grads_->shard_span() : std::span<float>{}; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "meshtrain/optim/factory.hpp"
+#include "meshtrain/parallel/host_staging.hpp"
 
 namespace meshtrain {
 namespace {
@@ -58,7 +59,9 @@ StepMachinery make_step_machinery(const StepSettings& settings, const ParallelSe
         parallel::ExpertReduction{.group = workers.expert_data_group(), .ways = workers.expert_size()});
     m.sync->broadcast_parameters();
   } else {
-    group->broadcast(store.params(), 0);
+    AlignedBuffer<float> host;  // off the CPU, the parameters' copy the broadcast runs on
+    parallel::on_host(parallel::staging_memory(store), store.kernel_params(), host,
+                      [&](std::span<float> params) { group->broadcast(params, 0); });
   }
   if (stage == 0) {
     m.optimizer = make_optimizer(optimizer_config, store);

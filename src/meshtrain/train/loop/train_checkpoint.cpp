@@ -11,6 +11,7 @@
 #include "meshtrain/checkpoint/safetensors_reader.hpp"
 #include "meshtrain/checkpoint/safetensors_writer.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/parallel/expert/solo_expert_group.hpp"
 #include "meshtrain/parallel/tensor/solo_tensor_group.hpp"
@@ -243,8 +244,12 @@ void read_parameters(const checkpoint::FlatRangeReader& reader, Model& model, pa
     reader.read("params", 0, store.flat_size(), store.params().data());
     return;
   }
-  for (const FlatSegment& s : zero->layout().segments())
-    reader.read("params", s.begin, s.end, param_shard.data() + s.local);
+  // ZeRO-3's shard, read on the host and, off the CPU, uploaded (the padding stays zero).
+  const bool staged = !store.on_host();
+  std::vector<float> host(staged ? param_shard.size() : 0);
+  float* into = staged ? host.data() : param_shard.data();
+  for (const FlatSegment& s : zero->layout().segments()) reader.read("params", s.begin, s.end, into + s.local);
+  if (staged) kernels::backend_for(store.device()).allocator().upload(param_shard.data(), host.data(), host.size() * sizeof(float));
 }
 
 TrainState load_train_checkpoint(const std::string& path, Model& model, Optimizer* optimizer,

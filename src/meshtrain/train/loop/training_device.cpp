@@ -21,7 +21,7 @@ const Device& check_device_job(const Device& device, const JobConfig& config, in
   auto refuse = [&](const std::string& what) {
     throw ConfigError("training.device = \"" + config.training.device + "\": " + what +
                       " (docs/gpu.md: off the CPU a dense model trains with AdamW in one process, or in several with "
-                      "data (ZeRO 0-1), tensor and pipeline parallelism staged through host memory; NCCL comes later)");
+                      "data (ZeRO 0-3), tensor and pipeline parallelism staged through host memory; NCCL comes later)");
   };
   const ParallelSection& p = config.parallel;
   if (p.data == DataParallelism::ParameterServer) refuse("the parameter-server roles run on CPUs");
@@ -30,8 +30,6 @@ const Device& check_device_job(const Device& device, const JobConfig& config, in
     refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");
   if (workers == 1) return device;
   const std::string several = "this job has " + std::to_string(workers) + " workers, and ";
-  if (p.zero_stage > 1)
-    refuse(several + "ZeRO stages 2 and 3 keep their shards in host memory (parallel.zero_stage = 0 or 1 runs)");
   if (p.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
     refuse(several + "the Reduction Server's clients send from host memory");
   if (config.training.check_replicas_every > 0)

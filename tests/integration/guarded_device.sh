@@ -145,9 +145,9 @@ echo "eval and generate: the CPU's loss and text on cpu-guarded; a device's chec
 # CPU's order, so its bits (fp32, bf16, bf16 on the wire, micro-batches, sequence parallelism with
 # full recomputation, ZeRO 1-3 with micro-batches and evaluation, 1F1B with evaluation, zero-bubble, data x tensor, pipeline x tensor); one
 # more wait a step per bucket. A checkpoint of two data workers on the device resumes on the CPU.
-mesh_run() {  # mesh_run NAME DEVICE WORKERS ARGS...
+mesh_run() {  # mesh_run NAME DEVICE WORKERS ARGS... (REDUCERS=R: R Reduction Server processes too)
   local name=$1 device=$2 workers=$3; shift 3
-  "$MESHTRAIN" launch --nproc "$workers" -- "$MESHTRAIN" train job.toml --parallel.workers="$workers" \
+  "$MESHTRAIN" launch --nproc "$workers" --reducers "${REDUCERS:-0}" -- "$MESHTRAIN" train job.toml --parallel.workers="$workers" \
     --parallel.timeout_s=60 --training.device="$device" --training.batch_size=4 --training.steps=8 \
     --checkpoint.every=4 --training.out_dir="$WORK/$name" "$@" > "$name.log" 2>&1 || { cat "$name.log"; fail "$name"; }
 }
@@ -183,6 +183,22 @@ mesh_run dp-resumed cpu 2 $dp --training.precision=fp32 --resume
 grep -q "resuming from step 4" dp-resumed.log || { cat dp-resumed.log; fail "did not resume"; }
 mesh_same dp-fp32-cpu dp-resumed 8
 echo "two workers' checkpoint on cpu-guarded resumed on the CPU: the same bits as 8 steps on the CPU"
+# The Reduction Server with workers on the device: their buckets staged through host memory to
+# the CPU reducers (pool 2) and back; the replica check hashes a host copy of the parameters.
+rs=(--parallel.all_reduce=reduction_server --training.check_replicas_every=2 --training.precision=fp32)
+REDUCERS=2 mesh_run rs-cpu cpu 2 $dp "${rs[@]}"
+REDUCERS=2 mesh_run rs-guarded cpu-guarded 2 $dp "${rs[@]}"
+grep -q "all-reduce reduction_server" rs-guarded.log || { cat rs-guarded.log; fail "rs: not over the Reduction Server"; }
+mesh_same rs-cpu rs-guarded 8
+mesh_same dp-fp32-cpu rs-guarded 8
+echo "Reduction Server: 2 workers on cpu-guarded, 2 CPU reducers, replicas checked: the bits of the CPU's ring"
+status=0
+MESHTRAIN_FAULT="flip_bit:rank=1:step=4" "$MESHTRAIN" run job.toml --nproc 2 $dp --training.device=cpu-guarded \
+  --parallel.timeout_s=60 --training.batch_size=4 --training.steps=8 --training.check_replicas_every=2 \
+  --parallel.max_restarts=0 --training.out_dir="$WORK/flipped" > flipped.log 2>&1 || status=$?
+[ "$status" -eq 1 ] && grep -q "step 4: silent data corruption .*worker(s) 0, 1 differ" flipped.log ||
+  { cat flipped.log; fail "a bit flipped in device memory: status $status"; }
+echo "a bit flipped in one worker's device memory at step 4: found by the replica check"
 mesh_run zero3-resumed cpu 2 $dp --parallel.zero_stage=3 --training.precision=bf16 --parallel.reduce_dtype=bf16 \
   --training.eval_every=4 --stop-at-step 4
 mesh_run zero3-resumed cpu-guarded 2 $dp --parallel.zero_stage=3 --training.precision=bf16 \

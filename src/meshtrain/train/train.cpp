@@ -10,7 +10,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   // First, so a job that asks for a GPU it cannot use stops before anything is built.
   const OpenedDevice opened = open_training_device(config.training);
   if (config.parallel.data == DataParallelism::ParameterServer) {
-    check_device_job(opened.device, config, 1);
+    check_device_job(opened.device, config);
     return train_parameter_server_worker(config, options);
   }
   return train_synchronous(config, options, opened);

@@ -22,10 +22,13 @@ uint64_t fnv1a(const float* data, size_t n) {
   return h;
 }
 
-// Each tensor's hash as two doubles (32 bits each: exact).
+// Each tensor's hash as two doubles (32 bits each: exact). Off the CPU the
+// parameters are hashed in a host copy.
 std::vector<double> tensor_hashes(const ParamStore& store) {
   std::vector<double> out;
-  const float* params = store.params().data();
+  std::vector<float> downloaded(store.on_host() ? 0 : store.flat_size());
+  if (!store.on_host()) store.download_params(downloaded);
+  const float* params = store.on_host() ? store.params().data() : downloaded.data();
   for (const ParamView& v : store.views()) {
     const uint64_t h = fnv1a(params + v.offset, v.numel);
     out.push_back(double(h >> 32));
@@ -77,12 +80,13 @@ void check_replicas(const ParamStore& store, parallel::ParallelContext& workers,
 }
 
 void flip_parameter_bit(ParamStore& store) {
-  const ParamView& v = store.view(store.views().size() / 2);
-  float* p = store.params().data() + v.offset;
-  uint32_t bits;
-  std::memcpy(&bits, p, sizeof bits);
-  bits ^= 1u;
-  std::memcpy(p, &bits, sizeof bits);
+  store.fill_params_on_host([&] {  // on any device
+    float* p = store.param(store.views().size() / 2);
+    uint32_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    bits ^= 1u;
+    std::memcpy(p, &bits, sizeof bits);
+  });
 }
 
 }  // namespace meshtrain

@@ -437,7 +437,7 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
                          const OpenedDevice& opened, std::FILE* log) {
   check_forecastable(config);
   JobForecast f = job_shape(config, hosts);
-  check_device_job(opened.device, config, f.workers);
+  check_device_job(opened.device, config);
   if (!opened.device.is_cpu() && f.workers > 1)
     throw ConfigError("plan --config: a job of " + std::to_string(f.workers) + " workers on " + config.training.device +
                       " is not forecast: their host-staged collectives are a test path (docs/gpu.md); it forecasts "

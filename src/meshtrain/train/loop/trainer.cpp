@@ -177,7 +177,7 @@ SyncTrainer::SyncTrainer(const JobConfig& config, const TrainOptions& options, c
                [shared = shared_settings(config)](comm::ProcessGroup& all) { check_ranks_agree(shared, all); }),
       model_(make_model(config.model, model_layout(config.parallel, workers_.tensor_group(), workers_.pipeline_rank(),
                                                    workers_.expert_group(), &config.training,
-                                                   check_device_job(opened.device, config, workers_.workers())))),
+                                                   check_device_job(opened.device, config)))),
       unit_(throughput_unit(config.data.kind, config.model.block_size)),
       peak_tflops_(device_peak_tflops(opened, config.training)),
       predicted_activations_(predict_activations(config.model, config.parallel, config.training)),

@@ -16,24 +16,18 @@ OpenedDevice open_training_device(const TrainingSection& training) {
   return {device, kernels::open_cuda_device(device).name};  // DeviceError naming why it cannot be used
 }
 
-const Device& check_device_job(const Device& device, const JobConfig& config, int64_t workers) {
+const Device& check_device_job(const Device& device, const JobConfig& config) {
   if (device.is_cpu()) return device;
   auto refuse = [&](const std::string& what) {
     throw ConfigError("training.device = \"" + config.training.device + "\": " + what +
                       " (docs/gpu.md: off the CPU a dense model trains with AdamW in one process, or in several with "
-                      "data (ZeRO 0-3), tensor and pipeline parallelism staged through host memory; NCCL comes later)");
+                      "data (ZeRO 0-3, the Reduction Server), tensor and pipeline parallelism staged through host memory; NCCL comes later)");
   };
   const ParallelSection& p = config.parallel;
   if (p.data == DataParallelism::ParameterServer) refuse("the parameter-server roles run on CPUs");
   if (config.model.n_expert > 1) refuse("a mixture of experts routes its tokens on the host");
   if (config.optimizer.name != OptimizerKind::AdamW)
     refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");
-  if (workers == 1) return device;
-  const std::string several = "this job has " + std::to_string(workers) + " workers, and ";
-  if (p.all_reduce == comm::AllReduceAlgorithm::ReductionServer)
-    refuse(several + "the Reduction Server's clients send from host memory");
-  if (config.training.check_replicas_every > 0)
-    refuse(several + "training.check_replicas_every hashes the parameters in host memory");
   return device;
 }
 

@@ -22,12 +22,13 @@ struct OpenedDevice {
 // "cpu-guarded" (kernels/guarded_backend.hpp) costs nothing either.
 OpenedDevice open_training_device(const TrainingSection& training);
 
-// `device` for this job of `workers` processes: off the CPU a dense model
-// trains with AdamW, in one process or in several with data (ZeRO stage
-// 0 or 1), tensor and pipeline parallelism, their collectives staged through
-// host memory (docs/gpu.md). The rest waits for NCCL. ConfigError (exit
-// status 3) naming what stands in the way.
-const Device& check_device_job(const Device& device, const JobConfig& config, int64_t workers);
+// `device` for this job: off the CPU a dense model trains with AdamW, in
+// one process or in several with data (every ZeRO stage, the Reduction
+// Server), tensor and pipeline parallelism, their collectives staged
+// through host memory (docs/gpu.md). A mixture of experts, the parameter
+// servers and the other optimizers: ConfigError (exit status 3) naming
+// what stands in the way.
+const Device& check_device_job(const Device& device, const JobConfig& config);
 
 // The peak TFLOP/s the metrics' mfu divides by: training.peak_tflops when
 // set, else a GPU's datasheet figure at training.precision

@@ -199,6 +199,16 @@ MESHTRAIN_FAULT="flip_bit:rank=1:step=4" "$MESHTRAIN" run job.toml --nproc 2 $dp
 [ "$status" -eq 1 ] && grep -q "step 4: silent data corruption .*worker(s) 0, 1 differ" flipped.log ||
   { cat flipped.log; fail "a bit flipped in device memory: status $status"; }
 echo "a bit flipped in one worker's device memory at step 4: found by the replica check"
+# A parameter-server worker on the device: its pulls uploaded, its pushes downloaded, the server on
+# the CPU. One worker has no staleness, so the server's parameters are the CPU worker's bits.
+for dev in cpu cpu-guarded; do
+  "$MESHTRAIN" run job.toml --nproc 1 --parallel.data=parameter_server --parallel.servers=1 --parallel.timeout_s=60 \
+    --training.device="$dev" --training.batch_size=4 --training.steps=8 --training.eval_every=0 \
+    --training.out_dir="$WORK/ps-$dev" > "ps-$dev.log" 2>&1 || { cat "ps-$dev.log"; fail "parameter servers, worker on $dev"; }
+done
+same_tensors "$WORK/ps-cpu/checkpoints/step_00000008/model.safetensors" \
+  "$WORK/ps-cpu-guarded/checkpoints/step_00000008/model.safetensors"
+echo "parameter servers: a worker on cpu-guarded, its server on the CPU: the CPU worker's bits"
 mesh_run zero3-resumed cpu 2 $dp --parallel.zero_stage=3 --training.precision=bf16 --parallel.reduce_dtype=bf16 \
   --training.eval_every=4 --stop-at-step 4
 mesh_run zero3-resumed cpu-guarded 2 $dp --parallel.zero_stage=3 --training.precision=bf16 \

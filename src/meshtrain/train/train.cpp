@@ -11,7 +11,7 @@ TrainSummary train(const JobConfig& config, const TrainOptions& options) {
   const OpenedDevice opened = open_training_device(config.training);
   if (config.parallel.data == DataParallelism::ParameterServer) {
     check_device_job(opened.device, config);
-    return train_parameter_server_worker(config, options);
+    return train_parameter_server_worker(config, options, opened.device);
   }
   return train_synchronous(config, options, opened);
 }

@@ -107,19 +107,31 @@ bool Client::pull(ParamStore& store) {
         if (m.payload.size() != s.shard.size() * sizeof(float))
           throw CommError(s.conn->peer() + " sent " + std::to_string(m.payload.size()) + " bytes of parameters, expected " +
                           std::to_string(s.shard.size() * sizeof(float)));
-        std::memcpy(store.params().data() + s.shard.begin, m.payload.data(), m.payload.size());
+        if (store.on_host()) {
+          std::memcpy(store.params().data() + s.shard.begin, m.payload.data(), m.payload.size());
+        } else {  // a worker on a device: through a host copy (the host-staged path, docs/gpu.md)
+          staged_.resize(s.shard.size());
+          std::memcpy(staged_.data(), m.payload.data(), m.payload.size());
+          store.upload_params_range(s.shard.begin, staged_);
+        }
         s.version = m.header.step;
         if (j == 0) server_step_ = m.header.step;
       });
 }
 
 bool Client::push(const ParamStore& store) {
+  const float* grads = store.on_host() ? store.grads().data() : nullptr;
+  if (!grads) {  // a worker on a device: its gradients downloaded once, sent shard by shard
+    staged_.resize(store.flat_size());
+    store.download_grads(staged_);
+    grads = staged_.data();
+  }
   int64_t staleness = 0;
   const bool more = round(
       Kind::Push, Kind::Ack,
       [&](size_t j) {
         const ShardRange& r = servers_[j].shard;
-        return std::string_view(reinterpret_cast<const char*>(store.grads().data() + r.begin), r.size() * sizeof(float));
+        return std::string_view(reinterpret_cast<const char*>(grads + r.begin), r.size() * sizeof(float));
       },
       [&](size_t j, const Message& m) {
         staleness = std::max(staleness, m.header.clock);

@@ -45,10 +45,11 @@ class Client {
   int64_t server_step() const { return server_step_; }  // server 0's step, last heard
   int64_t last_staleness() const { return last_staleness_; }  // max over servers, last push
 
-  // Fills store.params() with every server's shard; false when the job is done.
+  // Fills the store's parameters with every server's shard; false when the
+  // job is done. A store on a device receives them through a host copy.
   bool pull(ParamStore& store);
-  // Sends store.grads(), shard by shard, computed on the last pull's
-  // parameters; false when the job is done.
+  // Sends the store's gradients (off the CPU, downloaded first), shard by
+  // shard, computed on the last pull's parameters; false when the job is done.
   bool push(const ParamStore& store);
 
  private:
@@ -67,6 +68,7 @@ class Client {
   int64_t initial_clock_ = 0;
   int64_t server_step_ = 0;
   int64_t last_staleness_ = 0;
+  std::vector<float> staged_;  // a store on a device: the host copy a pull or push passes through
 };
 
 }  // namespace meshtrain::parallel::ps

@@ -21,10 +21,9 @@ const Device& check_device_job(const Device& device, const JobConfig& config) {
   auto refuse = [&](const std::string& what) {
     throw ConfigError("training.device = \"" + config.training.device + "\": " + what +
                       " (docs/gpu.md: off the CPU a dense model trains with AdamW in one process, or in several with "
-                      "data (ZeRO 0-3, the Reduction Server), tensor and pipeline parallelism staged through host memory; NCCL comes later)");
+                      "data (ZeRO 0-3, the Reduction Server, parameter servers), tensor and pipeline parallelism "
+                      "staged through host memory; NCCL comes later)");
   };
-  const ParallelSection& p = config.parallel;
-  if (p.data == DataParallelism::ParameterServer) refuse("the parameter-server roles run on CPUs");
   if (config.model.n_expert > 1) refuse("a mixture of experts routes its tokens on the host");
   if (config.optimizer.name != OptimizerKind::AdamW)
     refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");

@@ -49,7 +49,7 @@ std::pair<float, float> batch_gradient(Model& model, const Batch& batch, double 
 
 }  // namespace
 
-TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainOptions& options) {
+TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainOptions& options, const Device& device) {
   if (options.stop_at_step > 0)
     throw ConfigError("--stop-at-step does not apply to parallel.data = parameter_server: the servers end the job");
   const PsJob job = read_ps_job(config.parallel, "worker");
@@ -68,6 +68,7 @@ TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainO
   DataLoader loader = job_data_loader(config, env.rank, env.num_workers());
   ModelLayout layout;
   layout.precision = tc.precision;
+  layout.device = device;  // the servers stay on CPUs; pulls and pushes pass through host memory
   std::unique_ptr<Model> model = make_model(config.model, layout);
   ParamStore& store = model->store();
 

@@ -12,8 +12,13 @@
 // the sample order there, so it redraws the batch it died computing or skips
 // the batches its rank missed while it was away.
 //
+// On a device (training.device, opened by the caller) the model computes
+// there; the servers stay on CPUs, so a pull uploads the parameters and a
+// push downloads the gradients (the host-staged path, docs/gpu.md).
+//
 // No evaluation or checkpoint here: server 0 saves the final parameters.
 // --resume and --stop-at-step do not apply (the servers own the job's state).
+#include "meshtrain/core/device.hpp"
 #include "meshtrain/train/config/job_config.hpp"
 #include "meshtrain/train/loop/train_options.hpp"
 
@@ -22,6 +27,7 @@ namespace meshtrain {
 // Reads its rank and the servers from the launch environment (ps_job.hpp).
 // Returns when the job is done; throws CommError naming the server when one
 // cannot be reached, dies or times out.
-TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainOptions& options);
+TrainSummary train_parameter_server_worker(const JobConfig& config, const TrainOptions& options,
+                                           const Device& device = {});
 
 }  // namespace meshtrain

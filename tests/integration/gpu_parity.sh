@@ -54,10 +54,12 @@ done
 # Two workers sharing the GPU (cuda:0 for both), their collectives staged through host memory and
 # run by the host's: data parallelism's gradient buckets, ZeRO-3's gathers and reduce-scatters,
 # tensor parallelism's activations and its vocabulary-parallel loss (kernels/cuda/vocab_shard.hpp),
-# the pipeline's sends: as two workers on the CPU, within the one-GPU tolerance.
+# the pipeline's sends, a mixture of experts' routed rows: as two workers on the CPU, within the
+# one-GPU tolerance.
 for layout in "dp2:--parallel.data=allreduce" "zero3:--parallel.data=allreduce --parallel.zero_stage=3" \
               "tp2:--parallel.tensor=2 --parallel.sequence_parallel=true" \
-              "pp2:--parallel.pipeline=2 --parallel.micro_batches=2"; do
+              "pp2:--parallel.pipeline=2 --parallel.micro_batches=2" \
+              "ep2:--parallel.data=allreduce --parallel.expert=2 --model.n_expert=4 --model.top_k=2"; do
   name=${layout%%:*}; read -r -a args <<< "${layout#*:}"
   for device in cpu cuda:0; do
     "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml --parallel.workers=2 "${args[@]}" \

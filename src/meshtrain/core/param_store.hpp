@@ -140,6 +140,9 @@ class ParamStore {
   void set_device(Device device, DeviceAllocator* memory = nullptr);
   const Device& device() const { return device_; }
   bool on_host() const { return device_.is_cpu(); }
+  // The device's memory off the CPU (what the host-staged path copies
+  // through, core/staged_buffer.hpp); null on the CPU.
+  DeviceAllocator* device_memory() const { return device_memory_; }
   // The whole flat parameter buffer (flat_size() elements, padding
   // included) to or from the store's memory, on any device: initialisation
   // and checkpoints.

@@ -13,7 +13,13 @@ int ranks_of(const ExpertParallelComm* ep) { return ep ? ep->size() : 1; }
 
 MoeMlp::MoeMlp(ParamStore& store, const std::string& prefix, int64_t C, const MoeConfig& config,
                TensorParallelComm* tp, ExpertParallelComm* ep, RouterSums* sums)
-    : C_(C), E_(config.n_expert), k_(config.top_k), ep_(ep), sums_(sums), router_(store, prefix + ".router", C, config) {
+    : store_(store),
+      C_(C),
+      E_(config.n_expert),
+      k_(config.top_k),
+      ep_(ep),
+      sums_(sums),
+      router_(store, prefix + ".router", C, config) {
   const int X = ranks_of(ep);
   if (E_ % X != 0)
     throw ConfigError("model.n_expert = " + std::to_string(E_) + " does not divide by the " + std::to_string(X) +
@@ -89,6 +95,7 @@ float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* resi
   router_.forward(inp, B, T, sums_);
   const int32_t* choice = router_.choices();
   const uint8_t* kept = router_.kept();
+  const float* x = host_copy(store_, inp, size_t(N * C), host_in_);
 
   // Kept (token, choice) pairs by expert, then token.
   std::vector<int64_t> per_expert(size_t(E_), 0);
@@ -120,15 +127,17 @@ float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* resi
   for (size_t rows : recv_rows_) received += rows;
 
   // Tokens to their experts.
-  const size_t sent = send_pair_.size();
+  DeviceAllocator* device = store_.device_memory();
+  const size_t sent = send_pair_.size(), rows_in = received * size_t(C);
   send_.ensure(std::max<size_t>(sent, 1) * size_t(C));
   for (size_t i = 0; i < sent; ++i)
-    std::memcpy(send_.data() + i * size_t(C), inp + (send_pair_[i] / k) * C, size_t(C) * sizeof(float));
+    std::memcpy(send_.data() + i * size_t(C), x + (send_pair_[i] / k) * C, size_t(C) * sizeof(float));
   recv_.ensure(std::max<size_t>(received, 1) * size_t(C));
-  expert_in_.ensure(std::max<size_t>(received, 1) * size_t(C));
-  expert_out_.ensure(std::max<size_t>(received, 1) * size_t(C));
+  expert_in_.ensure(device, std::max<size_t>(received, 1) * size_t(C));
+  expert_out_.ensure(device, std::max<size_t>(received, 1) * size_t(C));
   dispatch(send_.data(), recv_.data());
-  reorder(recv_.data(), expert_in_.data(), true);
+  reorder(recv_.data(), expert_in_.host(), true);
+  expert_in_.upload(0, rows_in);
 
   // Each expert on its rows, in the layer's shared buffers (expert_in_,
   // expert_h_ and expert_gelu_ stay alive for backward).
@@ -140,19 +149,20 @@ float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* resi
     const int64_t rows = expert_rows_[e];
     ran_[e] = rows > 0;
     if (rows > 0)
-      experts_[e]->forward_into(expert_in_.data() + offset * size_t(C), rows, expert_h_.data() + offset * H,
-                                expert_gelu_.data() + offset * H, expert_out_.data() + offset * size_t(C));
+      experts_[e]->forward_into(expert_in_.kernel() + offset * size_t(C), rows, expert_h_.raw() + offset * H,
+                                expert_gelu_.raw() + offset * H, expert_out_.kernel() + offset * size_t(C));
     offset += size_t(rows);
   }
 
   // Outputs back, and combined with the gates.
-  reorder(expert_out_.data(), recv_.data(), false);
+  expert_out_.download(0, rows_in);
+  reorder(expert_out_.host(), recv_.data(), false);
   returned_.ensure(std::max<size_t>(sent, 1) * size_t(C));
   gather_back(recv_.data(), returned_.data());
-  out_.ensure(N * C);
-  float* out = out_.data();
+  out_.ensure(device, size_t(N * C));
+  float* out = out_.host();
   if (residual)
-    std::memcpy(out, residual, size_t(N * C) * sizeof(float));
+    std::memcpy(out, host_copy(store_, residual, size_t(N * C), host_in_), size_t(N * C) * sizeof(float));
   else
     std::fill(out, out + N * C, 0.0f);
   const float* gates = router_.gates();
@@ -163,7 +173,8 @@ float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* resi
     const float* y = returned_.data() + i * size_t(C);
     for (int64_t c = 0; c < C; ++c) o[c] += g * y[c];
   }
-  return out;
+  out_.upload(0, size_t(N * C));
+  return out_.kernel();
 }
 
 void MoeMlp::backward(float* dinp, const float* dout, Workspace& ws) {
@@ -172,12 +183,14 @@ void MoeMlp::backward(float* dinp, const float* dout, Workspace& ws) {
   const size_t local = experts_.size(), sent = send_pair_.size();
   size_t received = 0;
   for (size_t rows : recv_rows_) received += rows;
+  const size_t rows_in = received * size_t(C);
+  const float* dout_host = host_copy(store_, dout, size_t(N * C), host_in_);
   // d gate = dout . y; d y = gate dout, in send order.
   std::vector<float> dgates(size_t(N * k), 0.0f);
   const float* gates = router_.gates();
   for (size_t i = 0; i < sent; ++i) {
     const int64_t pair = send_pair_[i];
-    const float* d = dout + (pair / k) * C;
+    const float* d = dout_host + (pair / k) * C;
     const float* y = returned_.data() + i * size_t(C);
     float* dy = send_.data() + i * size_t(C);
     double dot = 0;
@@ -188,27 +201,30 @@ void MoeMlp::backward(float* dinp, const float* dout, Workspace& ws) {
     dgates[size_t(pair)] = float(dot);
   }
   dispatch(send_.data(), recv_.data());
-  float* dy_by_expert = expert_out_.data();  // the outputs are no longer needed
-  reorder(recv_.data(), dy_by_expert, true);
-  expert_dx_.ensure(std::max<size_t>(received, 1) * size_t(C));
-  float* dx_by_expert = expert_dx_.data();
+  StagedBuffer& dy_by_expert = expert_out_;  // the outputs are no longer needed
+  reorder(recv_.data(), dy_by_expert.host(), true);
+  dy_by_expert.upload(0, rows_in);
+  expert_dx_.ensure(store_.device_memory(), std::max<size_t>(received, 1) * size_t(C));
   size_t offset = 0;
   for (size_t e = 0; e < local; ++e) {
     const int64_t rows = expert_rows_[e];
     if (rows > 0)
-      experts_[e]->backward(dx_by_expert + offset * size_t(C), dy_by_expert + offset * size_t(C), ws);
+      experts_[e]->backward(expert_dx_.kernel() + offset * size_t(C), dy_by_expert.kernel() + offset * size_t(C), ws);
     else
       experts_[e]->announce_gradients();  // no token this micro-batch: nothing more will come
     offset += size_t(rows);
   }
-  reorder(dx_by_expert, recv_.data(), false);
+  expert_dx_.download(0, rows_in);
+  reorder(expert_dx_.host(), recv_.data(), false);
   gather_back(recv_.data(), send_.data());
-  std::fill(dinp, dinp + N * C, 0.0f);
+  float* dinp_host = host_target(store_, dinp, size_t(N * C), host_dx_);
+  std::fill(dinp_host, dinp_host + N * C, 0.0f);
   for (size_t i = 0; i < sent; ++i) {
-    float* dx = dinp + (send_pair_[i] / k) * C;
+    float* dx = dinp_host + (send_pair_[i] / k) * C;
     const float* part = send_.data() + i * size_t(C);
     for (int64_t c = 0; c < C; ++c) dx[c] += part[c];
   }
+  put_back(store_, dinp, dinp_host, size_t(N * C));
   router_.backward(dgates.data(), dinp);
 }
 

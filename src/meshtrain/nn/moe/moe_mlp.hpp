@@ -19,6 +19,12 @@
 // tokens in their one-process order), and the outputs travel back the same
 // way. Backward sends the output gradients the same way and the input
 // gradients back. Without a group (or X = 1) the all-to-all is a copy.
+//
+// On a device the router's and the experts' products run there; the
+// routing, the exchange and the combine run on the host on downloaded
+// copies, and the experts' rows go up and come back (the host-staged path,
+// docs/gpu.md): the CPU's bits, so expert parallelism over the host's
+// all-to-all serves workers on a device as well.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +32,8 @@
 
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/param_store.hpp"
+#include "meshtrain/core/staged_buffer.hpp"
+#include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/feed_forward.hpp"
 #include "meshtrain/nn/mlp.hpp"
 #include "meshtrain/nn/moe/expert_parallel.hpp"
@@ -67,6 +75,7 @@ class MoeMlp final : public FeedForward {
   // source rank, token), or back.
   void reorder(const float* from, float* to, bool to_expert_order) const;
 
+  ParamStore& store_;
   int64_t C_, E_, k_;
   ExpertParallelComm* ep_;
   RouterSums* sums_;
@@ -82,18 +91,22 @@ class MoeMlp final : public FeedForward {
   std::vector<size_t> send_rows_, recv_rows_;  // per rank
   std::vector<int64_t> recv_counts_;           // (source rank, local expert) rows
   std::vector<int64_t> expert_rows_;           // per local expert, rows from all ranks
+  // Host memory: the routed rows and their exchange.
   AlignedBuffer<float> send_{MemoryKind::Activations};     // (rows sent, C)
   AlignedBuffer<float> recv_{MemoryKind::Activations};     // (rows received, C)
-  AlignedBuffer<float> expert_in_{MemoryKind::Activations};  // (rows received, C) in expert order
+  AlignedBuffer<float> returned_{MemoryKind::Activations};  // (rows sent, C): the experts' outputs, send order
+  AlignedBuffer<float> host_in_{MemoryKind::Activations};   // off the CPU: the input's (or dout's) host copy
+  AlignedBuffer<float> host_dx_{MemoryKind::Activations};   // off the CPU: dinp before it is uploaded
+  // The experts' rows where their kernels run, with host copies.
+  StagedBuffer expert_in_{MemoryKind::Activations};  // (rows received, C) in expert order
   // The experts' activations, one buffer for all of them in expert order
   // (each expert its slice of the rows), so that the layer holds what this
   // step's rows need, not every expert's largest step: (rows received, 4C/T).
-  AlignedBuffer<float> expert_h_{MemoryKind::Activations};     // c_fc's output, pre-activation
-  AlignedBuffer<float> expert_gelu_{MemoryKind::Activations};  // c_proj's input
-  AlignedBuffer<float> expert_out_{MemoryKind::Activations};
-  AlignedBuffer<float> expert_dx_{MemoryKind::Activations};  // backward: the experts' input gradients
-  AlignedBuffer<float> returned_{MemoryKind::Activations};  // (rows sent, C): the experts' outputs, send order
-  AlignedBuffer<float> out_{MemoryKind::Activations};       // (N, C)
+  DeviceArray<float> expert_h_{memory_of(store_), MemoryKind::Activations};     // c_fc's output, pre-activation
+  DeviceArray<float> expert_gelu_{memory_of(store_), MemoryKind::Activations};  // c_proj's input
+  StagedBuffer expert_out_{MemoryKind::Activations};  // backward: their output gradients
+  StagedBuffer expert_dx_{MemoryKind::Activations};   // backward: the experts' input gradients
+  StagedBuffer out_{MemoryKind::Activations};         // (N, C)
 };
 
 }  // namespace meshtrain::nn

@@ -61,22 +61,23 @@ void Router::forward(const float* x, int64_t B, int64_t T, RouterSums* sums) {
   const int64_t N = B * T, E = E_, k = k_;
   x_ = x;
   N_ = N;
-  z_.ensure(N * E);
+  z_.ensure(store_.device_memory(), size_t(N * E));
   lse_.ensure(N);
   choices_.ensure(N * k);
   gates_.ensure(N * k);
   kept_.ensure(N * k);
-  float* p = z_.data();
-  // z (N, E) = x (N, C) W (C, E)
+  // z (N, E) = x (N, C) W (C, E), where the store's kernels run
   if (store_.bf16_products())
     backend_of(store_).gemm_bf16(Trans::No, Trans::No, int(N), int(E), int(C_), 1.0f,
                                  round_into(store_, x, size_t(N * C_), x16_), int(C_),
-                                 round_into(store_, store_.param(weight_), size_t(C_ * E), w16_), int(E), 0.0f, p,
-                                 int(E));
+                                 round_into(store_, store_.param(weight_), size_t(C_ * E), w16_), int(E), 0.0f,
+                                 z_.kernel(), int(E));
   else
     backend_of(store_).gemm(Trans::No, Trans::No, int(N), int(E), int(C_), 1.0f, x, int(C_), store_.param(weight_),
-                            int(E), 0.0f, p, int(E));
-  const float* bias = has_bias_ ? store_.param(bias_) : nullptr;
+                            int(E), 0.0f, z_.kernel(), int(E));
+  z_.download(0, size_t(N * E));
+  float* p = z_.host();
+  const float* bias = has_bias_ ? host_bias() : nullptr;
   double z_squares = 0;
   std::vector<float> score(static_cast<size_t>(E));
   for (int64_t t = 0; t < N; ++t) {
@@ -113,17 +114,25 @@ void Router::forward(const float* x, int64_t B, int64_t T, RouterSums* sums) {
   for (int64_t t = 0; t < N; ++t)
     for (int64_t e = 0; e < E; ++e) psums[e] += p[t * E + e];
   if (!sums->has_balancing_sums()) return;
-  // A (C, E) += x^T p; B (C, E E) += x^T q with q_t = p_t (outer) p_t.
-  std::vector<float> part(size_t(C_ * E * E)), q(size_t(N * E * E));
-  backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x, int(C_), p, int(E), 0.0f,
-                          part.data(), int(E));
+  // A (C, E) += x^T p; B (C, E E) += x^T q with q_t = p_t (outer) p_t:
+  // the products where x is, their results added on the host.
+  z_.upload(0, size_t(N * E));  // the probabilities
+  q_.ensure(store_.device_memory(), size_t(N * E * E));
+  part_.ensure(size_t(C_ * E * E));
+  std::vector<float> part(size_t(C_ * E * E));
+  backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x, int(C_), z_.kernel(), int(E), 0.0f,
+                          part_.raw(), int(E));
   std::span<double> a = sums->a();
+  part_.download(std::span<float>(part.data(), a.size()));
   for (size_t i = 0; i < a.size(); ++i) a[i] += part[i];
+  float* q = q_.host();
   for (int64_t t = 0; t < N; ++t)
     for (int64_t i = 0; i < E; ++i)
       for (int64_t j = 0; j < E; ++j) q[size_t((t * E + i) * E + j)] = p[t * E + i] * p[t * E + j];
-  backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E * E), int(N), 1.0f, x, int(C_), q.data(), int(E * E),
-                          0.0f, part.data(), int(E * E));
+  q_.upload(0, size_t(N * E * E));
+  backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E * E), int(N), 1.0f, x, int(C_), q_.kernel(),
+                          int(E * E), 0.0f, part_.raw(), int(E * E));
+  part_.download(part);
   std::span<double> bsum = sums->b();
   for (size_t i = 0; i < bsum.size(); ++i) bsum[i] += part[i];
 }
@@ -131,8 +140,9 @@ void Router::forward(const float* x, int64_t B, int64_t T, RouterSums* sums) {
 void Router::backward(const float* dgates, float* dx) {
   if (!x_) throw Error("Router::backward called before forward");
   const int64_t N = N_, E = E_, k = k_;
-  const float* p = z_.data();
-  std::vector<float> dz(size_t(N * E));
+  const float* p = z_.host();  // forward's probabilities
+  dz_.ensure(store_.device_memory(), size_t(N * E));
+  float* dz = dz_.host();
   std::vector<double> dp(static_cast<size_t>(E));
   const double z_coef = config_.z_loss_coef;
   for (int64_t t = 0; t < N; ++t) {
@@ -157,17 +167,18 @@ void Router::backward(const float* dgates, float* dx) {
     for (int64_t e = 0; e < E; ++e)
       dz[size_t(t * E + e)] = float(pt[e] * (dp[size_t(e)] - pdp) + z_grad * pt[e]);
   }
+  dz_.upload(0, size_t(N * E));
   // dW (C, E) += x^T dz; dx (N, C) += dz W^T
   if (store_.bf16_products()) {  // on forward's rounded x and W
-    const Bf16* dz16 = round_into(store_, dz.data(), dz.size(), dz16_);
+    const Bf16* dz16 = round_into(store_, dz_.kernel(), size_t(N * E), dz16_);
     backend_of(store_).gemm_bf16(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x16_.raw(), int(C_), dz16,
                                  int(E), 1.0f, store_.grad(weight_), int(E));
     backend_of(store_).gemm_bf16(Trans::No, Trans::Yes, int(N), int(C_), int(E), 1.0f, dz16, int(E), w16_.raw(),
                                  int(E), 1.0f, dx, int(C_));
   } else {
-    backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x_, int(C_), dz.data(), int(E),
+    backend_of(store_).gemm(Trans::Yes, Trans::No, int(C_), int(E), int(N), 1.0f, x_, int(C_), dz_.kernel(), int(E),
                             1.0f, store_.grad(weight_), int(E));
-    backend_of(store_).gemm(Trans::No, Trans::Yes, int(N), int(C_), int(E), 1.0f, dz.data(), int(E),
+    backend_of(store_).gemm(Trans::No, Trans::Yes, int(N), int(C_), int(E), 1.0f, dz_.kernel(), int(E),
                             store_.param(weight_), int(E), 1.0f, dx, int(C_));
   }
   store_.grad_ready(weight_);
@@ -179,12 +190,19 @@ void Router::update_expert_bias(const RouterSums& global) {
   double mean = 0;
   for (int64_t e = 0; e < E_; ++e) mean += global.count(e);
   mean /= double(E_);
-  float* bias = store_.param(bias_);
+  host_bias();
   const float rate = static_cast<float>(config_.expert_bias_rate);
   for (int64_t e = 0; e < E_; ++e) {
     const double load = global.count(e);
-    bias[e] += load < mean ? rate : load > mean ? -rate : 0.0f;
+    bias_values_[size_t(e)] += load < mean ? rate : load > mean ? -rate : 0.0f;
   }
+  memory_of(store_).upload(store_.param(bias_), bias_values_.data(), bias_values_.size() * sizeof(float));
+}
+
+const float* Router::host_bias() {
+  bias_values_.resize(size_t(E_));
+  memory_of(store_).download(bias_values_.data(), store_.param(bias_), bias_values_.size() * sizeof(float));
+  return bias_values_.data();
 }
 
 }  // namespace meshtrain::nn

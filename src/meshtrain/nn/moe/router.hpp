@@ -10,17 +10,23 @@
 // dropped. Counting capacity per sequence makes the dropped tokens the same
 // whatever the split of the batch into ranks and micro-batches.
 //
+// On a device the logits' and gradients' products run there, and the
+// softmax, the top-k choice, the gates and the sums on the host, on
+// downloaded copies (the host-staged path, docs/gpu.md): the CPU's bits.
+//
 // Gradients: from the gates (the combine's dL/dg) and the z-loss (mean over
 // the micro-batch's tokens, as the language-model loss) through the softmax
 // into W and x; the balancing loss's gradient comes after the step from
 // RouterSums (router_sums.hpp).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/core/rng.hpp"
+#include "meshtrain/core/staged_buffer.hpp"
 #include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/moe/moe_config.hpp"
 #include "meshtrain/nn/moe/router_sums.hpp"
@@ -64,7 +70,13 @@ class Router {
   bool has_bias_ = false;
   const float* x_ = nullptr;
   int64_t N_ = 0;
-  AlignedBuffer<float> z_{MemoryKind::Activations};  // (N, E) logits, then probabilities
+  // (N, E): the product's logits where it runs, then the probabilities on
+  // the host (uploaded for the balancing sums' products).
+  StagedBuffer z_{MemoryKind::Activations};
+  StagedBuffer dz_{MemoryKind::Activations};  // (N, E), backward's, computed on the host
+  StagedBuffer q_{MemoryKind::Activations};   // (N, E E): the balancing sums' outer products
+  DeviceArray<float> part_{memory_of(store_), MemoryKind::Activations};  // a balancing sum's product
+  std::vector<float> bias_values_;  // the expert bias, on the host
   AlignedBuffer<float> lse_{MemoryKind::Activations};  // (N) logsumexp(z)
   AlignedBuffer<int32_t> choices_{MemoryKind::Activations};
   AlignedBuffer<float> gates_{MemoryKind::Activations};
@@ -75,6 +87,8 @@ class Router {
   DeviceArray<Bf16> x16_{memory_of(store_), MemoryKind::Activations};   // (N, C)
   DeviceArray<Bf16> w16_{memory_of(store_), MemoryKind::WeightCopies};  // (C, E)
   DeviceArray<Bf16> dz16_{memory_of(store_), MemoryKind::Activations};  // (N, E), backward's
+  // The expert bias downloaded into bias_values_.
+  const float* host_bias();
   // Marks in kept_ the choices past an expert's capacity in each of the B
   // sequences of T tokens (choices_ set); returns how many were dropped.
   int64_t apply_capacity(int64_t B, int64_t T);

@@ -7,7 +7,7 @@
 namespace meshtrain::parallel {
 
 GradReducer::GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, Precision wire)
-    : store_(store), layout_(layout), group_(group), device_(staging_memory(store)), bf16_(wire == Precision::Bf16) {
+    : store_(store), layout_(layout), group_(group), device_(store.device_memory()), bf16_(wire == Precision::Bf16) {
   for (auto& s : slots_) {
     s.data.ensure(device_, layout.max_gathered_size(false));
     if (bf16_) s.data16.ensure(layout.max_gathered_size(false));

@@ -14,7 +14,7 @@ ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm:
       layout_(layout),
       group_(group),
       sharded_(sharded),
-      device_(staging_memory(store)),
+      device_(store.device_memory()),
       bf16_(sharded && wire == Precision::Bf16) {
   const auto& units = layout.units();
   if (!sharded) {

@@ -30,7 +30,7 @@
 #include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/param_store.hpp"
-#include "meshtrain/parallel/host_staging.hpp"
+#include "meshtrain/core/staged_buffer.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 
 namespace meshtrain::parallel {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "meshtrain/parallel/host_staging.hpp"
+
 namespace meshtrain {
 
 MoeBalancing::MoeBalancing(Model& model, parallel::ParallelContext& workers) : workers_(workers) {
@@ -33,8 +35,10 @@ void MoeBalancing::add_balancing_gradients(const HeldGradients& held) {
     const ParamView& w = model_->store().view(l.router->weight_index());
     dw_.resize(w.numel);
     l.sums->balancing_gradient(moe.aux_loss_coef, moe.top_k, dw_.data());
-    for (const HeldPart& part : held_parts(held, w))
-      for (size_t i = 0; i < part.values.size(); ++i) part.values[i] += dw_[part.view_offset + i];
+    for (const HeldPart& part : held_parts(held, w))  // off the CPU, on a host copy (docs/gpu.md)
+      parallel::on_host(model_->store().device_memory(), part.values, staged_, [&](std::span<float> values) {
+        for (size_t i = 0; i < values.size(); ++i) values[i] += dw_[part.view_offset + i];
+      });
   }
 }
 

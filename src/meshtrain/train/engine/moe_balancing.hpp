@@ -50,6 +50,7 @@ class MoeBalancing {
   parallel::ParallelContext& workers_;
   std::vector<int64_t> all_layers_;  // the whole model's MoE blocks
   std::vector<float> dw_;
+  AlignedBuffer<float> staged_{MemoryKind::Communication};  // off the CPU: a router gradient's host copy
 };
 
 }  // namespace meshtrain

@@ -60,7 +60,7 @@ StepMachinery make_step_machinery(const StepSettings& settings, const ParallelSe
     m.sync->broadcast_parameters();
   } else {
     AlignedBuffer<float> host;  // off the CPU, the parameters' copy the broadcast runs on
-    parallel::on_host(parallel::staging_memory(store), store.kernel_params(), host,
+    parallel::on_host(store.device_memory(), store.kernel_params(), host,
                       [&](std::span<float> params) { group->broadcast(params, 0); });
   }
   if (stage == 0) {

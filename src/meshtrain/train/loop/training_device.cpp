@@ -20,11 +20,10 @@ const Device& check_device_job(const Device& device, const JobConfig& config) {
   if (device.is_cpu()) return device;
   auto refuse = [&](const std::string& what) {
     throw ConfigError("training.device = \"" + config.training.device + "\": " + what +
-                      " (docs/gpu.md: off the CPU a dense model trains with AdamW in one process, or in several with "
-                      "data (ZeRO 0-3, the Reduction Server, parameter servers), tensor and pipeline parallelism "
-                      "staged through host memory; NCCL comes later)");
+                      " (docs/gpu.md: off the CPU a model trains with AdamW in one process, or in several with data "
+                      "(ZeRO 0-3, the Reduction Server, parameter servers), tensor, pipeline and expert "
+                      "parallelism staged through host memory; NCCL comes later)");
   };
-  if (config.model.n_expert > 1) refuse("a mixture of experts routes its tokens on the host");
   if (config.optimizer.name != OptimizerKind::AdamW)
     refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");
   return device;

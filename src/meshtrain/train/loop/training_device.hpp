@@ -22,12 +22,11 @@ struct OpenedDevice {
 // "cpu-guarded" (kernels/guarded_backend.hpp) costs nothing either.
 OpenedDevice open_training_device(const TrainingSection& training);
 
-// `device` for this job: off the CPU a dense model trains with AdamW, in
-// one process or in several with data (every ZeRO stage, the Reduction
-// Server), tensor and pipeline parallelism, their collectives staged
-// through host memory (docs/gpu.md). A mixture of experts, the parameter
-// servers and the other optimizers: ConfigError (exit status 3) naming
-// what stands in the way.
+// `device` for this job: off the CPU a model trains with AdamW, in one
+// process or in several with data (every ZeRO stage, the Reduction Server,
+// parameter servers), tensor, pipeline and expert parallelism, their
+// collectives staged through host memory (docs/gpu.md). The other
+// optimizers: ConfigError (exit status 3) naming the one asked for.
 const Device& check_device_job(const Device& device, const JobConfig& config);
 
 // The peak TFLOP/s the metrics' mfu divides by: training.peak_tflops when

@@ -1,4 +1,4 @@
-// StagedBuffer (parallel/host_staging.hpp): ZeRO's buffers on the guarded
+// StagedBuffer (core/staged_buffer.hpp): the host-staged path's buffers on the guarded
 // device, whose memory faults on any host access outside the allocator's
 // copies. kernel() is the device's memory and host() its host copy; only
 // the ranges asked for cross, and on the CPU the two are one buffer.
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "meshtrain/kernels/guarded_backend.hpp"
-#include "meshtrain/parallel/host_staging.hpp"
+#include "meshtrain/core/staged_buffer.hpp"
 
-namespace meshtrain::parallel {
+namespace meshtrain {
 namespace {
 
 std::vector<float> kernel_values(StagedBuffer& b, DeviceAllocator& memory) {
@@ -50,4 +50,4 @@ TEST(StagedBuffer, OnTheCpuBothSidesAreOneBuffer) {
 }
 
 }  // namespace
-}  // namespace meshtrain::parallel
+}  // namespace meshtrain

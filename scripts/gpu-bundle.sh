@@ -29,6 +29,8 @@ binaries=("$build/src/meshtrain/meshtrain" "$build/tests/unit_cuda" "$build/benc
 for b in "${binaries[@]}"; do
   [ -x "$b" ] || { echo "gpu-bundle: $b is missing: build with the CUDA path first (docs/gpu.md)" >&2; exit 1; }
 done
+# NCCL's tests, where the build found NCCL (the GPU machine provides libnccl.so.2, or they are skipped).
+if [ -x "$build/tests/unit_nccl" ]; then binaries+=("$build/tests/unit_nccl"); fi
 ldd "$build/tests/unit_cuda" | grep -q 'libcublasLt\.so' ||
   { echo "gpu-bundle: $build/tests/unit_cuda does not load libcublasLt: not a CUDA build?" >&2; exit 1; }
 
@@ -105,7 +107,7 @@ done
   echo "programs: $(cd "$bundle/libexec" && echo *)"
   echo "libraries: $(find "$bundle/lib" -maxdepth 1 -type f -printf '%f\n' | sort | tr '\n' ' ')"
   echo "glibc (used where the machine's is older): $(cd "$bundle/lib/glibc" && echo *)"
-  echo "from the GPU machine: libcuda.so.1 (driver), libcublasLt.so.13 (pip nvidia-cublas for CUDA 13, or a CUDA 13 install)"
+  echo "from the GPU machine: libcuda.so.1 (driver), libcublasLt.so.13 (pip nvidia-cublas for CUDA 13, or a CUDA 13 install), libnccl.so.2 for unit_nccl (pip nvidia-nccl, optional)"
 } > "$bundle/MANIFEST"
 
 tar -czf "$bundle.tar.gz" -C "$(dirname "$bundle")" "$(basename "$bundle")"

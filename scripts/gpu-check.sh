@@ -12,6 +12,7 @@
 #             tiny GPT on the GPU (exit 0)
 #   gemm_rate cuBLASLt's bf16 GEMM rate (bench/gpu/gemm_rate.cpp)
 #   unit_cuda the GPU tests with MESHTRAIN_REQUIRE_GPU_TESTS=1 (a skip fails)
+#   unit_nccl NCCL communicators of one rank, where the machine has libnccl.so.2
 #   gpu_parity tests/integration/gpu_parity.sh: the GPU against the CPU
 #             (1 and 20 steps, fp32 and bf16, repeatability, checkpoints
 #             moved both ways, plan --config on the GPU)
@@ -253,12 +254,16 @@ print("torch_cuda=" + str(torch.version.cuda))
 ' || true
 cat "$out/versions.out" >> "$out/facts.txt" || true
 
-# ---- cuBLASLt -------------------------------------------------------------------
-# Not in the bundle (541 MB): CUDA 13 pip wheels keep it in
-# site-packages/nvidia/cu13/lib, older layouts in nvidia/cublas/lib.
-find_cublaslt() {
-  timeout 30 "$python" - << 'PY' 2> /dev/null || true
+# ---- cuBLASLt ----------------------------------------------------------------------
+# Not in the bundle (541 MB), nor NCCL (218 MB): the directory holding the
+# library NAME on this machine. CUDA 13 pip wheels keep them under
+# site-packages/nvidia (cu13/lib, nccl/lib; older layouts cublas/lib), else
+# the CUDA toolkit's lib64 or the loader's cache.
+find_library() {
+  local name=$1 d
+  timeout 30 "$python" - "$name" << 'PY' 2> /dev/null || true
 import glob, importlib.util, os, site, sys
+name = sys.argv[1]
 roots = []
 spec = importlib.util.find_spec("nvidia")
 if spec and spec.submodule_search_locations:
@@ -269,26 +274,24 @@ spec = importlib.util.find_spec("torch")
 if spec and spec.submodule_search_locations:
     roots += [os.path.join(p, "lib") for p in spec.submodule_search_locations]
 for root in roots:
-    for pattern in ("cu13/lib/libcublasLt.so.13", "cublas/lib/libcublasLt.so.13", "libcublasLt.so.13",
-                    "**/libcublasLt.so.13"):
+    for pattern in ("cu13/lib/" + name, "cublas/lib/" + name, "nccl/lib/" + name, name, "**/" + name):
         hits = glob.glob(os.path.join(root, pattern), recursive=True)
         if hits:
             print(os.path.dirname(os.path.realpath(hits[0])))
             sys.exit(0)
 PY
-  local d
   for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
     /usr/lib/x86_64-linux-gnu /usr/lib64; do
-    if [ -e "$d/libcublasLt.so.13" ]; then
+    if [ -e "$d/$name" ]; then
       echo "$d"
       return
     fi
   done
-  d=$( (ldconfig -p 2> /dev/null || /sbin/ldconfig -p 2> /dev/null || true) | awk '/libcublasLt\.so\.13 / {print $NF; exit}')
+  d=$( (ldconfig -p 2> /dev/null || /sbin/ldconfig -p 2> /dev/null || true) | awk -v n="$name" '$1 == n {print $NF; exit}')
   if [ -n "$d" ]; then dirname "$d"; fi
 }
 note "== cublaslt"
-cublaslt_dir=$(find_cublaslt | head -n 1)
+cublaslt_dir=$(find_library libcublasLt.so.13 | head -n 1)
 if [ -z "$cublaslt_dir" ]; then
   no_go "libcublasLt.so.13 (cuBLASLt of CUDA 13) is not on this machine: not in Python's nvidia packages (pip nvidia-cublas for CUDA 13: site-packages/nvidia/cu13/lib), /usr/local/cuda*/lib64 or the loader's cache. A PyTorch built for CUDA 12 brings libcublasLt.so.12, which meshtrain's CUDA 13 build cannot use."
 fi
@@ -348,6 +351,16 @@ if [ -z "$no_gpu" ]; then
   stage unit_cuda 150 270 env MESHTRAIN_REQUIRE_GPU_TESTS=1 "$bundle/bin/unit_cuda" \
     --gtest_output="json:$out/unit_cuda.json" || true
   [ "$stage_rc" -eq 0 ] || failed=1
+  # NCCL's communicators of one rank (tests/unit/nccl/), where the machine has libnccl.so.2.
+  nccl_dir=$(find_library libnccl.so.2 | head -n 1)
+  if [ -x "$bundle/bin/unit_nccl" ] && [ -n "$nccl_dir" ]; then
+    stage unit_nccl 30 300 env MESHTRAIN_REQUIRE_GPU_TESTS=1 LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH" \
+      "$bundle/bin/unit_nccl" --gtest_output="json:$out/unit_nccl.json" || true
+    [ "$stage_rc" -eq 0 ] || failed=1
+    fact unit_nccl "$([ "$stage_rc" -eq 0 ] && echo passed || echo "failed: see unit_nccl.out")"
+  else
+    fact unit_nccl "not run: $([ -x "$bundle/bin/unit_nccl" ] && echo "no libnccl.so.2 on this machine" || echo "not in the bundle")"
+  fi
   stage gpu_parity 100 210 bash "$root/tests/integration/gpu_parity.sh" "$bundle/bin/meshtrain" "$root" || true
   [ "$stage_rc" -eq 0 ] || failed=1
 fi

@@ -87,25 +87,22 @@ void MoeMlp::reorder(const float* from, float* to, bool to_expert_order) const {
     }
 }
 
-float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* residual) {
-  const int64_t N = B * T, C = C_, k = k_;
+// The router's kept (token, choice) pairs in send order (by expert, then
+// token), the rows to and from each rank, and each local expert's rows.
+// Returns the rows this rank receives.
+size_t MoeMlp::plan_routes(int64_t N) {
   const int X = ranks_of(ep_);
   const size_t local = experts_.size();
-  N_ = N;
-  router_.forward(inp, B, T, sums_);
   const int32_t* choice = router_.choices();
   const uint8_t* kept = router_.kept();
-  const float* x = host_copy(store_, inp, size_t(N * C), host_in_);
-
-  // Kept (token, choice) pairs by expert, then token.
   std::vector<int64_t> per_expert(size_t(E_), 0);
-  for (int64_t i = 0; i < N * k; ++i)
+  for (int64_t i = 0; i < N * k_; ++i)
     if (kept[i]) ++per_expert[size_t(choice[i])];
   std::vector<int64_t> start(size_t(E_) + 1, 0);
   for (int64_t e = 0; e < E_; ++e) start[size_t(e) + 1] = start[size_t(e)] + per_expert[size_t(e)];
   send_pair_.assign(size_t(start.back()), 0);
   std::vector<int64_t> next(start.begin(), start.end() - 1);
-  for (int64_t i = 0; i < N * k; ++i)
+  for (int64_t i = 0; i < N * k_; ++i)
     if (kept[i]) send_pair_[size_t(next[size_t(choice[i])]++)] = i;
 
   // Rows per rank and, to each rank, per expert of its; then what arrives.
@@ -125,6 +122,55 @@ float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* resi
     }
   size_t received = 0;
   for (size_t rows : recv_rows_) received += rows;
+  return received;
+}
+
+// Each expert on its rows of expert_in_, into expert_out_, in the layer's
+// shared buffers (expert_in_, expert_h_ and expert_gelu_ stay alive for
+// backward).
+void MoeMlp::run_experts(size_t received) {
+  const size_t C = size_t(C_), H = size_t(experts_.front()->hidden_features());
+  expert_h_.ensure(std::max<size_t>(received, 1) * H);
+  expert_gelu_.ensure(std::max<size_t>(received, 1) * H);
+  size_t offset = 0;
+  for (size_t e = 0; e < experts_.size(); ++e) {
+    const int64_t rows = expert_rows_[e];
+    ran_[e] = rows > 0;
+    if (rows > 0)
+      experts_[e]->forward_into(expert_in_.kernel() + offset * C, rows, expert_h_.raw() + offset * H,
+                                expert_gelu_.raw() + offset * H, expert_out_.kernel() + offset * C);
+    offset += size_t(rows);
+  }
+}
+
+// out (N, C) = residual + each kept choice's gate times its expert's
+// output (returned_, send order), in out_ on the host, then uploaded.
+float* MoeMlp::combine(const float* residual) {
+  const int64_t N = N_, C = C_, k = k_;
+  out_.ensure(store_.device_memory(), size_t(N * C));
+  float* out = out_.host();
+  if (residual)
+    std::memcpy(out, host_copy(store_, residual, size_t(N * C), host_in_), size_t(N * C) * sizeof(float));
+  else
+    std::fill(out, out + N * C, 0.0f);
+  const float* gates = router_.gates();
+  for (size_t i = 0; i < send_pair_.size(); ++i) {
+    const int64_t pair = send_pair_[i];
+    const float g = gates[pair];
+    float* o = out + (pair / k) * C;
+    const float* y = returned_.data() + i * size_t(C);
+    for (int64_t c = 0; c < C; ++c) o[c] += g * y[c];
+  }
+  out_.upload(0, size_t(N * C));
+  return out_.kernel();
+}
+
+float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* residual) {
+  const int64_t N = B * T, C = C_, k = k_;
+  N_ = N;
+  router_.forward(inp, B, T, sums_);
+  const float* x = host_copy(store_, inp, size_t(N * C), host_in_);
+  const size_t received = plan_routes(N);
 
   // Tokens to their experts.
   DeviceAllocator* device = store_.device_memory();
@@ -139,42 +185,14 @@ float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* resi
   reorder(recv_.data(), expert_in_.host(), true);
   expert_in_.upload(0, rows_in);
 
-  // Each expert on its rows, in the layer's shared buffers (expert_in_,
-  // expert_h_ and expert_gelu_ stay alive for backward).
-  const size_t H = size_t(experts_.front()->hidden_features());
-  expert_h_.ensure(std::max<size_t>(received, 1) * H);
-  expert_gelu_.ensure(std::max<size_t>(received, 1) * H);
-  size_t offset = 0;
-  for (size_t e = 0; e < local; ++e) {
-    const int64_t rows = expert_rows_[e];
-    ran_[e] = rows > 0;
-    if (rows > 0)
-      experts_[e]->forward_into(expert_in_.kernel() + offset * size_t(C), rows, expert_h_.raw() + offset * H,
-                                expert_gelu_.raw() + offset * H, expert_out_.kernel() + offset * size_t(C));
-    offset += size_t(rows);
-  }
+  run_experts(received);
 
   // Outputs back, and combined with the gates.
   expert_out_.download(0, rows_in);
   reorder(expert_out_.host(), recv_.data(), false);
   returned_.ensure(std::max<size_t>(sent, 1) * size_t(C));
   gather_back(recv_.data(), returned_.data());
-  out_.ensure(device, size_t(N * C));
-  float* out = out_.host();
-  if (residual)
-    std::memcpy(out, host_copy(store_, residual, size_t(N * C), host_in_), size_t(N * C) * sizeof(float));
-  else
-    std::fill(out, out + N * C, 0.0f);
-  const float* gates = router_.gates();
-  for (size_t i = 0; i < sent; ++i) {
-    const int64_t pair = send_pair_[i];
-    const float g = gates[pair];
-    float* o = out + (pair / k) * C;
-    const float* y = returned_.data() + i * size_t(C);
-    for (int64_t c = 0; c < C; ++c) o[c] += g * y[c];
-  }
-  out_.upload(0, size_t(N * C));
-  return out_.kernel();
+  return combine(residual);
 }
 
 void MoeMlp::backward(float* dinp, const float* dout, Workspace& ws) {

@@ -71,6 +71,10 @@ class MoeMlp final : public FeedForward {
                 const std::vector<size_t>& in_rows);
   void dispatch(const float* send, float* recv);
   void gather_back(const float* send, float* recv);
+  // forward's parts (moe_mlp.cpp says what each does).
+  size_t plan_routes(int64_t N);
+  void run_experts(size_t received);
+  float* combine(const float* residual);
   // Receive order (source rank, expert, token) -> expert order (expert,
   // source rank, token), or back.
   void reorder(const float* from, float* to, bool to_expert_order) const;

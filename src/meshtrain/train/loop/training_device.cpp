@@ -1,7 +1,6 @@
 #include "meshtrain/train/loop/training_device.hpp"
 
 #include "meshtrain/comm/bootstrap/launch_env.hpp"
-#include "meshtrain/comm/collectives/algorithm.hpp"
 #include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/device_peak.hpp"
@@ -17,16 +16,12 @@ OpenedDevice open_training_device(const TrainingSection& training) {
 }
 
 const Device& check_device_job(const Device& device, const JobConfig& config) {
-  if (device.is_cpu()) return device;
-  auto refuse = [&](const std::string& what) {
-    throw ConfigError("training.device = \"" + config.training.device + "\": " + what +
-                      " (docs/gpu.md: off the CPU a model trains with AdamW in one process, or in several with data "
-                      "(ZeRO 0-3, the Reduction Server, parameter servers), tensor, pipeline and expert "
-                      "parallelism staged through host memory; NCCL comes later)");
-  };
-  if (config.optimizer.name != OptimizerKind::AdamW)
-    refuse("optimizer.name = '" + enum_string(config.optimizer.name) + "' updates on the host; use 'adamw'");
-  return device;
+  if (device.is_cpu() || config.optimizer.name == OptimizerKind::AdamW) return device;
+  throw ConfigError("training.device = \"" + config.training.device + "\": optimizer.name = '" +
+                    enum_string(config.optimizer.name) +
+                    "' updates on the host; use 'adamw' (docs/gpu.md: off the CPU a model trains with AdamW in one "
+                    "process, or in several with data (ZeRO 0-3, the Reduction Server, parameter servers), tensor, "
+                    "pipeline and expert parallelism staged through host memory; NCCL comes later)");
 }
 
 double device_peak_tflops(const OpenedDevice& opened, const TrainingSection& training) {

@@ -136,6 +136,8 @@ class Backend {
   virtual void gelu_backward_rounded(Bf16* dinp16, float* dbias, const Bf16* inp, const Bf16* dout, int64_t M,
                                      int64_t N) = 0;
   virtual void to_bf16(const float* src, Bf16* dst, size_t n) = 0;
+  // dst = float(src) / divisor: a bf16 sum off the wire, averaged in fp32.
+  virtual void widen_divided(const Bf16* src, float* dst, size_t n, float divisor) = 0;
   virtual void copy(float* dst, const float* src, size_t n) = 0;
   virtual void fill(float* dst, size_t n, float value) = 0;
 

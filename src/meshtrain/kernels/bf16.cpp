@@ -35,4 +35,10 @@ void to_float(const Bf16* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
 }
 
+MESHTRAIN_HOT_LOOP
+void widen_divided(const Bf16* src, float* dst, size_t n, float divisor) {
+#pragma omp parallel for schedule(static) if (split_over_threads(n))
+  for (size_t i = 0; i < n; ++i) dst[i] = to_float(src[i]) / divisor;
+}
+
 }  // namespace meshtrain::kernels

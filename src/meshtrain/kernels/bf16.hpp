@@ -24,5 +24,7 @@ void to_bf16(const float* src, Bf16* dst, size_t n);
 Bf16* to_bf16(const float* src, size_t n, AlignedBuffer<Bf16>& dst);
 // dst[i] = float(src[i]) for i < n (exact).
 void to_float(const Bf16* src, float* dst, size_t n);
+// dst[i] = float(src[i]) / divisor for i < n (a bf16 sum, averaged).
+void widen_divided(const Bf16* src, float* dst, size_t n, float divisor);
 
 }  // namespace meshtrain::kernels

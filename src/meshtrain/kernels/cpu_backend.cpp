@@ -101,6 +101,9 @@ class CpuBackend final : public Backend {
     kernels::gelu_backward_rounded(dinp16, dbias, inp, dout, M, N);
   }
   void to_bf16(const float* src, Bf16* dst, size_t n) override { kernels::to_bf16(src, dst, n); }
+  void widen_divided(const Bf16* src, float* dst, size_t n, float divisor) override {
+    kernels::widen_divided(src, dst, n, divisor);
+  }
   void copy(float* dst, const float* src, size_t n) override { std::copy(src, src + n, dst); }
   void fill(float* dst, size_t n, float value) override { std::fill(dst, dst + n, value); }
 

@@ -215,6 +215,10 @@ class GuardedBackend final : public Backend {
     const Open open(memory_);
     cpu_.to_bf16(src, dst, n);
   }
+  void widen_divided(const Bf16* src, float* dst, size_t n, float divisor) override {
+    const Open open(memory_);
+    cpu_.widen_divided(src, dst, n, divisor);
+  }
   void copy(float* dst, const float* src, size_t n) override {
     const Open open(memory_);
     cpu_.copy(dst, src, n);

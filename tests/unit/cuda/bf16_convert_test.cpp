@@ -64,5 +64,21 @@ TEST(CudaBf16Convert, WideningEveryValueHasTheCpuBits) {
   expect_same_bits(to_host(d_out), want, "to_float");
 }
 
+TEST(CudaBf16Convert, WideningDividedHasTheCpuBits) {
+  // Data parallelism's bf16 wire: the sum of 3 ranks' gradients, averaged.
+  MESHTRAIN_REQUIRE_GPU();
+  CudaAllocator alloc;
+  const int64_t n = (1 << 16) + 3;
+  std::vector<Bf16> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = Bf16{uint16_t(i)};
+  std::vector<float> want(n);
+  kernels::widen_divided(x.data(), want.data(), size_t(n), 3.0f);
+
+  auto d_x = to_device(alloc, x);
+  auto d_out = poisoned<float>(alloc, size_t(n));
+  widen_divided(d_x.ptr().raw(), d_out.ptr().raw(), n, 3.0f, nullptr);
+  expect_same_bits(to_host(d_out), want, "widen_divided");
+}
+
 }  // namespace
 }  // namespace meshtrain::kernels::cuda

@@ -67,6 +67,27 @@ TEST(Bf16, ArraysMatchTheScalarConversionAndWidenExactly) {
   }
 }
 
+TEST(Bf16, WidenDividedDividesEachWidenedValue) {
+  // Data parallelism's bf16 wire: a sum of 3 ranks averaged by division
+  // (not by a multiplication by 1/3, which differs in the last bit).
+  const size_t n = 200003;
+  std::vector<Bf16> h(n);
+  for (size_t i = 0; i < n; ++i) h[i] = Bf16{uint16_t(i * 7919)};
+  std::vector<float> out(n);
+  widen_divided(h.data(), out.data(), n, 3.0f);
+  size_t differs_from_reciprocal = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float want = to_float(h[i]) / 3.0f;
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(out[i])) << i;
+      continue;
+    }
+    ASSERT_EQ(out[i], want) << i;
+    differs_from_reciprocal += out[i] != to_float(h[i]) * (1.0f / 3.0f);
+  }
+  EXPECT_GT(differs_from_reciprocal, 0u);
+}
+
 struct Case {
   Trans ta, tb;
   int M, N, K;

@@ -5,6 +5,7 @@
 #include <thread>
 #include <utility>
 
+#include "meshtrain/comm/nccl/nccl_library.hpp"
 #include "meshtrain/comm/nccl/unique_id.hpp"
 #include "meshtrain/core/error.hpp"
 
@@ -36,7 +37,7 @@ void check_cuda(cudaError_t status, const char* call, const std::string& where) 
 
 ncclComm_t init_rank(const ncclUniqueId& id, int rank, int size, const std::string& name) {
   ncclComm_t comm = nullptr;
-  const ncclResult_t status = ncclCommInitRank(&comm, size, id, rank);
+  const ncclResult_t status = nccl_library().CommInitRank(&comm, size, id, rank);
   if (status != ncclSuccess)
     throw CommError("NCCL communicator '" + name + "': rank " + std::to_string(rank) + " of " + std::to_string(size) +
                     " could not join (ncclCommInitRank): " + nccl_status_text(status) +
@@ -52,7 +53,7 @@ std::string nccl_status_text(ncclResult_t status) {
                                            "ncclRemoteError",     "ncclInProgress"};
   const int i = static_cast<int>(status);
   const std::string name = i >= 0 && i < int(std::size(kNames)) ? kNames[i] : "ncclResult";
-  return name + " (" + std::to_string(i) + "): " + ncclGetErrorString(status);
+  return name + " (" + std::to_string(i) + "): " + nccl_library().GetErrorString(status);
 }
 
 size_t element_bytes(DataType type) {
@@ -79,7 +80,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, std::vector<int> m
     check_cuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreateWithFlags", where);
   } catch (...) {
     if (stream_) cudaStreamDestroy(stream_);
-    ncclCommDestroy(comm_);
+    nccl_library().CommDestroy(comm_);
     throw;
   }
   flight_group_ = flight::register_group("nccl:" + name_, members_, rank_);
@@ -89,7 +90,7 @@ NcclCommunicator NcclCommunicator::join(rendezvous::KeyValueStore& store, const 
                                         std::vector<int> members, std::string name, double timeout_s) {
   const std::vector<unsigned char> bytes = share_unique_id(store, key, rank, sizeof(ncclUniqueId), [&] {
     ncclUniqueId id;
-    const ncclResult_t status = ncclGetUniqueId(&id);
+    const ncclResult_t status = nccl_library().GetUniqueId(&id);
     if (status != ncclSuccess)
       throw CommError("NCCL communicator '" + name + "': ncclGetUniqueId failed: " + nccl_status_text(status));
     const auto* raw = reinterpret_cast<const unsigned char*>(&id);
@@ -107,22 +108,22 @@ NcclCommunicator::NcclCommunicator(NcclCommunicator&& o) noexcept
       in_flight_(std::move(o.in_flight_)), last_operation_(std::move(o.last_operation_)) {}
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_) ncclCommDestroy(comm_);
+  if (comm_) nccl_library().CommDestroy(comm_);
   if (event_) cudaEventDestroy(event_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
 NcclCommunicator NcclCommunicator::split(int color, int key, std::vector<int> members, std::string name) const {
   ncclComm_t child = nullptr;
-  check(ncclCommSplit(comm_, color, key, &child, nullptr), "ncclCommSplit");
+  check(nccl_library().CommSplit(comm_, color, key, &child, nullptr), "ncclCommSplit");
   int rank = 0;
-  check(ncclCommUserRank(child, &rank), "ncclCommUserRank");
+  check(nccl_library().CommUserRank(child, &rank), "ncclCommUserRank");
   return NcclCommunicator(child, rank, std::move(members), std::move(name), timeout_s_);
 }
 
 void NcclCommunicator::check(ncclResult_t status, const char* operation) const {
   if (status == ncclSuccess || status == ncclInProgress) return;
-  const char* last = comm_ ? ncclGetLastError(comm_) : nullptr;
+  const char* last = comm_ ? nccl_library().GetLastError(comm_) : nullptr;
   throw CommError("NCCL communicator '" + name_ + "': rank " + std::to_string(rank_) + " of " +
                   std::to_string(size_) + ": " + operation + " failed: " + nccl_status_text(status) +
                   (last && *last ? std::string("; NCCL says: ") + last : std::string()));
@@ -151,44 +152,44 @@ void NcclCommunicator::record(flight::Op op, size_t bytes, int peer) {
 
 void NcclCommunicator::all_reduce(void* data, size_t count, DataType type, Reduction op) {
   record(flight::Op::AllReduce, count * element_bytes(type));
-  check(ncclAllReduce(data, data, count, nccl_type(type), nccl_op(op), comm_, stream_), "ncclAllReduce");
+  check(nccl_library().AllReduce(data, data, count, nccl_type(type), nccl_op(op), comm_, stream_), "ncclAllReduce");
 }
 
 void NcclCommunicator::all_gather(const void* send, void* recv, size_t count_per_rank, DataType type) {
   record(flight::Op::AllGather, count_per_rank * size_t(size_) * element_bytes(type));
-  check(ncclAllGather(send, recv, count_per_rank, nccl_type(type), comm_, stream_), "ncclAllGather");
+  check(nccl_library().AllGather(send, recv, count_per_rank, nccl_type(type), comm_, stream_), "ncclAllGather");
 }
 
 void NcclCommunicator::reduce_scatter(const void* send, void* recv, size_t count_per_rank, DataType type,
                                       Reduction op) {
   record(flight::Op::ReduceScatter, count_per_rank * size_t(size_) * element_bytes(type));
-  check(ncclReduceScatter(send, recv, count_per_rank, nccl_type(type), nccl_op(op), comm_, stream_),
+  check(nccl_library().ReduceScatter(send, recv, count_per_rank, nccl_type(type), nccl_op(op), comm_, stream_),
         "ncclReduceScatter");
 }
 
 void NcclCommunicator::broadcast(void* data, size_t count, DataType type, int root) {
   record(flight::Op::Broadcast, count * element_bytes(type), root);
-  check(ncclBroadcast(data, data, count, nccl_type(type), root, comm_, stream_), "ncclBroadcast");
+  check(nccl_library().Broadcast(data, data, count, nccl_type(type), root, comm_, stream_), "ncclBroadcast");
 }
 
 void NcclCommunicator::exchange(std::span<const Transfer> transfers, DataType type) {
   const ncclDataType_t t = nccl_type(type);
-  check(ncclGroupStart(), "ncclGroupStart");
+  check(nccl_library().GroupStart(), "ncclGroupStart");
   ncclResult_t status = ncclSuccess;
   const char* failed = nullptr;
   for (const Transfer& x : transfers) {
     if (x.send && x.send_count && status == ncclSuccess) {
       record(flight::Op::Send, x.send_count * element_bytes(type), x.peer);
-      status = ncclSend(x.send, x.send_count, t, x.peer, comm_, stream_);
+      status = nccl_library().Send(x.send, x.send_count, t, x.peer, comm_, stream_);
       failed = "ncclSend";
     }
     if (x.recv && x.recv_count && status == ncclSuccess) {
       record(flight::Op::Recv, x.recv_count * element_bytes(type), x.peer);
-      status = ncclRecv(x.recv, x.recv_count, t, x.peer, comm_, stream_);
+      status = nccl_library().Recv(x.recv, x.recv_count, t, x.peer, comm_, stream_);
       failed = "ncclRecv";
     }
   }
-  const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failed call
+  const ncclResult_t ended = nccl_library().GroupEnd();  // always closes the group, even after a failed call
   check(status, failed ? failed : "ncclSend/ncclRecv");
   check(ended, "ncclGroupEnd");
 }
@@ -216,7 +217,7 @@ void NcclCommunicator::all_to_all_v(const void* send, std::span<const size_t> se
 void NcclCommunicator::abort_and_throw(const std::string& why) {
   for (const flight::Slot& slot : in_flight_) flight::finished(slot, false);
   in_flight_.clear();
-  ncclCommAbort(comm_);  // frees it; the peers' operations fail rather than hang
+  nccl_library().CommAbort(comm_);  // frees it; the peers' operations fail rather than hang
   comm_ = nullptr;
   throw CommError("NCCL communicator '" + name_ + "': rank " + std::to_string(rank_) + " of " +
                   std::to_string(size_) + ": " + why + "; the communicator was aborted");
@@ -232,7 +233,7 @@ void NcclCommunicator::wait() {
       abort_and_throw(last_operation_ + " failed on the device: " + cudaGetErrorName(done) + ": " +
                       cudaGetErrorString(done));
     ncclResult_t async = ncclSuccess;
-    check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+    check(nccl_library().CommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
     if (async != ncclSuccess && async != ncclInProgress)
       abort_and_throw(last_operation_ + " failed: " + nccl_status_text(async));
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -14,6 +14,10 @@ struct RoundToBf16 {
 struct WidenToFloat {
   __device__ float operator()(Bf16 x) const { return ::meshtrain::to_float(x); }
 };
+struct WidenDivided {
+  float divisor;
+  __device__ float operator()(Bf16 x) const { return ::meshtrain::to_float(x) / divisor; }
+};
 
 }  // namespace
 
@@ -23,6 +27,10 @@ void to_bf16(const float* src, Bf16* dst, int64_t n, cudaStream_t stream) {
 
 void to_float(const Bf16* src, float* dst, int64_t n, cudaStream_t stream) {
   detail::map1(WidenToFloat{}, dst, src, n, stream);
+}
+
+void widen_divided(const Bf16* src, float* dst, int64_t n, float divisor, cudaStream_t stream) {
+  detail::map1(WidenDivided{divisor}, dst, src, n, stream);
 }
 
 }  // namespace meshtrain::kernels::cuda

@@ -14,5 +14,7 @@ namespace meshtrain::kernels::cuda {
 void to_bf16(const float* src, Bf16* dst, int64_t n, cudaStream_t stream);
 // dst (n) = float(src (n)), exact.
 void to_float(const Bf16* src, float* dst, int64_t n, cudaStream_t stream);
+// dst (n) = float(src (n)) / divisor, IEEE division: kernels::widen_divided's bits.
+void widen_divided(const Bf16* src, float* dst, int64_t n, float divisor, cudaStream_t stream);
 
 }  // namespace meshtrain::kernels::cuda

@@ -154,6 +154,9 @@ class CudaBackend final : public Backend {
     cuda::gelu_backward_rounded(dinp16, dbias, inp, dout, M, N, dbias ? column_scratch(M, N) : nullptr, stream_);
   }
   void to_bf16(const float* src, Bf16* dst, size_t n) override { cuda::to_bf16(src, dst, int64_t(n), stream_); }
+  void widen_divided(const Bf16* src, float* dst, size_t n, float divisor) override {
+    cuda::widen_divided(src, dst, int64_t(n), divisor, stream_);
+  }
   void copy(float* dst, const float* src, size_t n) override {
     MESHTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
   }

@@ -3,16 +3,27 @@
 #include <chrono>
 
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/kernels/bf16.hpp"
+#include "meshtrain/nn/backend.hpp"
+#include "meshtrain/parallel/device_collectives.hpp"
 
 namespace meshtrain::parallel {
+namespace {
+
+std::unique_ptr<comm::DeviceCollectives> collectives_over(comm::ProcessGroup* group, const ParamStore& store,
+                                                          comm::AllReduceAlgorithm algorithm) {
+  if (!group || group->size() < 2) return nullptr;
+  return device_collectives_for(*group, store, algorithm);
+}
+
+}  // namespace
 
 GradientSync::GradientSync(ParamStore& store, comm::ProcessGroup& group, GradientSyncOptions options,
                            ExpertReduction experts)
     : store_(store),
-      group_(group),
       options_(options),
       experts_(experts),
+      data_collectives_(collectives_over(&group, store, options.algorithm)),
+      expert_collectives_(experts.ways > 1 ? collectives_over(experts.group, store, options.algorithm) : nullptr),
       buckets_(plan_gradient_buckets(store, options.bucket_bytes, options.first_bucket_bytes)),
       bucket_of_view_(store.views().size()),
       announced_(store.views().size()),
@@ -21,10 +32,12 @@ GradientSync::GradientSync(ParamStore& store, comm::ProcessGroup& group, Gradien
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (size_t v = buckets_[b].first_view; v < buckets_[b].end_view; ++v) bucket_of_view_[v] = b;
   if (options_.dtype == Precision::Bf16) {
-    staged_.reserve(buckets_.size());
-    for (const GradientBucket& bucket : buckets_) staged_.emplace_back(bucket.elements(), MemoryKind::Communication);
+    wire_.reserve(buckets_.size());
+    for (const GradientBucket& bucket : buckets_) {
+      wire_.emplace_back(nn::memory_of(store_), MemoryKind::Communication);
+      wire_.back().resize(bucket.elements());
+    }
   }
-  if (!store_.on_host()) host_copy_.resize(store_.flat_size());
   store_.set_grad_ready_hook([this](size_t view) { on_grad_ready(view); });
 }
 
@@ -41,43 +54,21 @@ GradientSync::~GradientSync() {
   }
 }
 
-comm::ProcessGroup* GradientSync::group_of(const GradientBucket& bucket) const {
-  comm::ProcessGroup* g = bucket.expert && experts_.ways > 1 ? experts_.group : &group_;
-  return g && g->size() > 1 ? g : nullptr;
+comm::DeviceCollectives* GradientSync::collectives_of(const GradientBucket& bucket) const {
+  return bucket.expert && experts_.ways > 1 ? expert_collectives_.get() : data_collectives_.get();
 }
 
-std::span<float> GradientSync::host_grads(const GradientBucket& bucket) {
-  return (store_.on_host() ? store_.grads() : host_copy_.span()).subspan(bucket.begin, bucket.elements());
-}
-
-void GradientSync::fetch_from_device(const GradientBucket& bucket) {
-  if (!store_.on_host()) store_.download_grads_range(bucket.begin, host_grads(bucket));
-}
-
-void GradientSync::return_to_device(const GradientBucket& bucket) {
-  if (!store_.on_host()) store_.upload_grads_range(bucket.begin, host_grads(bucket));
-}
-
-void GradientSync::broadcast_staged_parameters(comm::ProcessGroup& group, size_t begin, size_t count) {
-  const std::span<float> host = host_copy_.span().subspan(begin, count);  // the gradients' copy, free until backward
-  store_.download_params_range(begin, host);
-  group.broadcast(host, 0);
-  store_.upload_params_range(begin, host);
-}
+float* GradientSync::kernel_grads(const GradientBucket& bucket) { return store_.kernel_grads().data() + bucket.begin; }
 
 void GradientSync::broadcast_parameters() {
-  auto broadcast = [&](comm::ProcessGroup& group, size_t begin, size_t count) {
-    if (store_.on_host())
-      group.broadcast(store_.params().subspan(begin, count), 0);
-    else
-      broadcast_staged_parameters(group, begin, count);
-  };
+  float* params = store_.kernel_params().data();
   if (experts_.ways == 1) {
-    if (group_.size() > 1) broadcast(group_, 0, store_.flat_size());
+    if (data_collectives_) data_collectives_->broadcast(comm::Buffer(std::span(params, store_.flat_size())), 0);
     return;
   }
   for (const GradientBucket& bucket : buckets_)
-    if (comm::ProcessGroup* g = group_of(bucket)) broadcast(*g, bucket.begin, bucket.elements());
+    if (comm::DeviceCollectives* c = collectives_of(bucket))
+      c->broadcast(comm::Buffer(std::span(params + bucket.begin, bucket.elements())), 0);
 }
 
 void GradientSync::start_backward() {
@@ -105,26 +96,18 @@ void GradientSync::launch_ready_buckets() {
 
 void GradientSync::launch(size_t b) {
   const auto& bucket = buckets_[b];
-  comm::ProcessGroup* group = group_of(bucket);
-  if (!group) return;
-  fetch_from_device(bucket);
-  const std::span<float> grads = host_grads(bucket);
-  if (!staged_.empty()) {
-    kernels::to_bf16(grads.data(), staged_[b].data(), grads.size());
-    work_[b] = group->all_reduce_async(staged_[b].span(), comm::ReduceKind::Sum, options_.algorithm);
+  comm::DeviceCollectives* collectives = collectives_of(bucket);
+  if (!collectives) return;
+  if (!wire_.empty()) {
+    Bf16* wire = wire_[b].raw();
+    nn::backend_of(store_).to_bf16(kernel_grads(bucket), wire, bucket.elements());
+    work_[b] = collectives->all_reduce_async(comm::Buffer(std::span(wire, bucket.elements())), comm::ReduceKind::Sum);
     return;
   }
   // Avg divides on the communication thread, so backward's thread never
   // makes a pass over the gradients for it.
-  work_[b] = group->all_reduce_async(grads, comm::ReduceKind::Avg, options_.algorithm);
-}
-
-void GradientSync::widen_average(size_t b) {
-  const GradientBucket& bucket = buckets_[b];
-  const float ranks = static_cast<float>(group_of(bucket)->size());
-  float* g = host_grads(bucket).data();
-  const Bf16* sum = staged_[b].data();
-  for (size_t i = 0; i < bucket.elements(); ++i) g[i] = to_float(sum[i]) / ranks;  // as Avg divides
+  work_[b] = collectives->all_reduce_async(comm::Buffer(std::span(kernel_grads(bucket), bucket.elements())),
+                                           comm::ReduceKind::Avg);
 }
 
 GradientSyncStats GradientSync::finish_backward() {
@@ -132,28 +115,27 @@ GradientSyncStats GradientSync::finish_backward() {
   in_backward_ = false;
   while (next_launch_ < buckets_.size()) launch(next_launch_++);
   GradientSyncStats stats;
+  kernels::Backend& backend = nn::backend_of(store_);
   const auto wait_start = std::chrono::steady_clock::now();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (!work_[b]) continue;
     work_[b]->wait();
     stats.busy_s += work_[b]->busy_seconds();
-    if (!staged_.empty()) {
-      widen_average(b);
-      stats.bytes += buckets_[b].elements() * sizeof(Bf16);
+    const GradientBucket& bucket = buckets_[b];
+    if (!wire_.empty()) {  // the sum, averaged as Avg divides
+      backend.widen_divided(wire_[b].raw(), kernel_grads(bucket), bucket.elements(),
+                            static_cast<float>(collectives_of(bucket)->size()));
+      stats.bytes += bucket.elements() * sizeof(Bf16);
     } else {
-      stats.bytes += buckets_[b].elements() * sizeof(float);
+      stats.bytes += bucket.elements() * sizeof(float);
     }
     work_[b].reset();
   }
   stats.exposed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  const float share = 1.0f / static_cast<float>(experts_.ways);
-  for (const GradientBucket& bucket : buckets_) {
-    const bool reduced = group_of(bucket) != nullptr, scaled = bucket.expert && experts_.ways > 1;
-    if (!reduced && !scaled) continue;
-    if (!reduced) fetch_from_device(bucket);
-    if (scaled)
-      for (float& g : host_grads(bucket)) g *= share;
-    return_to_device(bucket);
+  if (experts_.ways > 1) {
+    const float share = 1.0f / static_cast<float>(experts_.ways);
+    for (const GradientBucket& bucket : buckets_)
+      if (bucket.expert) backend.scale(kernel_grads(bucket), bucket.elements(), share);
   }
   return stats;
 }

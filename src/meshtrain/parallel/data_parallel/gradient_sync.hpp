@@ -15,19 +15,21 @@
 // tokens of its whole expert group (they came by all-to-all), so the result
 // is the global batch's mean, as for the dense tensors.
 //
-// A store off the CPU (training.device) goes through host memory, the
-// host-staged path (docs/gpu.md): a bucket is downloaded into a host copy
-// of the gradients when backward has announced it, reduced there by the
-// host's collectives (shm, TCP, MPI), and uploaded when finish_backward()
-// has it; the parameters' broadcast likewise. The same sums in the same
-// order, so the same bits as on the CPU; every bucket costs the device a
-// wait, so it is a path for correctness (several ranks on one device, no
-// NCCL), not for speed.
+// The collectives are the device collectives of comm/device/: on the CPU
+// and, staged through host memory, on any other device (docs/gpu.md) they
+// are the host's (shm, TCP, MPI) with the same sums in the same order, so
+// the same bits; each staged bucket costs the device a wait, so that path
+// is for correctness (several ranks on one device, no NCCL), not speed.
+// Under bf16 on the wire a bucket is rounded by the store's backend where
+// the gradients are, so half the bytes travel, and widened and averaged
+// there after.
 #include <cstddef>
 #include <vector>
 
+#include "meshtrain/comm/device/device_collectives.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/core/bf16.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/parallel/data_parallel/gradient_buckets.hpp"
 
@@ -78,29 +80,22 @@ class GradientSync {
   void on_grad_ready(size_t view);
   void launch_ready_buckets();
   void launch(size_t bucket);
-  // Bf16: the bucket's reduced sum, widened into the gradients and divided by the ranks.
-  void widen_average(size_t bucket);
-  // The group a bucket is reduced over; null: nothing to reduce.
-  comm::ProcessGroup* group_of(const GradientBucket& bucket) const;
-  // Where the collectives read and write a bucket's gradients (or the
-  // parameters' range): the store's own on the CPU, else the host copy.
-  std::span<float> host_grads(const GradientBucket& bucket);
-  // Off the CPU: the bucket's gradients from the device into the host copy, and back.
-  void fetch_from_device(const GradientBucket& bucket);
-  void return_to_device(const GradientBucket& bucket);
-  void broadcast_staged_parameters(comm::ProcessGroup& group, size_t begin, size_t count);
+  // The collectives a bucket is reduced over; null: nothing to reduce.
+  comm::DeviceCollectives* collectives_of(const GradientBucket& bucket) const;
+  // A bucket's gradients where the store's kernels read them.
+  float* kernel_grads(const GradientBucket& bucket);
 
   ParamStore& store_;
-  comm::ProcessGroup& group_;
   GradientSyncOptions options_;
   ExpertReduction experts_;
+  std::unique_ptr<comm::DeviceCollectives> data_collectives_;    // over the group; null: one rank
+  std::unique_ptr<comm::DeviceCollectives> expert_collectives_;  // over experts.group; null: none or one rank
   std::vector<GradientBucket> buckets_;
   std::vector<size_t> bucket_of_view_;
   std::vector<char> announced_;       // per view, this step
   std::vector<size_t> waiting_;       // per bucket: tensors not yet announced
-  std::vector<comm::WorkHandle> work_;  // per bucket, this step
-  std::vector<AlignedBuffer<Bf16>> staged_;  // per bucket, bf16 only: the rounded gradients on the wire
-  AlignedBuffer<float> host_copy_{MemoryKind::Communication};  // off the CPU: the flat gradients in host memory
+  std::vector<comm::DeviceWorkHandle> work_;  // per bucket, this step
+  std::vector<DeviceArray<Bf16>> wire_;  // per bucket, bf16 only: the rounded gradients, in the store's memory
   size_t next_launch_ = 0;
   bool in_backward_ = false;
 };

@@ -1,0 +1,48 @@
+#pragma once
+// Collectives over values in a device's memory (docs/gpu.md, "Several
+// workers on devices"): what a strategy calls to reduce or share tensors
+// that its kernels wrote, whatever carries them. Two implementations:
+//
+// - host-staged (host_staged_collectives.hpp): the values go down to host
+//   memory, through the process group's collectives (shm, TCP, MPI) and
+//   back up; on the CPU the collectives run on the values themselves. It
+//   serves every device, several ranks sharing one GPU, and machines
+//   without NCCL.
+// - NCCL (comm/nccl/nccl_collectives.hpp): on the communicator's own
+//   stream, linked to the compute stream by events.
+//
+// A buffer's pointer is a kernel pointer (ParamStore::kernel_grads(), a
+// backend's memory), never read by the host here. An operation is ordered
+// after the device work issued before the call; its result is in place,
+// ordered before the device work issued after its wait(). Every rank of the
+// group calls the same operations in the same order.
+#include <memory>
+
+#include "meshtrain/comm/collectives/buffer.hpp"
+#include "meshtrain/comm/collectives/algorithm.hpp"
+
+namespace meshtrain::comm {
+
+class DeviceWork {
+ public:
+  virtual ~DeviceWork() = default;
+  // Returns when the result can be used by the device's next work (the
+  // host-staged path: it is back in the device's memory); throws
+  // CommError when the operation failed or ran past the timeout.
+  virtual void wait() = 0;
+  // Seconds the transport spent on it, once waited for (the overlap report).
+  virtual double busy_seconds() const = 0;
+};
+using DeviceWorkHandle = std::unique_ptr<DeviceWork>;
+
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  virtual int size() const = 0;
+  // Reduces `data` (fp32 or bf16) over the group, in place, on every rank.
+  virtual DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) = 0;
+  // Makes every rank's `data` equal to group rank `root`'s; waits.
+  virtual void broadcast(Buffer data, int root) = 0;
+};
+
+}  // namespace meshtrain::comm

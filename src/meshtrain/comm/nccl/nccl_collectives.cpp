@@ -1,0 +1,83 @@
+#include "meshtrain/comm/nccl/nccl_collectives.hpp"
+
+#include "meshtrain/core/error.hpp"
+
+namespace meshtrain::comm::nccl {
+namespace {
+
+void check_cuda(cudaError_t status, const char* call) {
+  if (status != cudaSuccess)
+    throw CommError(std::string("NCCL collectives: ") + call + " failed: " + cudaGetErrorName(status) + ": " +
+                    cudaGetErrorString(status));
+}
+
+// One operation on the communication stream, timed by two events there.
+class NcclWork final : public DeviceWork {
+ public:
+  NcclWork(NcclCommunicator& communicator, cudaStream_t compute) : communicator_(communicator), compute_(compute) {
+    check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&end_), "cudaEventCreate");
+    check_cuda(cudaEventRecord(start_, communicator_.stream()), "cudaEventRecord");
+  }
+  ~NcclWork() override {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(end_);
+  }
+  // After the operation is enqueued.
+  void mark_end() { check_cuda(cudaEventRecord(end_, communicator_.stream()), "cudaEventRecord"); }
+  void wait() override {
+    communicator_.wait();
+    communicator_.before_compute(compute_);
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, start_, end_) == cudaSuccess) busy_s_ = ms / 1000.0;
+  }
+  double busy_seconds() const override { return busy_s_; }
+
+ private:
+  NcclCommunicator& communicator_;
+  cudaStream_t compute_;
+  cudaEvent_t start_ = nullptr, end_ = nullptr;
+  double busy_s_ = 0;
+};
+
+}  // namespace
+
+DataType nccl_data_type(comm::DataType type) {
+  switch (type) {
+    case comm::DataType::F32: return DataType::Fp32;
+    case comm::DataType::BF16: return DataType::Bf16;
+    case comm::DataType::I64: return DataType::Int64;
+    default: throw CommError("NCCL collectives: only fp32, bf16 and int64 tensors travel over NCCL here");
+  }
+}
+
+Reduction nccl_reduction(ReduceKind op) {
+  switch (op) {
+    case ReduceKind::Sum: return Reduction::Sum;
+    case ReduceKind::Avg: return Reduction::Avg;
+    case ReduceKind::Max: return Reduction::Max;
+    default: throw CommError("NCCL collectives: a minimum is not among the reductions used over NCCL");
+  }
+}
+
+NcclCollectives::NcclCollectives(NcclCommunicator& communicator, cudaStream_t compute)
+    : communicator_(communicator), compute_(compute) {}
+
+DeviceWorkHandle NcclCollectives::all_reduce_async(Buffer data, ReduceKind op) {
+  const DataType type = nccl_data_type(data.dtype);
+  const Reduction reduction = nccl_reduction(op);
+  communicator_.after_compute(compute_);
+  auto work = std::make_unique<NcclWork>(communicator_, compute_);
+  communicator_.all_reduce(data.data, data.count, type, reduction);
+  work->mark_end();
+  return work;
+}
+
+void NcclCollectives::broadcast(Buffer data, int root) {
+  communicator_.after_compute(compute_);
+  communicator_.broadcast(data.data, data.count, nccl_data_type(data.dtype), root);
+  communicator_.wait();
+  communicator_.before_compute(compute_);
+}
+
+}  // namespace meshtrain::comm::nccl

@@ -1,0 +1,37 @@
+#pragma once
+// DeviceCollectives over an NCCL communicator (device_collectives.hpp):
+// each operation waits on the communication stream for the compute
+// stream's work issued so far (an event), runs there, and its wait() makes
+// the compute stream's later work wait for it (an event). wait() also
+// waits on the host, bounded by the communicator's timeout, so that a dead
+// or hung peer ends the step with a CommError naming the operation rather
+// than a copy of the gradient norm that never returns; the step waits for
+// that norm next anyway, so the wait costs it only the enqueueing of the
+// kernels between.
+#include <cuda_runtime_api.h>
+
+#include "meshtrain/comm/device/device_collectives.hpp"
+#include "meshtrain/comm/nccl/nccl_communicator.hpp"
+
+namespace meshtrain::comm::nccl {
+
+class NcclCollectives final : public DeviceCollectives {
+ public:
+  // `compute`: the stream the kernels run on (CudaAllocator::stream()).
+  // The communicator must outlive this.
+  NcclCollectives(NcclCommunicator& communicator, cudaStream_t compute);
+
+  int size() const override { return communicator_.size(); }
+  DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
+  void broadcast(Buffer data, int root) override;
+
+ private:
+  NcclCommunicator& communicator_;
+  cudaStream_t compute_;
+};
+
+// comm's element types and reductions as NCCL's (CommError for those NCCL lacks).
+DataType nccl_data_type(comm::DataType type);
+Reduction nccl_reduction(ReduceKind op);
+
+}  // namespace meshtrain::comm::nccl

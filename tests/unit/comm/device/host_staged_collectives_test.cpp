@@ -1,0 +1,108 @@
+// HostStagedCollectives with threads as ranks: a buffer in a "device's"
+// memory (a host allocator that counts its copies) is reduced to the bits
+// the group's own collectives give on host memory, with one download and
+// one upload per operation, and its scratch is kept between steps.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "meshtrain/comm/device/host_staged_collectives.hpp"
+#include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
+#include "meshtrain/core/bf16.hpp"
+#include "thread_ranks.hpp"
+
+namespace meshtrain::comm {
+namespace {
+
+class CountingMemory final : public DeviceAllocator {
+ public:
+  void* allocate(size_t bytes) override { return std::malloc(bytes); }
+  void release(void* p) noexcept override { std::free(p); }
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    ++uploads;
+    std::memcpy(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    ++downloads;
+    std::memcpy(dst, src, bytes);
+  }
+  std::string name() const override { return "counting"; }
+  int uploads = 0, downloads = 0;
+};
+
+std::vector<float> rank_values(int rank, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = 0.1f * float(rank + 1) + 0.37f * float(i % 101) - 3.0f;
+  return v;
+}
+
+TEST(HostStagedCollectives, GivesTheGroupsOwnBitsWithOneCopyEachWay) {
+  const int ranks = 3;
+  const size_t n = 10007;
+  std::vector<std::vector<float>> plain(ranks), staged(ranks);
+  std::vector<std::vector<Bf16>> plain16(ranks), staged16(ranks);
+  std::vector<int> downloads(ranks), uploads(ranks);
+  testing::on_inproc_ranks(ranks, [&](int r, ProcessGroup& group) {
+    plain[size_t(r)] = staged[size_t(r)] = rank_values(r, n);
+    for (float x : rank_values(r, n)) plain16[size_t(r)].push_back(to_bf16(x));
+    staged16[size_t(r)] = plain16[size_t(r)];
+    HostStagedCollectives on_host(group, nullptr);
+    on_host.all_reduce_async(Buffer(std::span(plain[size_t(r)])), ReduceKind::Avg)->wait();
+    on_host.all_reduce_async(Buffer(std::span(plain16[size_t(r)])), ReduceKind::Sum)->wait();
+
+    CountingMemory device;
+    HostStagedCollectives through_host(group, &device);
+    DeviceWorkHandle a = through_host.all_reduce_async(Buffer(std::span(staged[size_t(r)])), ReduceKind::Avg);
+    DeviceWorkHandle b = through_host.all_reduce_async(Buffer(std::span(staged16[size_t(r)])), ReduceKind::Sum);
+    b->wait();  // in any order
+    a->wait();
+    downloads[size_t(r)] = device.downloads;
+    uploads[size_t(r)] = device.uploads;
+  });
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(0, std::memcmp(staged[size_t(r)].data(), plain[size_t(r)].data(), n * sizeof(float))) << r;
+    EXPECT_EQ(0, std::memcmp(staged16[size_t(r)].data(), plain16[size_t(r)].data(), n * sizeof(Bf16))) << r;
+    EXPECT_EQ(0, std::memcmp(staged[size_t(r)].data(), staged[0].data(), n * sizeof(float))) << "rank " << r;
+    EXPECT_EQ(downloads[size_t(r)], 2);
+    EXPECT_EQ(uploads[size_t(r)], 2);
+  }
+  EXPECT_NEAR(staged[0][5], (rank_values(0, n)[5] + rank_values(1, n)[5] + rank_values(2, n)[5]) / 3, 1e-5f);
+}
+
+TEST(HostStagedCollectives, KeepsItsScratchBetweenStepsAndBroadcastsRankZeros) {
+  testing::on_inproc_ranks(2, [&](int r, ProcessGroup& group) {
+    CountingMemory device;
+    HostStagedCollectives collectives(group, &device);
+    std::vector<float> bucket = rank_values(r, 5000), params = rank_values(r, 3000);
+    auto& tracker = MemoryTracker::global();
+    size_t after_first_step = 0;
+    for (int step = 0; step < 3; ++step) {
+      collectives.all_reduce_async(Buffer(std::span(bucket)), ReduceKind::Sum)->wait();
+      if (step == 0) after_first_step = tracker.current(MemoryKind::Communication);
+    }
+    // Threads share the tracker: each rank's scratch was made in step 0
+    // only, so no step after it adds communication bytes.
+    group.barrier();
+    EXPECT_LE(tracker.current(MemoryKind::Communication), after_first_step + 5000 * sizeof(float));
+    collectives.broadcast(Buffer(std::span(params)), 0);
+    EXPECT_EQ(params, rank_values(0, 3000));
+  });
+}
+
+TEST(HostStagedCollectives, AWorkDroppedUnwaitedLetsItsTransferFinish) {
+  testing::on_inproc_ranks(2, [&](int r, ProcessGroup& group) {
+    CountingMemory device;
+    HostStagedCollectives collectives(group, &device);
+    std::vector<float> bucket = rank_values(r, 20000);
+    { DeviceWorkHandle dropped = collectives.all_reduce_async(Buffer(std::span(bucket)), ReduceKind::Sum); }
+    EXPECT_EQ(device.uploads, 0) << "an abandoned step's result does not reach the device";
+    collectives.all_reduce_async(Buffer(std::span(bucket)), ReduceKind::Sum)->wait();  // the group still works
+    EXPECT_EQ(device.uploads, 1);
+  });
+}
+
+}  // namespace
+}  // namespace meshtrain::comm

@@ -1,0 +1,64 @@
+// NcclCollectives, the device collectives over NCCL: the type and
+// reduction mapping (here), and a one-rank communicator through the
+// interface the strategies call (on a GPU: bitwise, timed, stream-ordered).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "meshtrain/comm/nccl/nccl_collectives.hpp"
+#include "meshtrain/comm/rendezvous/store_client.hpp"
+#include "meshtrain/comm/rendezvous/store_server.hpp"
+#include "meshtrain/core/bf16.hpp"
+#include "meshtrain/core/error.hpp"
+#include "meshtrain/kernels/cuda/cuda_memory.hpp"
+#include "unit/cuda/gpu_test_util.hpp"
+
+namespace meshtrain::comm::nccl {
+namespace {
+
+using kernels::cuda::CudaAllocator;
+using test::to_device;
+using test::to_host;
+
+TEST(NcclCollectives, MapsTheTypesAndReductionsNcclHasAndRefusesTheRest) {
+  EXPECT_EQ(nccl_data_type(comm::DataType::F32), DataType::Fp32);
+  EXPECT_EQ(nccl_data_type(comm::DataType::BF16), DataType::Bf16);
+  EXPECT_EQ(nccl_data_type(comm::DataType::I64), DataType::Int64);
+  EXPECT_THROW(nccl_data_type(comm::DataType::F64), CommError);
+  EXPECT_EQ(nccl_reduction(ReduceKind::Avg), Reduction::Avg);
+  EXPECT_EQ(nccl_reduction(ReduceKind::Max), Reduction::Max);
+  EXPECT_THROW(nccl_reduction(ReduceKind::Min), CommError);
+}
+
+TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
+  MESHTRAIN_REQUIRE_GPU();
+  CudaAllocator alloc;
+  rendezvous::TcpStore store(rendezvous::StoreOptions{"127.0.0.1", 0, "t", "nccl-test", 1, {}});
+  rendezvous::StoreClient client(
+      rendezvous::StoreClientOptions{{"127.0.0.1", store.port()}, "t", "nccl-test", 0, 1, std::chrono::seconds(5)});
+  NcclCommunicator communicator = NcclCommunicator::join(client, "nccl/collectives", 0, {0}, "data", 30.0);
+  NcclCollectives collectives(communicator, alloc.stream());
+  EXPECT_EQ(collectives.size(), 1);
+
+  std::vector<float> in(4099);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = 0.1f * float(i) - 7.0f;
+  auto grads = to_device(alloc, in);
+  DeviceWorkHandle work = collectives.all_reduce_async(Buffer(grads.ptr().raw(), in.size(), comm::DataType::F32),
+                                                       ReduceKind::Avg);
+  work->wait();
+  EXPECT_GE(work->busy_seconds(), 0.0);
+  EXPECT_EQ(to_host(grads), in);
+
+  std::vector<Bf16> wire(in.size());
+  for (size_t i = 0; i < in.size(); ++i) wire[i] = to_bf16(in[i]);
+  auto wire_d = to_device(alloc, wire);
+  collectives.all_reduce_async(Buffer(wire_d.ptr().raw(), wire.size(), comm::DataType::BF16), ReduceKind::Sum)->wait();
+  const std::vector<Bf16> back = to_host(wire_d);
+  for (size_t i = 0; i < wire.size(); ++i) ASSERT_EQ(back[i].bits, wire[i].bits) << i;
+
+  collectives.broadcast(Buffer(grads.ptr().raw(), in.size(), comm::DataType::F32), 0);
+  EXPECT_EQ(to_host(grads), in);
+}
+
+}  // namespace
+}  // namespace meshtrain::comm::nccl

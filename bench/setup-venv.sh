@@ -6,7 +6,10 @@
 #     (tests/integration/python_tools_lib.sh finds them there).
 #     The Linux wheel on PyPI depends on several GB of nvidia-* CUDA packages
 #     that are never used on a CPU-only machine, so torch is installed with
-#     --no-deps plus its pure-Python dependencies; if `import torch` or a
+#     --no-deps plus its pure-Python dependencies and the few CUDA
+#     libraries libtorch_cuda.so loads at `import torch` even without a GPU
+#     (cuFile, cuSPARSELt, NVSHMEM, NCCL: about 0.7 GB, against 3.6 GB for
+#     all of them; measured with torch 2.15); if `import torch` or a
 #     forward/backward then fails, it falls back to a normal install.
 #   * Debian's python3-torch (1.13), run with /usr/bin/python3, for the
 #     "older stack" figure.
@@ -65,7 +68,8 @@ if [ "$do_venv" = 1 ]; then
     "${pip[@]}" --no-deps torch
     # ... and its pure-Python requirements (read from the installed metadata,
     # dropping the CUDA-only ones: nvidia-*, cuda-* (cuda-toolkit, cuda-bindings),
-    # triton).
+    # triton), but for the CUDA libraries `import torch` loads (pinned as
+    # torch pins them; cuFile comes through cuda-toolkit's extra, unpinned).
     deps=$("$venv/bin/python" - <<'EOF'
 import importlib.metadata as md
 from packaging.requirements import Requirement
@@ -75,13 +79,15 @@ for r in md.requires("torch") or []:
     if req.marker is not None and not req.marker.evaluate({"extra": ""}):
         continue
     name = req.name.lower()
-    if name.startswith(("nvidia-", "cuda-")) or name in ("triton", "pytorch-triton"):
+    loaded_at_import = name.startswith(("nvidia-cusparselt-", "nvidia-nvshmem-", "nvidia-nccl-"))
+    if not loaded_at_import and (name.startswith(("nvidia-", "cuda-")) or name in ("triton", "pytorch-triton")):
         continue
     out.append(str(req).split(";")[0].strip())
 print(" ".join(out))
 EOF
     ) || deps="filelock typing-extensions sympy networkx jinja2 fsspec setuptools"
-    echo "setup-venv: torch dependencies installed without CUDA: $deps"
+    deps="$deps nvidia-cufile"
+    echo "setup-venv: torch dependencies, without the CUDA packages import does not load: $deps"
     # numpy only silences a warning at import; packaging is used above.
     # shellcheck disable=SC2086
     "${pip[@]}" $deps numpy packaging

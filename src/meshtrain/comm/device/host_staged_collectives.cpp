@@ -69,10 +69,11 @@ DeviceWorkHandle HostStagedCollectives::all_reduce_async(Buffer data, ReduceKind
 
 void HostStagedCollectives::broadcast(Buffer data, int root) {
   if (!device_) return group_.broadcast(data, root);
-  // Once per job: its scratch (often the whole model) is not kept.
-  Scratch scratch = download(data);
-  group_.broadcast(Buffer(scratch->data(), data.count, data.dtype), root);
-  device_->upload(data.data, scratch->data(), data.bytes());
+  // Once per job: its scratch (often the whole model) is its own, not the pool's.
+  AlignedBuffer<float> scratch((data.bytes() + sizeof(float) - 1) / sizeof(float), MemoryKind::Communication);
+  device_->download(scratch.data(), data.data, data.bytes());
+  group_.broadcast(Buffer(scratch.data(), data.count, data.dtype), root);
+  device_->upload(data.data, scratch.data(), data.bytes());
 }
 
 }  // namespace meshtrain::comm

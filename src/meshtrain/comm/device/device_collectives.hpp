@@ -41,6 +41,10 @@ class DeviceCollectives {
   virtual int size() const = 0;
   // Reduces `data` (fp32 or bf16) over the group, in place, on every rank.
   virtual DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) = 0;
+  // Reduces `data` (size() equal segments, clobbered) over the group into
+  // `output`: this rank's segment, output.count elements, anywhere in the
+  // device's memory (its own segment of `data` included).
+  virtual DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) = 0;
   // Makes every rank's `data` equal to group rank `root`'s; waits.
   virtual void broadcast(Buffer data, int root) = 0;
 };

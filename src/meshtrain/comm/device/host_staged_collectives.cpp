@@ -1,12 +1,17 @@
 #include "meshtrain/comm/device/host_staged_collectives.hpp"
 
+#include <vector>
+
 namespace meshtrain::comm {
 
-// An all-reduce in flight on the host: on wait() its result goes back up.
+// A collective in flight on the host: on wait() its result goes back up
+// from `result` (in the first scratch) to `to_device`, and the scratch
+// returns to the pool. No scratch: it ran on the values themselves.
 class StagedWork final : public DeviceWork {
  public:
-  StagedWork(HostStagedCollectives& owner, Buffer device_data, HostStagedCollectives::Scratch scratch, WorkHandle host)
-      : owner_(owner), device_data_(device_data), scratch_(std::move(scratch)), host_(std::move(host)) {}
+  StagedWork(HostStagedCollectives& owner, WorkHandle host, Buffer to_device = {}, const void* result = nullptr,
+             std::vector<HostStagedCollectives::Scratch> scratch = {})
+      : owner_(owner), host_(std::move(host)), to_device_(to_device), result_(result), scratch_(std::move(scratch)) {}
   ~StagedWork() override {
     // Abandoned (a step that threw): the communication thread may still
     // write the scratch, so let it finish before the pool has it back.
@@ -14,19 +19,27 @@ class StagedWork final : public DeviceWork {
       host_->wait();
     } catch (const std::exception&) {
     }
-    if (scratch_) owner_.free_.push_back(std::move(scratch_));
+    give_back();
   }
   void wait() override {
     host_->wait();
-    if (scratch_) owner_.upload(device_data_, std::move(scratch_));
+    if (scratch_.empty()) return;
+    owner_.device_->upload(to_device_.data, result_, to_device_.bytes());
+    give_back();
   }
   double busy_seconds() const override { return host_->busy_seconds(); }
 
  private:
+  void give_back() {
+    for (auto& s : scratch_) owner_.free_.push_back(std::move(s));
+    scratch_.clear();
+  }
+
   HostStagedCollectives& owner_;
-  Buffer device_data_;
-  HostStagedCollectives::Scratch scratch_;  // null: the collective ran on the values themselves
   WorkHandle host_;
+  Buffer to_device_;
+  const void* result_;
+  std::vector<HostStagedCollectives::Scratch> scratch_;
 };
 
 HostStagedCollectives::HostStagedCollectives(ProcessGroup& group, DeviceAllocator* device,
@@ -35,36 +48,54 @@ HostStagedCollectives::HostStagedCollectives(ProcessGroup& group, DeviceAllocato
 
 HostStagedCollectives::~HostStagedCollectives() = default;
 
-HostStagedCollectives::Scratch HostStagedCollectives::download(Buffer data) {
-  const size_t floats = (data.bytes() + sizeof(float) - 1) / sizeof(float);
+HostStagedCollectives::Scratch HostStagedCollectives::take(size_t bytes) {
+  const size_t floats = (bytes + sizeof(float) - 1) / sizeof(float);
   // The smallest free scratch that holds it (a strategy's buckets come in
   // the same sizes every step), else a new one.
   auto pick = free_.end();
   for (auto it = free_.begin(); it != free_.end(); ++it)
     if ((*it)->size() >= floats && (pick == free_.end() || (*it)->size() < (*pick)->size())) pick = it;
-  Scratch scratch;
-  if (pick != free_.end()) {
-    scratch = std::move(*pick);
-    free_.erase(pick);
-  } else {
-    scratch = std::make_unique<AlignedBuffer<float>>(floats, MemoryKind::Communication);
-  }
+  if (pick == free_.end()) return std::make_unique<AlignedBuffer<float>>(floats, MemoryKind::Communication);
+  Scratch scratch = std::move(*pick);
+  free_.erase(pick);
+  return scratch;
+}
+
+HostStagedCollectives::Scratch HostStagedCollectives::download(Buffer data) {
+  Scratch scratch = take(data.bytes());
   device_->download(scratch->data(), data.data, data.bytes());
   return scratch;
 }
 
-void HostStagedCollectives::upload(Buffer data, Scratch scratch) {
-  device_->upload(data.data, scratch->data(), data.bytes());
-  free_.push_back(std::move(scratch));
+DeviceWorkHandle HostStagedCollectives::all_reduce_async(Buffer data, ReduceKind op) {
+  if (!device_) return std::make_unique<StagedWork>(*this, group_.all_reduce_async(data, op, algorithm_));
+  Scratch scratch = download(data);
+  WorkHandle work = group_.all_reduce_async(Buffer(scratch->data(), data.count, data.dtype), op, algorithm_);
+  const void* result = scratch->data();
+  std::vector<Scratch> held;
+  held.push_back(std::move(scratch));
+  return std::make_unique<StagedWork>(*this, std::move(work), data, result, std::move(held));
 }
 
-DeviceWorkHandle HostStagedCollectives::all_reduce_async(Buffer data, ReduceKind op) {
-  if (!device_)
-    return std::make_unique<StagedWork>(*this, data, nullptr, group_.all_reduce_async(data, op, algorithm_));
-  Scratch scratch = download(data);
-  const Buffer host(scratch->data(), data.count, data.dtype);
-  WorkHandle work = group_.all_reduce_async(host, op, algorithm_);
-  return std::make_unique<StagedWork>(*this, data, std::move(scratch), std::move(work));
+DeviceWorkHandle HostStagedCollectives::reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) {
+  if (!device_) return std::make_unique<StagedWork>(*this, group_.reduce_scatter_in_place_async(data, output, op));
+  std::vector<Scratch> held;
+  held.push_back(download(data));
+  char* host = reinterpret_cast<char*>(held[0]->data());
+  // The output where it lies in the host copy when it is a part of `data`,
+  // else in scratch of its own.
+  const auto* begin = static_cast<const char*>(data.data);
+  const auto* at = static_cast<const char*>(output.data);
+  void* host_output = nullptr;
+  if (at >= begin && at + output.bytes() <= begin + data.bytes()) {
+    host_output = host + (at - begin);
+  } else {
+    held.push_back(take(output.bytes()));
+    host_output = held.back()->data();
+  }
+  WorkHandle work = group_.reduce_scatter_in_place_async(Buffer(host, data.count, data.dtype),
+                                                         Buffer(host_output, output.count, output.dtype), op);
+  return std::make_unique<StagedWork>(*this, std::move(work), output, host_output, std::move(held));
 }
 
 void HostStagedCollectives::broadcast(Buffer data, int root) {

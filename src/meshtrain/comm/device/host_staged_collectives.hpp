@@ -30,16 +30,18 @@ class HostStagedCollectives final : public DeviceCollectives {
 
   int size() const override { return group_.size(); }
   DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
+  DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) override;
   void broadcast(Buffer data, int root) override;
 
   using Scratch = std::unique_ptr<AlignedBuffer<float>>;
 
  private:
   friend class StagedWork;
-  // A host copy of `data`'s bytes in scratch from the pool ...
+  // Scratch of at least `bytes` from the pool, contents unspecified (a
+  // work gives it back when waited for or dropped).
+  Scratch take(size_t bytes);
+  // A host copy of `data`'s bytes in scratch from the pool.
   Scratch download(Buffer data);
-  // ... and back into `data`, the scratch returned to the pool.
-  void upload(Buffer data, Scratch scratch);
 
   ProcessGroup& group_;
   DeviceAllocator* device_;

@@ -63,14 +63,28 @@ Reduction nccl_reduction(ReduceKind op) {
 NcclCollectives::NcclCollectives(NcclCommunicator& communicator, cudaStream_t compute)
     : communicator_(communicator), compute_(compute) {}
 
+template <class Enqueue>
+DeviceWorkHandle NcclCollectives::started(Enqueue&& enqueue) {
+  communicator_.after_compute(compute_);
+  auto work = std::make_unique<NcclWork>(communicator_, compute_);
+  enqueue();
+  work->mark_end();
+  return work;
+}
+
 DeviceWorkHandle NcclCollectives::all_reduce_async(Buffer data, ReduceKind op) {
   const DataType type = nccl_data_type(data.dtype);
   const Reduction reduction = nccl_reduction(op);
-  communicator_.after_compute(compute_);
-  auto work = std::make_unique<NcclWork>(communicator_, compute_);
-  communicator_.all_reduce(data.data, data.count, type, reduction);
-  work->mark_end();
-  return work;
+  return started([&] { communicator_.all_reduce(data.data, data.count, type, reduction); });
+}
+
+DeviceWorkHandle NcclCollectives::reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) {
+  if (data.dtype != output.dtype || data.count != output.count * size_t(size()))
+    throw CommError("NCCL collectives: reduce_scatter of " + std::to_string(data.count) + " elements into " +
+                    std::to_string(output.count) + " per rank over " + std::to_string(size()) + " ranks");
+  const DataType type = nccl_data_type(data.dtype);
+  const Reduction reduction = nccl_reduction(op);
+  return started([&] { communicator_.reduce_scatter(data.data, output.data, output.count, type, reduction); });
 }
 
 void NcclCollectives::broadcast(Buffer data, int root) {

@@ -23,9 +23,14 @@ class NcclCollectives final : public DeviceCollectives {
 
   int size() const override { return communicator_.size(); }
   DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
+  DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) override;
   void broadcast(Buffer data, int root) override;
 
  private:
+  // Runs `enqueue` on the communication stream after the compute stream's work so far, timed.
+  template <class Enqueue>
+  DeviceWorkHandle started(Enqueue&& enqueue);
+
   NcclCommunicator& communicator_;
   cudaStream_t compute_;
 };

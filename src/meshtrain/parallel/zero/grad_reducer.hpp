@@ -15,10 +15,12 @@
 // bf16 copy that is reduce-scattered (summed, each step in fp32 and rounded
 // back) and widened into the shard, divided by the ranks, once it arrives.
 //
-// Off the CPU (the host-staged path, docs/gpu.md) backward writes into
-// staging in the device's memory; each unit's staging is downloaded into its
-// host copy, reduce-scattered by the host's collectives into the host's
-// shard, and the finished shard is uploaded for the optimizer.
+// Every buffer lives in the store's device's memory and the reduce-scatters
+// are the device collectives' (comm/device/, parallel/device_collectives.hpp):
+// on the CPU the group's own; off it staged through host memory (each unit's
+// staging downloaded, reduced by the host's collectives, the rank's segment
+// uploaded into the shard). The rounding, widening and accumulation run on
+// the store's backend where the gradients are.
 //
 // Gradient accumulation (micro-batches): the first micro-batch's backward
 // reduces into the shard as above; each later one reduces into a second
@@ -27,13 +29,15 @@
 // micro-batches of the workers' average.
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <vector>
 
+#include "meshtrain/comm/device/device_collectives.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
-#include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/bf16.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/param_store.hpp"
-#include "meshtrain/core/staged_buffer.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 
 namespace meshtrain::parallel {
@@ -49,8 +53,8 @@ class GradReducer {
   // The rank's averaged gradients after finish_backward()
   // (layout.local_size()), where the optimizer reads them: off the CPU, the
   // device's memory (for a backend call only).
-  float* shard() { return shard_.kernel(); }
-  std::span<float> shard_span() { return {shard_.kernel(), shard_.size()}; }
+  float* shard() { return shard_.raw(); }
+  std::span<float> shard_span() { return {shard_.raw(), shard_.size()}; }
 
   // Before backward: zeroes and binds the whole-step units' staging.
   // accumulate: this backward's gradients add to the shard (a micro-batch
@@ -69,13 +73,15 @@ class GradReducer {
   // A reduce-scatter in flight; under bf16, the rank's reduced segment
   // still to be widened into the shard once it has arrived.
   struct Pending {
-    comm::WorkHandle work;
+    comm::DeviceWorkHandle work;
     const UnitShard* unit = nullptr;
     const Bf16* segment = nullptr;  // bf16 only
   };
   struct Slot {
-    StagedBuffer data{MemoryKind::Communication};
-    AlignedBuffer<Bf16> data16{MemoryKind::Communication};  // bf16 only
+    explicit Slot(DeviceAllocator& memory)
+        : data(memory, MemoryKind::Communication), data16(memory, MemoryKind::Communication) {}
+    DeviceArray<float> data;
+    DeviceArray<Bf16> data16;  // bf16 only
     Pending pending;
   };
   Slot& slot_of(size_t unit) { return slots_[layout_.unit(unit).block_ordinal % 2]; }
@@ -83,17 +89,19 @@ class GradReducer {
   Pending reduce_scatter(const UnitShard& u, float* staged, Bf16* staged16);
   // Waits for it and, under bf16, widens its segment into the shard.
   void complete(Pending& pending);
-  float* target(const UnitShard& u) { return (accumulate_ ? incoming_.data() : shard_.host()) + u.local; }
+  float* target(const UnitShard& u) { return (accumulate_ ? incoming_.raw() : shard_.raw()) + u.local; }
+  void zero(float* at, size_t count) { memory_.zero(at, count * sizeof(float)); }
 
   ParamStore& store_;
   const ShardLayout& layout_;
-  comm::ProcessGroup& group_;
-  DeviceAllocator* device_;  // null on the CPU
-  StagedBuffer shard_{MemoryKind::Gradients};
-  AlignedBuffer<float> incoming_{MemoryKind::Gradients};  // a later micro-batch's reduced gradients
+  DeviceAllocator& memory_;  // the store's device's
+  kernels::Backend& backend_;
+  std::unique_ptr<comm::DeviceCollectives> collectives_;
+  DeviceArray<float> shard_;
+  DeviceArray<float> incoming_;  // a later micro-batch's reduced gradients
   bool accumulate_ = false;
-  StagedBuffer whole_step_{MemoryKind::Communication};
-  AlignedBuffer<Bf16> whole_step16_{MemoryKind::Communication};  // bf16 only
+  DeviceArray<float> whole_step_;
+  DeviceArray<Bf16> whole_step16_;  // bf16 only
   bool bf16_;
   std::array<Slot, 2> slots_;
 };

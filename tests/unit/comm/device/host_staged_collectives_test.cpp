@@ -23,6 +23,7 @@ class CountingMemory final : public DeviceAllocator {
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
   void upload(void* dst, const void* src, size_t bytes) override {
     ++uploads;
+    uploaded_bytes += bytes;
     std::memcpy(dst, src, bytes);
   }
   void download(void* dst, const void* src, size_t bytes) override {
@@ -31,6 +32,7 @@ class CountingMemory final : public DeviceAllocator {
   }
   std::string name() const override { return "counting"; }
   int uploads = 0, downloads = 0;
+  size_t uploaded_bytes = 0;
 };
 
 std::vector<float> rank_values(int rank, size_t n) {
@@ -70,6 +72,50 @@ TEST(HostStagedCollectives, GivesTheGroupsOwnBitsWithOneCopyEachWay) {
     EXPECT_EQ(uploads[size_t(r)], 2);
   }
   EXPECT_NEAR(staged[0][5], (rank_values(0, n)[5] + rank_values(1, n)[5] + rank_values(2, n)[5]) / 3, 1e-5f);
+}
+
+TEST(HostStagedCollectives, ReduceScattersIntoItsOwnSegmentOrElsewhereWithTheGroupsBits) {
+  // ZeRO's gradients: 3 ranks' staging (3 segments) averaged into each
+  // rank's shard (fp32), or summed in bf16 into the rank's own segment.
+  const int ranks = 3;
+  const size_t slice = 1001;
+  std::vector<std::vector<float>> plain(ranks), staged(ranks);
+  std::vector<std::vector<Bf16>> plain16(ranks), staged16(ranks);
+  std::vector<int> downloads(ranks);
+  std::vector<size_t> uploaded(ranks);
+  testing::on_inproc_ranks(ranks, [&](int r, ProcessGroup& group) {
+    const size_t mine = size_t(r) * slice;
+    std::vector<float> data = rank_values(r, slice * ranks), data2 = data;
+    std::vector<Bf16> data16;
+    for (float x : data) data16.push_back(to_bf16(x));
+    std::vector<Bf16> data16b = data16;
+    plain[size_t(r)].assign(slice, -1.0f);
+    staged[size_t(r)].assign(slice, -1.0f);
+    HostStagedCollectives on_host(group, nullptr);
+    on_host.reduce_scatter_async(Buffer(std::span(data)), Buffer(std::span(plain[size_t(r)])), ReduceKind::Avg)->wait();
+    on_host.reduce_scatter_async(Buffer(std::span(data16)), Buffer(std::span(data16).subspan(mine, slice)),
+                                 ReduceKind::Sum)->wait();
+    plain16[size_t(r)].assign(data16.begin() + long(mine), data16.begin() + long(mine + slice));
+
+    CountingMemory device;
+    HostStagedCollectives through_host(group, &device);
+    through_host.reduce_scatter_async(Buffer(std::span(data2)), Buffer(std::span(staged[size_t(r)])),
+                                      ReduceKind::Avg)->wait();
+    through_host.reduce_scatter_async(Buffer(std::span(data16b)), Buffer(std::span(data16b).subspan(mine, slice)),
+                                      ReduceKind::Sum)->wait();
+    staged16[size_t(r)].assign(data16b.begin() + long(mine), data16b.begin() + long(mine + slice));
+    downloads[size_t(r)] = device.downloads;
+    uploaded[size_t(r)] = device.uploaded_bytes;
+  });
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(0, std::memcmp(staged[size_t(r)].data(), plain[size_t(r)].data(), slice * sizeof(float))) << r;
+    EXPECT_EQ(0, std::memcmp(staged16[size_t(r)].data(), plain16[size_t(r)].data(), slice * sizeof(Bf16))) << r;
+    EXPECT_EQ(downloads[size_t(r)], 2);
+    EXPECT_EQ(uploaded[size_t(r)], slice * (sizeof(float) + sizeof(Bf16))) << "only the rank's segment goes back up";
+  }
+  const size_t at = slice + 5;  // rank 1's element 5
+  EXPECT_NEAR(staged[1][5], (rank_values(0, 3 * slice)[at] + rank_values(1, 3 * slice)[at] +
+                             rank_values(2, 3 * slice)[at]) / 3, 1e-5f);
 }
 
 TEST(HostStagedCollectives, KeepsItsScratchBetweenStepsAndBroadcastsRankZeros) {

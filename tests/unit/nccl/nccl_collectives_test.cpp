@@ -1,6 +1,7 @@
 // NcclCollectives, the device collectives over NCCL: the type and
 // reduction mapping (here), and a one-rank communicator through the
-// interface the strategies call (on a GPU: bitwise, timed, stream-ordered).
+// interface the strategies call (on a GPU: all-reduce, reduce-scatter and
+// broadcast bitwise, timed, stream-ordered).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -55,6 +56,14 @@ TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
   collectives.all_reduce_async(Buffer(wire_d.ptr().raw(), wire.size(), comm::DataType::BF16), ReduceKind::Sum)->wait();
   const std::vector<Bf16> back = to_host(wire_d);
   for (size_t i = 0; i < wire.size(); ++i) ASSERT_EQ(back[i].bits, wire[i].bits) << i;
+
+  auto shard = to_device(alloc, std::vector<float>(in.size(), -1.0f));
+  collectives.reduce_scatter_async(Buffer(grads.ptr().raw(), in.size(), comm::DataType::F32),
+                                   Buffer(shard.ptr().raw(), in.size(), comm::DataType::F32), ReduceKind::Avg)->wait();
+  EXPECT_EQ(to_host(shard), in);
+  EXPECT_THROW(collectives.reduce_scatter_async(Buffer(grads.ptr().raw(), in.size(), comm::DataType::F32),
+                                                Buffer(shard.ptr().raw(), 7, comm::DataType::F32), ReduceKind::Avg),
+               CommError);
 
   collectives.broadcast(Buffer(grads.ptr().raw(), in.size(), comm::DataType::F32), 0);
   EXPECT_EQ(to_host(grads), in);

@@ -5,26 +5,22 @@
 namespace meshtrain::comm::nccl {
 namespace {
 
-void check_cuda(cudaError_t status, const char* call) {
-  if (status != cudaSuccess)
-    throw CommError(std::string("NCCL collectives: ") + call + " failed: " + cudaGetErrorName(status) + ": " +
-                    cudaGetErrorString(status));
-}
+constexpr const char* kWhere = "NCCL collectives";
 
 // One operation on the communication stream, timed by two events there.
 class NcclWork final : public DeviceWork {
  public:
   NcclWork(NcclCommunicator& communicator, cudaStream_t compute) : communicator_(communicator), compute_(compute) {
-    check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
-    check_cuda(cudaEventCreate(&end_), "cudaEventCreate");
-    check_cuda(cudaEventRecord(start_, communicator_.stream()), "cudaEventRecord");
+    check_cuda(cudaEventCreate(&start_), "cudaEventCreate", kWhere);
+    check_cuda(cudaEventCreate(&end_), "cudaEventCreate", kWhere);
+    check_cuda(cudaEventRecord(start_, communicator_.stream()), "cudaEventRecord", kWhere);
   }
   ~NcclWork() override {
     cudaEventDestroy(start_);
     cudaEventDestroy(end_);
   }
   // After the operation is enqueued.
-  void mark_end() { check_cuda(cudaEventRecord(end_, communicator_.stream()), "cudaEventRecord"); }
+  void mark_end() { check_cuda(cudaEventRecord(end_, communicator_.stream()), "cudaEventRecord", kWhere); }
   void wait() override {
     communicator_.wait();
     communicator_.before_compute(compute_);

@@ -30,11 +30,6 @@ ncclRedOp_t nccl_op(Reduction op) {
   return ncclSum;
 }
 
-void check_cuda(cudaError_t status, const char* call, const std::string& where) {
-  if (status != cudaSuccess)
-    throw CommError(where + ": " + call + " failed: " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
-}
-
 ncclComm_t init_rank(const ncclUniqueId& id, int rank, int size, const std::string& name) {
   ncclComm_t comm = nullptr;
   const ncclResult_t status = nccl_library().CommInitRank(&comm, size, id, rank);
@@ -46,6 +41,11 @@ ncclComm_t init_rank(const ncclUniqueId& id, int rank, int size, const std::stri
 }
 
 }  // namespace
+
+void check_cuda(cudaError_t status, const char* call, const std::string& where) {
+  if (status != cudaSuccess)
+    throw CommError(where + ": " + call + " failed: " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+}
 
 std::string nccl_status_text(ncclResult_t status) {
   static constexpr const char* kNames[] = {"ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError",

@@ -120,6 +120,8 @@ class NcclCommunicator {
 
 // ncclResult_t as text: "ncclUnhandledCudaError (1): unhandled cuda error".
 std::string nccl_status_text(ncclResult_t status);
+// A CUDA call's failure as a CommError: "WHERE: CALL failed: NAME: TEXT".
+void check_cuda(cudaError_t status, const char* call, const std::string& where);
 size_t element_bytes(DataType type);
 
 }  // namespace meshtrain::comm::nccl

@@ -185,6 +185,8 @@ for mode in "dp-fp32:2:$dp --training.precision=fp32" "dp-bf16:2:$dp --training.
   echo "$name: $workers workers on cpu-guarded, the same bits as on the CPU"
 done
 host_syncs dp-fp32-guarded 3  # the loss, the norm, the one bucket of this model
+grep -q "device collectives: host-staged (the workers are not on GPUs)" dp-fp32-guarded.log ||
+  { cat dp-fp32-guarded.log; fail "the log does not say what carries the device collectives"; }
 mesh_run dp-resumed cpu-guarded 2 $dp --training.precision=fp32 --stop-at-step 4
 mesh_run dp-resumed cpu 2 $dp --training.precision=fp32 --resume
 grep -q "resuming from step 4" dp-resumed.log || { cat dp-resumed.log; fail "did not resume"; }

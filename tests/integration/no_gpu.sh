@@ -33,6 +33,13 @@ LOCAL_RANK=1 expect_status 3 "$reason" "$MESHTRAIN" train job.toml --training.de
 expect_status 3 "training.device: device \"gpu0\" is not one of \"cpu\", \"cuda\", \"cuda:N\"" \
   "$MESHTRAIN" train job.toml --training.device=gpu0
 
+# NCCL carries the collectives of workers on GPUs only: asked for on the
+# CPU, a config error before anything is written; an unknown engine is one too.
+expect_status 3 'parallel.device_collectives = "nccl" needs workers on GPUs, but training.device = "cpu"' \
+  "$MESHTRAIN" train job.toml --parallel.device_collectives=nccl --training.out_dir="$WORK/nccl_cpu"
+[ ! -e "$WORK/nccl_cpu" ] || fail "device_collectives=nccl on the CPU wrote $WORK/nccl_cpu before stopping"
+expect_status 3 "parallel.device_collectives" "$MESHTRAIN" train job.toml --parallel.device_collectives=gloo
+
 # meshtrain run does not restart a worker that stopped for this (status 3).
 status=0
 timeout 120 "$MESHTRAIN" run job.toml --nproc 1 --training.device=cuda --training.out_dir="$WORK/run_gpu" \

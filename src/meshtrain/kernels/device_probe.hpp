@@ -3,6 +3,7 @@
 // model is built, so that a job without one stops at once with the reason
 // (DeviceError: no driver, no GPU, no such GPU, a build without CUDA, or the
 // CUDA error met), exit status 3.
+#include <array>
 #include <cstddef>
 #include <string>
 
@@ -18,6 +19,7 @@ struct CudaDeviceInfo {
   int multiprocessors = 0;
   int driver_version = 0;            // CUDA version the driver supports, 1000 major + 10 minor
   int runtime_version = 0;           // the CUDA runtime linked in
+  std::array<unsigned char, 16> uuid{};  // the GPU's, unique across machines (which workers share one)
 };
 
 // Whether this build carries the CUDA path (MESHTRAIN_CUDA at configure time).

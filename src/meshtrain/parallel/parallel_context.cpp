@@ -5,6 +5,7 @@
 #include "meshtrain/comm/bootstrap/connect.hpp"
 #include "meshtrain/comm/reduction_server/groups.hpp"
 #include "meshtrain/core/error.hpp"
+#include "meshtrain/parallel/device_collectives.hpp"
 #include "meshtrain/parallel/expert/expert_parallel_group.hpp"
 #include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/parallel/tensor/host_staged_tensor_group.hpp"
@@ -37,12 +38,14 @@ ParallelContext::ParallelContext(const ContextSettings& s, const AgreementCheck&
   if (env.world_size == 1) return;
   cut(s, connect(s, env), agree);
   if (algorithm_ == comm::AllReduceAlgorithm::ReductionServer) use_reducers(env.num_servers);
+  device_collectives_ = use_device_collectives(groups_, s.device_collectives, s.device, s.timeout_s);
 }
 
 ParallelContext::ParallelContext(const ContextSettings& s, comm::DeviceMesh mesh, const comm::MeshChannels& channels,
                                  const AgreementCheck& agree)
     : worker_rank_(channels.main ? channels.main->rank() : 0), mesh_(std::move(mesh)), algorithm_(s.all_reduce) {
   cut(s, channels, agree);
+  device_collectives_ = use_device_collectives(groups_, s.device_collectives, s.device, s.timeout_s);
 }
 
 void ParallelContext::place(const ContextSettings& s, const comm::LaunchEnv& env) {

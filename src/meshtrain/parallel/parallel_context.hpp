@@ -29,6 +29,7 @@
 
 #include "meshtrain/comm/bootstrap/launch_env.hpp"
 #include "meshtrain/comm/bootstrap/transport_kind.hpp"
+#include "meshtrain/comm/device/device_collectives_choice.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/comm/mesh/device_mesh.hpp"
 #include "meshtrain/comm/mesh/mesh_groups.hpp"
@@ -49,6 +50,8 @@ struct ContextSettings {
   bool sequence_parallel = false;
   Precision reduce_dtype = Precision::Fp32;  // the tensor and expert groups' wire
   comm::TransportKind transport = comm::TransportKind::Auto;
+  // What carries the device collectives off the CPU (device_collectives.hpp).
+  comm::DeviceCollectivesKind device_collectives = comm::DeviceCollectivesKind::Auto;
   double timeout_s = 300;       // longest wait for a peer
   // Where the layers' tensors live (training.device): off the CPU the
   // tensor group stages its collectives through host memory
@@ -130,6 +133,9 @@ class ParallelContext {
   comm::ProcessGroup* embedding_group() { return groups_.embedding.get(); }
   comm::AllReduceAlgorithm algorithm() const { return algorithm_; }
   const char* transport_name() const;
+  // What carries the groups' device collectives, and why (the job's log);
+  // host-staged for a lone process.
+  const comm::DeviceCollectivesChoice& device_collectives() const { return device_collectives_; }
   // Bytes this process has sent in every group so far.
   uint64_t bytes_sent() const;
 
@@ -165,6 +171,7 @@ class ParallelContext {
   int worker_rank_ = 0, local_size_ = 1;
   comm::DeviceMesh mesh_{comm::MeshShape{}, 1};
   comm::AllReduceAlgorithm algorithm_ = comm::AllReduceAlgorithm::Auto;
+  comm::DeviceCollectivesChoice device_collectives_{.nccl = false, .why = "one worker"};
   comm::MeshChannels channels_;
   comm::MeshGroups groups_;
   std::unique_ptr<nn::TensorParallelComm> tensor_comm_;

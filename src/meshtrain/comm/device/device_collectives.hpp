@@ -49,4 +49,14 @@ class DeviceCollectives {
   virtual void broadcast(Buffer data, int root) = 0;
 };
 
+// What makes a process group's DeviceCollectives where something other
+// than the host's collectives carries them: the group's NCCL communicator
+// (comm/nccl/nccl_groups.hpp). A group without one is served host-staged.
+class DeviceEngine {
+ public:
+  virtual ~DeviceEngine() = default;
+  // Collectives on the engine; they keep it alive.
+  virtual std::unique_ptr<DeviceCollectives> collectives() = 0;
+};
+
 }  // namespace meshtrain::comm

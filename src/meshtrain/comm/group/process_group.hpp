@@ -35,6 +35,8 @@
 
 namespace meshtrain::comm {
 
+class DeviceEngine;  // comm/device/device_collectives.hpp
+
 class ProcessGroup {
  public:
   // The whole world.
@@ -63,6 +65,11 @@ class ProcessGroup {
   bool has_reducers() const { return reducers_ != nullptr; }
   // Tells the reducers this rank is done; call once at the end of a job.
   WorkHandle shutdown_reducers_async();
+
+  // The engine the group's device collectives run on instead of being
+  // staged through the host (its NCCL communicator; parallel/device_collectives.hpp).
+  void use_device_engine(std::shared_ptr<DeviceEngine> engine) { device_engine_ = std::move(engine); }
+  DeviceEngine* device_engine() const { return device_engine_.get(); }
 
   WorkHandle all_reduce_async(Buffer data, ReduceKind op = ReduceKind::Sum,
                               AllReduceAlgorithm algorithm = AllReduceAlgorithm::Auto);
@@ -166,6 +173,7 @@ class ProcessGroup {
 
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<Reducers> reducers_;
+  std::shared_ptr<DeviceEngine> device_engine_;
   std::shared_ptr<const std::vector<int>> members_;  // shared with queued operations
   std::shared_ptr<std::atomic<uint64_t>> bytes_sent_ = std::make_shared<std::atomic<uint64_t>>(0);
   int rank_ = -1;

@@ -56,8 +56,9 @@ Reduction nccl_reduction(ReduceKind op) {
   }
 }
 
-NcclCollectives::NcclCollectives(NcclCommunicator& communicator, cudaStream_t compute)
-    : communicator_(communicator), compute_(compute) {}
+NcclCollectives::NcclCollectives(NcclCommunicator& communicator, cudaStream_t compute,
+                                 std::shared_ptr<const void> owner)
+    : communicator_(communicator), compute_(compute), owner_(std::move(owner)) {}
 
 template <class Enqueue>
 DeviceWorkHandle NcclCollectives::started(Enqueue&& enqueue) {

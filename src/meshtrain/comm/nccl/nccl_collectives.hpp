@@ -10,6 +10,8 @@
 // kernels between.
 #include <cuda_runtime_api.h>
 
+#include <memory>
+
 #include "meshtrain/comm/device/device_collectives.hpp"
 #include "meshtrain/comm/nccl/nccl_communicator.hpp"
 
@@ -18,8 +20,9 @@ namespace meshtrain::comm::nccl {
 class NcclCollectives final : public DeviceCollectives {
  public:
   // `compute`: the stream the kernels run on (CudaAllocator::stream()).
-  // The communicator must outlive this.
-  NcclCollectives(NcclCommunicator& communicator, cudaStream_t compute);
+  // The communicator must outlive this; `owner`, when given, is kept
+  // alive until this is destroyed (the communicator's owner).
+  NcclCollectives(NcclCommunicator& communicator, cudaStream_t compute, std::shared_ptr<const void> owner = {});
 
   int size() const override { return communicator_.size(); }
   DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
@@ -33,6 +36,7 @@ class NcclCollectives final : public DeviceCollectives {
 
   NcclCommunicator& communicator_;
   cudaStream_t compute_;
+  std::shared_ptr<const void> owner_;
 };
 
 // comm's element types and reductions as NCCL's (CommError for those NCCL lacks).

@@ -2,6 +2,7 @@
 // libcuda never is, so this binary starts where no driver is installed;
 // cudaGetDeviceCount then answers, and its status says why there is no GPU.
 #include <cstdio>
+#include <cstring>
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/cuda/cuda_check.hpp"
@@ -55,6 +56,7 @@ CudaDeviceInfo open_cuda_device(const Device& device) {
   info.minor = prop.minor;
   info.total_bytes = prop.totalGlobalMem;
   info.multiprocessors = prop.multiProcessorCount;
+  std::memcpy(info.uuid.data(), prop.uuid.bytes, info.uuid.size());
   MESHTRAIN_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
   MESHTRAIN_CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
   if (info.major < 9)

@@ -262,6 +262,10 @@ std::vector<Field> parallel_fields() {
         return f;
       }(),
       MT_ENUM(parallel, transport, "auto: shared memory on one host, TCP across hosts"),
+      MT_ENUM(parallel, device_collectives,
+              "workers on GPUs (training.device = \"cuda\"): auto: NCCL where every worker has a GPU of its own "
+              "and libnccl.so.2 loads, else staged through host memory over parallel.transport; nccl: insist; "
+              "host_staged: never NCCL"),
       MT_FIELD(parallel, timeout_s, Float, left_open(0, 86400 * 7), "longest wait for a peer, in seconds"),
       MT_FIELD(parallel, workers, Int, closed(1, 4096), "worker processes `meshtrain run` starts"),
       MT_FIELD(parallel, reducers, Int, closed(0, 4096),

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "meshtrain/comm/bootstrap/transport_kind.hpp"
+#include "meshtrain/comm/device/device_collectives_kind.hpp"
 #include "meshtrain/comm/collectives/algorithm.hpp"
 #include "meshtrain/core/enum_names.hpp"
 #include "meshtrain/core/precision.hpp"
@@ -154,6 +155,8 @@ struct ParallelSection {
   std::vector<int64_t> stage_layers; // layers per virtual stage; empty: balanced
   int64_t expert = 1;                // expert-parallel ways, carved out of the data-parallel ways
   comm::TransportKind transport = comm::TransportKind::Auto;
+  // What carries the collectives of workers on GPUs: NCCL or the host-staged path.
+  comm::DeviceCollectivesKind device_collectives = comm::DeviceCollectivesKind::Auto;
   double timeout_s = 300;            // longest wait for a peer before the job fails
   int64_t workers = 1;               // worker processes `meshtrain run` starts
   int64_t reducers = 0;              // reducer processes (all_reduce = reduction_server)

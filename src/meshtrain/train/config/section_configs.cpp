@@ -36,6 +36,7 @@ parallel::ContextSettings to_context_settings(const ParallelSection& p, const De
           .sequence_parallel = p.sequence_parallel,
           .reduce_dtype = p.reduce_dtype,
           .transport = p.transport,
+          .device_collectives = p.device_collectives,
           .timeout_s = p.timeout_s,
           .device = device};
 }

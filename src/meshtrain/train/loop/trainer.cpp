@@ -299,6 +299,9 @@ void SyncTrainer::print_setup() const {
                  (data_ways == workers ? data_ways_text : plural(data_ways, "way")).c_str(),
                  enum_string(config_.parallel.all_reduce).c_str(), workers_.transport_name(), sync->buckets().size(),
                  config_.parallel.bucket_mb);
+  if (workers_.workers() > 1 && !model_->store().device().is_cpu())
+    std::fprintf(out_, "device collectives: %s (%s)\n", workers_.device_collectives().nccl ? "NCCL" : "host-staged",
+                 workers_.device_collectives().why.c_str());
   if (workers_.tensor_size() > 1)
     std::fprintf(out_, "tensor parallel: %d ways (%s over %s); %zu of the model's parameters on this worker\n",
                  workers_.tensor_size(), workers_.mesh().describe().c_str(), workers_.transport_name(),

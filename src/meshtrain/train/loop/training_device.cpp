@@ -16,12 +16,16 @@ OpenedDevice open_training_device(const TrainingSection& training) {
 }
 
 const Device& check_device_job(const Device& device, const JobConfig& config) {
+  if (config.parallel.device_collectives == comm::DeviceCollectivesKind::Nccl && device.kind != DeviceKind::Cuda)
+    throw ConfigError("parallel.device_collectives = \"nccl\" needs workers on GPUs, but training.device = \"" +
+                      config.training.device + "\": set training.device = \"cuda\", or "
+                      "parallel.device_collectives = \"auto\"");
   if (device.is_cpu() || config.optimizer.name == OptimizerKind::AdamW) return device;
   throw ConfigError("training.device = \"" + config.training.device + "\": optimizer.name = '" +
                     enum_string(config.optimizer.name) +
                     "' updates on the host; use 'adamw' (docs/gpu.md: off the CPU a model trains with AdamW in one "
                     "process, or in several with data (ZeRO 0-3, the Reduction Server, parameter servers), tensor, "
-                    "pipeline and expert parallelism staged through host memory; NCCL comes later)");
+                    "pipeline and expert parallelism, their collectives over NCCL or staged through host memory)");
 }
 
 double device_peak_tflops(const OpenedDevice& opened, const TrainingSection& training) {

@@ -1,7 +1,7 @@
 // NcclCollectives, the device collectives over NCCL: the type and
 // reduction mapping (here), and a one-rank communicator through the
-// interface the strategies call (on a GPU: all-reduce, reduce-scatter and
-// broadcast bitwise, timed, stream-ordered).
+// interface the strategies call (on a GPU: all-reduce, reduce-scatter,
+// all-gather and broadcast bitwise, timed, stream-ordered).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -64,6 +64,9 @@ TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
   EXPECT_THROW(collectives.reduce_scatter_async(Buffer(grads.ptr().raw(), in.size(), comm::DataType::F32),
                                                 Buffer(shard.ptr().raw(), 7, comm::DataType::F32), ReduceKind::Avg),
                CommError);
+
+  collectives.all_gather_async(Buffer(grads.ptr().raw(), in.size(), comm::DataType::F32))->wait();
+  EXPECT_EQ(to_host(grads), in);
 
   collectives.broadcast(Buffer(grads.ptr().raw(), in.size(), comm::DataType::F32), 0);
   EXPECT_EQ(to_host(grads), in);

@@ -39,6 +39,10 @@ class CountingEngine final : public comm::DeviceEngine {
         ++calls_;
         return host_.reduce_scatter_async(data, out, op);
       }
+      comm::DeviceWorkHandle all_gather_async(comm::Buffer data) override {
+        ++calls_;
+        return host_.all_gather_async(data);
+      }
       void broadcast(comm::Buffer data, int root) override {
         ++calls_;
         host_.broadcast(data, root);

@@ -45,6 +45,10 @@ class DeviceCollectives {
   // `output`: this rank's segment, output.count elements, anywhere in the
   // device's memory (its own segment of `data` included).
   virtual DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) = 0;
+  // Gathers `data` (size() equal segments) on every rank: each rank's
+  // segment (group rank r's at r x data.count / size()) is its input, in
+  // place, and every rank ends with all of them.
+  virtual DeviceWorkHandle all_gather_async(Buffer data) = 0;
   // Makes every rank's `data` equal to group rank `root`'s; waits.
   virtual void broadcast(Buffer data, int root) = 0;
 };

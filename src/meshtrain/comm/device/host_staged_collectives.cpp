@@ -1,6 +1,9 @@
 #include "meshtrain/comm/device/host_staged_collectives.hpp"
 
+#include <string>
 #include <vector>
+
+#include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm {
 
@@ -96,6 +99,23 @@ DeviceWorkHandle HostStagedCollectives::reduce_scatter_async(Buffer data, Buffer
   WorkHandle work = group_.reduce_scatter_in_place_async(Buffer(host, data.count, data.dtype),
                                                          Buffer(host_output, output.count, output.dtype), op);
   return std::make_unique<StagedWork>(*this, std::move(work), output, host_output, std::move(held));
+}
+
+DeviceWorkHandle HostStagedCollectives::all_gather_async(Buffer data) {
+  const size_t ranks = size_t(group_.size());
+  if (data.count % ranks != 0)
+    throw CommError("host-staged all_gather of " + std::to_string(data.count) + " elements over " +
+                    std::to_string(ranks) + " ranks: not equal segments");
+  const size_t segment = data.count / ranks, at = data.bytes() / ranks * size_t(group_.rank());
+  const auto mine = [&](void* base) { return ConstBuffer(static_cast<char*>(base) + at, segment, data.dtype); };
+  if (!device_) return std::make_unique<StagedWork>(*this, group_.all_gather_async(mine(data.data), data));
+  // Only this rank's segment goes down; the whole gathered buffer comes up.
+  std::vector<Scratch> held;
+  held.push_back(take(data.bytes()));
+  void* host = held[0]->data();
+  device_->download(static_cast<char*>(host) + at, static_cast<const char*>(data.data) + at, data.bytes() / ranks);
+  WorkHandle work = group_.all_gather_async(mine(host), Buffer(host, data.count, data.dtype));
+  return std::make_unique<StagedWork>(*this, std::move(work), data, host, std::move(held));
 }
 
 void HostStagedCollectives::broadcast(Buffer data, int root) {

@@ -31,6 +31,7 @@ class HostStagedCollectives final : public DeviceCollectives {
   int size() const override { return group_.size(); }
   DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
   DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) override;
+  DeviceWorkHandle all_gather_async(Buffer data) override;
   void broadcast(Buffer data, int root) override;
 
   using Scratch = std::unique_ptr<AlignedBuffer<float>>;

@@ -84,6 +84,18 @@ DeviceWorkHandle NcclCollectives::reduce_scatter_async(Buffer data, Buffer outpu
   return started([&] { communicator_.reduce_scatter(data.data, output.data, output.count, type, reduction); });
 }
 
+DeviceWorkHandle NcclCollectives::all_gather_async(Buffer data) {
+  const size_t ranks = size_t(size());
+  if (data.count % ranks != 0)
+    throw CommError("NCCL collectives: all_gather of " + std::to_string(data.count) + " elements over " +
+                    std::to_string(ranks) + " ranks: not equal segments");
+  const DataType type = nccl_data_type(data.dtype);
+  const size_t segment = data.count / ranks;
+  // In place, as NCCL allows: the send buffer is this rank's segment of the receive buffer.
+  const void* mine = static_cast<const char*>(data.data) + segment * size_t(communicator_.rank()) * element_bytes(type);
+  return started([&] { communicator_.all_gather(mine, data.data, segment, type); });
+}
+
 void NcclCollectives::broadcast(Buffer data, int root) {
   communicator_.after_compute(compute_);
   communicator_.broadcast(data.data, data.count, nccl_data_type(data.dtype), root);

@@ -27,6 +27,7 @@ class NcclCollectives final : public DeviceCollectives {
   int size() const override { return communicator_.size(); }
   DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
   DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) override;
+  DeviceWorkHandle all_gather_async(Buffer data) override;
   void broadcast(Buffer data, int root) override;
 
  private:

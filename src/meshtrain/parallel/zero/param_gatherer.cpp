@@ -1,10 +1,11 @@
 #include "meshtrain/parallel/zero/param_gatherer.hpp"
 
 #include <algorithm>
-#include <cstring>
+#include <vector>
 
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/kernels/bf16.hpp"
+#include "meshtrain/nn/backend.hpp"
+#include "meshtrain/parallel/device_collectives.hpp"
 
 namespace meshtrain::parallel {
 
@@ -12,64 +13,63 @@ ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm:
                              Precision wire)
     : store_(store),
       layout_(layout),
-      group_(group),
       sharded_(sharded),
-      device_(store.device_memory()),
-      bf16_(sharded && wire == Precision::Bf16) {
-  const auto& units = layout.units();
+      memory_(nn::memory_of(store)),
+      backend_(nn::backend_of(store)),
+      collectives_(device_collectives_for(group, store)),
+      shard_(memory_, MemoryKind::Parameters),
+      whole_step_(memory_, MemoryKind::Communication),
+      whole_step16_(memory_, MemoryKind::Communication),
+      bf16_(sharded && wire == Precision::Bf16),
+      slots_{Slot(memory_), Slot(memory_)} {
   if (!sharded) {
-    // Stages 1 and 2 gather every unit through the two slots' host copies.
+    // Stages 1 and 2 gather every unit through the two slots.
     const size_t most = std::max(layout.max_gathered_size(true), layout.max_gathered_size(false));
-    for (auto& s : slots_) s.data.ensure(nullptr, most);
+    for (auto& s : slots_) s.data.ensure(most);
     return;
   }
   for (auto& s : slots_) {
-    s.data.ensure(device_, layout.max_gathered_size(false));
+    s.data.ensure(layout.max_gathered_size(false));
     if (bf16_) s.data16.ensure(layout.max_gathered_size(false));
   }
-  whole_step_.ensure(device_, layout.whole_step_gathered_size());
+  whole_step_.ensure(layout.whole_step_gathered_size());
   if (bf16_) whole_step16_.ensure(layout.whole_step_gathered_size());
-  shard_.resize(device_, layout.local_size());  // zeroed: the padding past a unit's end stays 0
-  AlignedBuffer<float> downloaded;              // off the CPU, the flat parameters in host memory
-  if (device_) {
-    downloaded.ensure(store.flat_size());
-    store.download_params(downloaded.span());
-  }
-  const float* flat = device_ ? downloaded.data() : store.params().data();
-  for (const auto& u : units)
-    if (u.owned.size() > 0) std::memcpy(shard_.host() + u.local, flat + u.owned.begin, u.owned.size() * sizeof(float));
-  shard_.upload(0, shard_.size());
+  shard_.resize(layout.local_size());  // zeroed: the padding past a unit's end stays 0
+  const float* flat = store.kernel_params().data();
+  for (const auto& u : layout.units())
+    if (u.owned.size() > 0) backend_.copy(shard_.raw() + u.local, flat + u.owned.begin, u.owned.size());
   store.release_flat_params();
 }
 
-comm::WorkHandle ParamGatherer::gather(const UnitShard& u, StagedBuffer& out, size_t at, Bf16* out16) {
-  shard_.download(u.local, u.slice);  // as the optimizer left it on the device
-  const float* slice = shard_.host() + u.local;
-  if (!bf16_)
-    return group_.all_gather_async(std::span<const float>(slice, u.slice),
-                                   std::span<float>(out.host() + at, layout_.gathered_size(u)));
-  Bf16* mine = out16 + size_t(layout_.rank()) * u.slice;  // in place: the rank's segment of the gathered copy
-  kernels::to_bf16(slice, mine, u.slice);
-  return group_.all_gather_async(std::span<const Bf16>(mine, u.slice), std::span<Bf16>(out16, layout_.gathered_size(u)));
+comm::DeviceWorkHandle ParamGatherer::gather(const UnitShard& u, float* out, Bf16* out16) {
+  const size_t gathered = layout_.gathered_size(u), at = size_t(layout_.rank()) * u.slice;
+  const float* slice = shard_.raw() + u.local;  // as the optimizer left it
+  // The slice goes into its place in the gathered unit; the all-gather takes it from there.
+  if (!bf16_) {
+    backend_.copy(out + at, slice, u.slice);
+    return collectives_->all_gather_async(comm::Buffer(std::span(out, gathered)));
+  }
+  backend_.to_bf16(slice, out16 + at, u.slice);
+  return collectives_->all_gather_async(comm::Buffer(std::span(out16, gathered)));
 }
 
-void ParamGatherer::finish_gather(const UnitShard& u, StagedBuffer& out, size_t at, const Bf16* out16) {
-  if (bf16_) kernels::to_float(out16, out.host() + at, layout_.gathered_size(u));
-  out.upload(at, layout_.gathered_size(u));
+void ParamGatherer::finish_gather(const UnitShard& u, float* out, const Bf16* out16) {
+  if (bf16_) backend_.widen_divided(out16, out, layout_.gathered_size(u), 1.0f);  // exact: float(x) / 1
 }
 
 void ParamGatherer::gather_whole_step() {
-  std::vector<comm::WorkHandle> work;
+  std::vector<comm::DeviceWorkHandle> work;
   for (const auto& u : layout_.units()) {
     if (!u.whole_step) continue;
-    work.push_back(
-        gather(u, whole_step_, u.whole_step_offset, bf16_ ? whole_step16_.data() + u.whole_step_offset : nullptr));
-    store_.bind_unit_params(u.unit, whole_step_.kernel() + u.whole_step_offset);
+    work.push_back(gather(u, whole_step_.raw() + u.whole_step_offset,
+                          bf16_ ? whole_step16_.raw() + u.whole_step_offset : nullptr));
+    store_.bind_unit_params(u.unit, whole_step_.raw() + u.whole_step_offset);
   }
   for (auto& w : work) w->wait();
   for (const auto& u : layout_.units())
     if (u.whole_step)
-      finish_gather(u, whole_step_, u.whole_step_offset, bf16_ ? whole_step16_.data() + u.whole_step_offset : nullptr);
+      finish_gather(u, whole_step_.raw() + u.whole_step_offset,
+                    bf16_ ? whole_step16_.raw() + u.whole_step_offset : nullptr);
 }
 
 void ParamGatherer::release_all() {
@@ -82,9 +82,8 @@ void ParamGatherer::release_all() {
 }
 
 void ParamGatherer::start_gather(size_t unit, Slot& slot) {
-  const UnitShard& u = layout_.unit(unit);
   slot.unit = unit;
-  slot.work = gather(u, slot.data, 0, slot.data16.data());
+  slot.work = gather(layout_.unit(unit), slot.data.raw(), slot.data16.raw());
 }
 
 void ParamGatherer::wait(Slot& slot) {
@@ -92,7 +91,7 @@ void ParamGatherer::wait(Slot& slot) {
     auto work = std::move(slot.work);
     slot.work = nullptr;
     work->wait();
-    if (slot.unit != npos) finish_gather(layout_.unit(slot.unit), slot.data, 0, slot.data16.data());
+    if (slot.unit != npos) finish_gather(layout_.unit(slot.unit), slot.data.raw(), slot.data16.raw());
   }
 }
 
@@ -107,7 +106,7 @@ void ParamGatherer::acquire(size_t unit, size_t next) {
   }
   wait(slot);
   slot.in_use = true;
-  store_.bind_unit_params(unit, slot.data.kernel());
+  store_.bind_unit_params(unit, slot.data.raw());
   if (next == npos) return;
   Slot& ahead = slot_of(next);
   if (ahead.unit == next || ahead.in_use) return;  // already there, or busy: gathered on demand
@@ -122,11 +121,7 @@ void ParamGatherer::release(size_t unit) {
 }
 
 void ParamGatherer::all_gather_flat() {
-  // Off the CPU the slices travel through the slots in host memory: each
-  // rank's owned slice downloaded into its place, the gathered unit
-  // uploaded (the host-staged path, docs/gpu.md).
-  const bool staged = !store_.on_host();
-  float* flat = staged ? nullptr : store_.params().data();
+  float* flat = store_.kernel_params().data();  // the device's, off the CPU
   const int r = layout_.rank();
   // Two slots in turn: while one unit's gather runs, the previous one is
   // copied into the flat buffer.
@@ -135,26 +130,20 @@ void ParamGatherer::all_gather_flat() {
     if (held[s] == npos) return;
     wait(slots_[s]);
     const UnitShard& u = layout_.unit(held[s]);
-    if (staged)
-      store_.upload_params_range(u.begin, std::span<const float>(slots_[s].data.host(), u.elements()));
-    else
-      std::memcpy(flat + u.begin, slots_[s].data.host(), u.elements() * sizeof(float));
+    backend_.copy(flat + u.begin, slots_[s].data.raw(), u.elements());
     held[s] = npos;
   };
   for (size_t i = 0; i < layout_.units().size(); ++i) {
     const size_t s = i % 2;
     finish(s);
     const UnitShard& u = layout_.unit(i);
-    // The slice goes into its place in the gathered layout; the all-gather
-    // takes it from there (in place), padding zeroed.
-    float* mine = slots_[s].data.host() + size_t(r) * u.slice;
-    std::memset(mine, 0, u.slice * sizeof(float));
-    if (u.owned.size() > 0 && staged)
-      store_.download_params_range(u.owned.begin, std::span<float>(mine, u.owned.size()));
-    else if (u.owned.size() > 0)
-      std::memcpy(mine, flat + u.owned.begin, u.owned.size() * sizeof(float));
-    slots_[s].work = group_.all_gather_async(std::span<const float>(mine, u.slice),
-                                             std::span<float>(slots_[s].data.host(), layout_.gathered_size(u)));
+    // The owned slice goes into its place in the gathered layout, its
+    // padding zeroed; the all-gather takes it from there (in place).
+    float* mine = slots_[s].data.raw() + size_t(r) * u.slice;
+    memory_.zero(mine, u.slice * sizeof(float));
+    if (u.owned.size() > 0) backend_.copy(mine, flat + u.owned.begin, u.owned.size());
+    slots_[s].work =
+        collectives_->all_gather_async(comm::Buffer(std::span(slots_[s].data.raw(), layout_.gathered_size(u))));
     held[s] = i;
   }
   finish(0);

@@ -14,23 +14,26 @@
 // owned slices, all_gather_flat() brings every rank's slices into the flat
 // buffer.
 //
-// Off the CPU (the host-staged path, docs/gpu.md) the shard and the gather
-// buffers live in the device's memory, each with a host copy: a unit's
-// slice is downloaded from the shard, all-gathered on the host, and the
-// gathered unit uploaded before the store's views point at it.
+// The shard and the gather buffers live in the store's memory (the
+// device's off the CPU), and the gathers are the device collectives'
+// (comm/device/): a rank's slice is copied (under bf16, rounded) into its
+// place in a gather buffer and all-gathered there in place, over NCCL or
+// staged through host memory (docs/gpu.md); copies and rounding run on the
+// store's backend.
 //
 // Gather buffers are counted as MemoryKind::Communication: two of the
 // largest block's gathered size, plus the whole-step units' (stage 3), or
 // two of the largest unit's (stages 1 and 2).
 #include <array>
 #include <cstddef>
-#include <vector>
+#include <memory>
 
+#include "meshtrain/comm/device/device_collectives.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
-#include "meshtrain/core/aligned_buffer.hpp"
 #include "meshtrain/core/bf16.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/param_store.hpp"
-#include "meshtrain/core/staged_buffer.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 
 namespace meshtrain::parallel {
@@ -50,7 +53,7 @@ class ParamGatherer {
   bool sharded() const { return sharded_; }
   // Stage 3: the rank's parameter shard (layout.local_size() elements),
   // where the optimizer updates it (the device's memory off the CPU).
-  float* shard() { return shard_.kernel(); }
+  float* shard() { return shard_.raw(); }
 
   // Stage 3. Gathers every whole-step unit and binds it (blocking).
   void gather_whole_step();
@@ -72,28 +75,31 @@ class ParamGatherer {
 
  private:
   struct Slot {
-    StagedBuffer data{MemoryKind::Communication};
-    AlignedBuffer<Bf16> data16{MemoryKind::Communication};  // bf16 wire only
+    explicit Slot(DeviceAllocator& memory)
+        : data(memory, MemoryKind::Communication), data16(memory, MemoryKind::Communication) {}
+    DeviceArray<float> data;
+    DeviceArray<Bf16> data16;  // bf16 wire only
     size_t unit = npos;  // whose parameters it holds (or is receiving)
     bool in_use = false;
-    comm::WorkHandle work;  // the gather into it, while not yet waited for
+    comm::DeviceWorkHandle work;  // the gather into it, while not yet waited for
   };
   Slot& slot_of(size_t unit) { return slots_[layout_.unit(unit).block_ordinal % 2]; }
   void start_gather(size_t unit, Slot& slot);
   void wait(Slot& slot);
-  // Starts gathering u's slices into `out` from element `at` on (under bf16
-  // through out16, widened by finish_gather, which also uploads the unit).
-  comm::WorkHandle gather(const UnitShard& u, StagedBuffer& out, size_t at, Bf16* out16);
-  void finish_gather(const UnitShard& u, StagedBuffer& out, size_t at, const Bf16* out16);
+  // Starts gathering u's slices from the shard into `out` (under bf16
+  // through out16, widened into `out` by finish_gather).
+  comm::DeviceWorkHandle gather(const UnitShard& u, float* out, Bf16* out16);
+  void finish_gather(const UnitShard& u, float* out, const Bf16* out16);
 
   ParamStore& store_;
   const ShardLayout& layout_;
-  comm::ProcessGroup& group_;
   bool sharded_;
-  DeviceAllocator* device_;  // null on the CPU
-  StagedBuffer shard_{MemoryKind::Parameters};
-  StagedBuffer whole_step_{MemoryKind::Communication};
-  AlignedBuffer<Bf16> whole_step16_{MemoryKind::Communication};  // bf16 wire only
+  DeviceAllocator& memory_;  // the store's device's
+  kernels::Backend& backend_;
+  std::unique_ptr<comm::DeviceCollectives> collectives_;
+  DeviceArray<float> shard_;
+  DeviceArray<float> whole_step_;
+  DeviceArray<Bf16> whole_step16_;  // bf16 wire only
   bool bf16_;
   std::array<Slot, 2> slots_;
 };

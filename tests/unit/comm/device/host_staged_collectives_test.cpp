@@ -11,6 +11,7 @@
 #include "meshtrain/comm/device/host_staged_collectives.hpp"
 #include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
 #include "meshtrain/core/bf16.hpp"
+#include "meshtrain/core/error.hpp"
 #include "thread_ranks.hpp"
 
 namespace meshtrain::comm {
@@ -116,6 +117,55 @@ TEST(HostStagedCollectives, ReduceScattersIntoItsOwnSegmentOrElsewhereWithTheGro
   const size_t at = slice + 5;  // rank 1's element 5
   EXPECT_NEAR(staged[1][5], (rank_values(0, 3 * slice)[at] + rank_values(1, 3 * slice)[at] +
                              rank_values(2, 3 * slice)[at]) / 3, 1e-5f);
+}
+
+TEST(HostStagedCollectives, AllGathersInPlaceDownloadingOnlyTheRanksOwnSegment) {
+  // ZeRO's parameters: each of 3 ranks' slice, in its place in the gather
+  // buffer, reaches every rank (fp32 and the bf16 wire); the rest of a
+  // rank's buffer is not read.
+  const int ranks = 3;
+  const size_t slice = 777;
+  std::vector<std::vector<float>> gathered(ranks), on_host(ranks);
+  std::vector<std::vector<Bf16>> gathered16(ranks);
+  std::vector<size_t> downloaded(ranks), uploaded(ranks);
+  testing::on_inproc_ranks(ranks, [&](int r, ProcessGroup& group) {
+    const auto mine = rank_values(r, slice);
+    auto placed = [&](auto garbage) {
+      std::vector<decltype(garbage)> v(slice * ranks, garbage);
+      for (size_t i = 0; i < slice; ++i) v[size_t(r) * slice + i] = decltype(garbage)(mine[i]);
+      return v;
+    };
+    std::vector<float> plain = placed(-9.0f), staged = placed(-9.0f);
+    std::vector<Bf16> staged16(slice * ranks, to_bf16(-9.0f));
+    for (size_t i = 0; i < slice; ++i) staged16[size_t(r) * slice + i] = to_bf16(mine[i]);
+    HostStagedCollectives(group, nullptr).all_gather_async(Buffer(std::span(plain)))->wait();
+    CountingMemory device;
+    HostStagedCollectives through_host(group, &device);
+    size_t down = 0;
+    DeviceWorkHandle a = through_host.all_gather_async(Buffer(std::span(staged)));
+    DeviceWorkHandle b = through_host.all_gather_async(Buffer(std::span(staged16)));
+    b->wait();
+    a->wait();
+    down = device.downloads;
+    on_host[size_t(r)] = plain;
+    gathered[size_t(r)] = staged;
+    gathered16[size_t(r)] = staged16;
+    downloaded[size_t(r)] = down;
+    uploaded[size_t(r)] = device.uploaded_bytes;
+    EXPECT_THROW(through_host.all_gather_async(Buffer(std::span(staged).subspan(0, 3 * slice - 1))), CommError);
+  });
+  for (int r = 0; r < ranks; ++r) {
+    for (int from = 0; from < ranks; ++from) {
+      const auto theirs = rank_values(from, slice);
+      for (size_t i = 0; i < slice; ++i) {
+        ASSERT_EQ(gathered[size_t(r)][size_t(from) * slice + i], theirs[i]) << r << " from " << from;
+        ASSERT_EQ(gathered16[size_t(r)][size_t(from) * slice + i].bits, to_bf16(theirs[i]).bits);
+      }
+    }
+    EXPECT_EQ(on_host[size_t(r)], gathered[size_t(r)]);
+    EXPECT_EQ(downloaded[size_t(r)], 2);
+    EXPECT_EQ(uploaded[size_t(r)], slice * ranks * (sizeof(float) + sizeof(Bf16)));
+  }
 }
 
 TEST(HostStagedCollectives, KeepsItsScratchBetweenStepsAndBroadcastsRankZeros) {

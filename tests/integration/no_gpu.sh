@@ -39,6 +39,8 @@ expect_status 3 'parallel.device_collectives = "nccl" needs workers on GPUs, but
   "$MESHTRAIN" train job.toml --parallel.device_collectives=nccl --training.out_dir="$WORK/nccl_cpu"
 [ ! -e "$WORK/nccl_cpu" ] || fail "device_collectives=nccl on the CPU wrote $WORK/nccl_cpu before stopping"
 expect_status 3 "parallel.device_collectives" "$MESHTRAIN" train job.toml --parallel.device_collectives=gloo
+expect_status 3 'parallel.data = "parameter_server": its servers are host processes' \
+  "$MESHTRAIN" train job.toml --parallel.device_collectives=nccl --parallel.data=parameter_server
 
 # meshtrain run does not restart a worker that stopped for this (status 3).
 status=0

@@ -16,6 +16,11 @@ OpenedDevice open_training_device(const TrainingSection& training) {
 }
 
 const Device& check_device_job(const Device& device, const JobConfig& config) {
+  if (config.parallel.device_collectives == comm::DeviceCollectivesKind::Nccl &&
+      config.parallel.data == DataParallelism::ParameterServer)
+    throw ConfigError("parallel.device_collectives = \"nccl\" carries the synchronous strategies' collectives, but "
+                      "parallel.data = \"parameter_server\": its servers are host processes, reached through host "
+                      "memory; set parallel.device_collectives = \"auto\"");
   if (config.parallel.device_collectives == comm::DeviceCollectivesKind::Nccl && device.kind != DeviceKind::Cuda)
     throw ConfigError("parallel.device_collectives = \"nccl\" needs workers on GPUs, but training.device = \"" +
                       config.training.device + "\": set training.device = \"cuda\", or "

@@ -73,13 +73,14 @@ for layout in "dp2:--parallel.data=allreduce" "zero3:--parallel.data=allreduce -
 done
 # parallel.device_collectives = "auto" chose the host-staged path for them, saying why; "nccl"
 # refuses the shared GPU before training (exit status 3), naming the workers.
-grep -q "device collectives: host-staged (workers 0 and 1 share one GPU" "dp2-cuda.log" ||
+# (Where libnccl.so.2 is not on the library path the reason is that, named first.)
+grep -Eq "device collectives: host-staged \((workers 0 and 1 share one GPU|libnccl.so.2 does not load)" dp2-cuda.log ||
   { cat dp2-cuda.log; fail "two workers on one GPU: the log does not say why they stage through the host"; }
 status=0
 "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml --parallel.workers=2 --parallel.data=allreduce \
   --parallel.device_collectives=nccl --parallel.timeout_s=60 --training.device=cuda:0 \
   --training.out_dir="$WORK/nccl-shared" > nccl-shared.log 2>&1 || status=$?
-[ "$status" -eq 3 ] && grep -q 'device_collectives = "nccl" cannot serve this job: workers 0 and 1 share one GPU' \
+[ "$status" -eq 3 ] && grep -Eq 'device_collectives = "nccl" cannot serve this job: (workers 0 and 1 share one GPU|libnccl)' \
   nccl-shared.log || { cat nccl-shared.log; fail "nccl on a shared GPU: exit status $status"; }
 echo "two workers on one GPU: auto stages through the host, nccl is refused naming them"
 

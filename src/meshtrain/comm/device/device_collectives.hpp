@@ -17,9 +17,11 @@
 // ordered before the device work issued after its wait(). Every rank of the
 // group calls the same operations in the same order.
 #include <memory>
+#include <string>
 
 #include "meshtrain/comm/collectives/buffer.hpp"
 #include "meshtrain/comm/collectives/algorithm.hpp"
+#include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm {
 
@@ -52,6 +54,15 @@ class DeviceCollectives {
   // Makes every rank's `data` equal to group rank `root`'s; waits.
   virtual void broadcast(Buffer data, int root) = 0;
 };
+
+// Elements in each of `ranks` equal segments of `data` (an all-gather's);
+// CommError naming `who` where the count does not split evenly.
+inline size_t equal_segment(const Buffer& data, int ranks, const std::string& who) {
+  if (ranks < 1 || data.count % size_t(ranks) != 0)
+    throw CommError(who + ": all_gather of " + std::to_string(data.count) + " elements over " +
+                    std::to_string(ranks) + " ranks: not equal segments");
+  return data.count / size_t(ranks);
+}
 
 // What makes a process group's DeviceCollectives where something other
 // than the host's collectives carries them: the group's NCCL communicator

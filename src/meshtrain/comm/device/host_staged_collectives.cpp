@@ -1,9 +1,6 @@
 #include "meshtrain/comm/device/host_staged_collectives.hpp"
 
-#include <string>
 #include <vector>
-
-#include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm {
 
@@ -102,18 +99,16 @@ DeviceWorkHandle HostStagedCollectives::reduce_scatter_async(Buffer data, Buffer
 }
 
 DeviceWorkHandle HostStagedCollectives::all_gather_async(Buffer data) {
-  const size_t ranks = size_t(group_.size());
-  if (data.count % ranks != 0)
-    throw CommError("host-staged all_gather of " + std::to_string(data.count) + " elements over " +
-                    std::to_string(ranks) + " ranks: not equal segments");
-  const size_t segment = data.count / ranks, at = data.bytes() / ranks * size_t(group_.rank());
+  const size_t segment = equal_segment(data, group_.size(), "host-staged collectives");
+  const size_t at = segment * dtype_bytes(data.dtype) * size_t(group_.rank());
   const auto mine = [&](void* base) { return ConstBuffer(static_cast<char*>(base) + at, segment, data.dtype); };
   if (!device_) return std::make_unique<StagedWork>(*this, group_.all_gather_async(mine(data.data), data));
   // Only this rank's segment goes down; the whole gathered buffer comes up.
   std::vector<Scratch> held;
   held.push_back(take(data.bytes()));
   void* host = held[0]->data();
-  device_->download(static_cast<char*>(host) + at, static_cast<const char*>(data.data) + at, data.bytes() / ranks);
+  device_->download(static_cast<char*>(host) + at, static_cast<const char*>(data.data) + at,
+                    segment * dtype_bytes(data.dtype));
   WorkHandle work = group_.all_gather_async(mine(host), Buffer(host, data.count, data.dtype));
   return std::make_unique<StagedWork>(*this, std::move(work), data, host, std::move(held));
 }

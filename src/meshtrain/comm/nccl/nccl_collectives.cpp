@@ -85,12 +85,8 @@ DeviceWorkHandle NcclCollectives::reduce_scatter_async(Buffer data, Buffer outpu
 }
 
 DeviceWorkHandle NcclCollectives::all_gather_async(Buffer data) {
-  const size_t ranks = size_t(size());
-  if (data.count % ranks != 0)
-    throw CommError("NCCL collectives: all_gather of " + std::to_string(data.count) + " elements over " +
-                    std::to_string(ranks) + " ranks: not equal segments");
+  const size_t segment = equal_segment(data, size(), "NCCL collectives");
   const DataType type = nccl_data_type(data.dtype);
-  const size_t segment = data.count / ranks;
   // In place, as NCCL allows: the send buffer is this rank's segment of the receive buffer.
   const void* mine = static_cast<const char*>(data.data) + segment * size_t(communicator_.rank()) * element_bytes(type);
   return started([&] { communicator_.all_gather(mine, data.data, segment, type); });

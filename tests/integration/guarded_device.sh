@@ -142,7 +142,7 @@ cmp generate-cpu.txt generate-cpu-guarded.txt || fail "generate: other text on c
 echo "eval and generate: the CPU's loss and text on cpu-guarded; a device's checkpoint evaluates on the CPU"
 
 # Several workers on the device, their collectives staged through host memory: data parallelism's
-# buckets (gradient_sync.hpp), tensor parallelism's activations (host_staged_tensor_group.hpp) and
+# buckets (gradient_sync.hpp), tensor parallelism's activations (device_tensor_group.hpp) and
 # the pipeline's sends, receives and tied-embedding sum (executor.hpp, micro_batches.cpp),
 # ZeRO-1's parameter all-gather after the sharded update, ZeRO-2's gradient reduce-scatters and
 # ZeRO-3's unit gathers (grad_reducer.hpp, param_gatherer.hpp: shards and staging on the device) are

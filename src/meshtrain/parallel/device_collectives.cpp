@@ -49,9 +49,14 @@ std::vector<comm::WorkerGpu> every_worker_gpu(comm::ProcessGroup& all, const com
 
 std::unique_ptr<comm::DeviceCollectives> device_collectives_for(comm::ProcessGroup& group, const ParamStore& store,
                                                                 comm::AllReduceAlgorithm algorithm) {
+  return device_collectives_for(group, store.device_memory(), algorithm);
+}
+
+std::unique_ptr<comm::DeviceCollectives> device_collectives_for(comm::ProcessGroup& group, DeviceAllocator* memory,
+                                                                comm::AllReduceAlgorithm algorithm) {
   if (group.device_engine() && algorithm != comm::AllReduceAlgorithm::ReductionServer)
     return group.device_engine()->collectives();
-  return std::make_unique<comm::HostStagedCollectives>(group, store.device_memory(), algorithm);
+  return std::make_unique<comm::HostStagedCollectives>(group, memory, algorithm);
 }
 
 comm::DeviceCollectivesChoice use_device_collectives(comm::MeshGroups& groups, comm::DeviceCollectivesKind kind,

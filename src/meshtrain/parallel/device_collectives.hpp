@@ -22,6 +22,10 @@ namespace meshtrain::parallel {
 std::unique_ptr<comm::DeviceCollectives> device_collectives_for(
     comm::ProcessGroup& group, const ParamStore& store,
     comm::AllReduceAlgorithm algorithm = comm::AllReduceAlgorithm::Auto);
+// The same for tensors in `memory` (null: the host's).
+std::unique_ptr<comm::DeviceCollectives> device_collectives_for(
+    comm::ProcessGroup& group, DeviceAllocator* memory,
+    comm::AllReduceAlgorithm algorithm = comm::AllReduceAlgorithm::Auto);
 
 // Decides, the same way on every worker, what carries the device
 // collectives of workers on `device` (one small all-gather over

@@ -8,7 +8,7 @@
 #include "meshtrain/parallel/device_collectives.hpp"
 #include "meshtrain/parallel/expert/expert_parallel_group.hpp"
 #include "meshtrain/kernels/backend.hpp"
-#include "meshtrain/parallel/tensor/host_staged_tensor_group.hpp"
+#include "meshtrain/parallel/tensor/device_tensor_group.hpp"
 #include "meshtrain/parallel/tensor/tensor_parallel_group.hpp"
 
 namespace meshtrain::parallel {
@@ -38,14 +38,14 @@ ParallelContext::ParallelContext(const ContextSettings& s, const AgreementCheck&
   if (env.world_size == 1) return;
   cut(s, connect(s, env), agree);
   if (algorithm_ == comm::AllReduceAlgorithm::ReductionServer) use_reducers(env.num_servers);
-  device_collectives_ = use_device_collectives(groups_, s.device_collectives, s.device, s.timeout_s);
+  use_devices(s);
 }
 
 ParallelContext::ParallelContext(const ContextSettings& s, comm::DeviceMesh mesh, const comm::MeshChannels& channels,
                                  const AgreementCheck& agree)
     : worker_rank_(channels.main ? channels.main->rank() : 0), mesh_(std::move(mesh)), algorithm_(s.all_reduce) {
   cut(s, channels, agree);
-  device_collectives_ = use_device_collectives(groups_, s.device_collectives, s.device, s.timeout_s);
+  use_devices(s);
 }
 
 void ParallelContext::place(const ContextSettings& s, const comm::LaunchEnv& env) {
@@ -105,11 +105,19 @@ void ParallelContext::cut(const ContextSettings& s, const comm::MeshChannels& ch
   channels_ = channels;
   groups_ = comm::mesh_groups(mesh_, channels_);
   if (agree) agree(*groups_.all);  // before anything waits on a collective the others may never make
+}
+
+void ParallelContext::use_devices(const ContextSettings& s) {
+  device_collectives_ = use_device_collectives(groups_, s.device_collectives, s.device, s.timeout_s);
   if (auto* tensor = groups_.find(comm::MeshAxis::Tensor)) {
-    tensor_comm_ = std::make_unique<TensorParallelGroup>(*tensor, s.sequence_parallel, s.reduce_dtype);
-    if (!s.device.is_cpu())
-      tensor_comm_ = std::make_unique<HostStagedTensorGroup>(std::move(tensor_comm_),
-                                                             kernels::backend_for(s.device).allocator());
+    // The CPU's layers call the host group directly; a device's, its device collectives.
+    if (s.device.is_cpu()) {
+      tensor_comm_ = std::make_unique<TensorParallelGroup>(*tensor, s.sequence_parallel, s.reduce_dtype);
+    } else {
+      kernels::Backend& backend = kernels::backend_for(s.device);
+      tensor_comm_ = std::make_unique<DeviceTensorGroup>(device_collectives_for(*tensor, &backend.allocator()),
+                                                         backend, s.sequence_parallel, s.reduce_dtype);
+    }
   }
   if (auto* expert = groups_.find(comm::MeshAxis::Expert))
     expert_comm_ = std::make_unique<ExpertParallelGroup>(*expert, s.reduce_dtype);

@@ -54,8 +54,8 @@ struct ContextSettings {
   comm::DeviceCollectivesKind device_collectives = comm::DeviceCollectivesKind::Auto;
   double timeout_s = 300;       // longest wait for a peer
   // Where the layers' tensors live (training.device): off the CPU the
-  // tensor group stages its collectives through host memory
-  // (tensor/host_staged_tensor_group.hpp).
+  // tensor group runs on the device collectives
+  // (tensor/device_tensor_group.hpp).
   Device device{};
 };
 
@@ -161,9 +161,11 @@ class ParallelContext {
   void place(const ContextSettings& s, const comm::LaunchEnv& env);
   // Its transports, one channel per axis with more than one way.
   comm::MeshChannels connect(const ContextSettings& s, comm::LaunchEnv& env);
-  // The groups cut from the mesh, the agreement check, and nn/'s views of
-  // the tensor and expert groups.
+  // The groups cut from the mesh, and the agreement check.
   void cut(const ContextSettings& s, const comm::MeshChannels& channels, const AgreementCheck& agree);
+  // What carries the device collectives (device_collectives.hpp), then nn/'s
+  // views of the tensor and expert groups, which use them.
+  void use_devices(const ContextSettings& s);
   // The data group's share of the reducers (reduction_server/groups.hpp).
   void use_reducers(int reducers);
   void sum_over(comm::MeshAxis axis, std::span<double> values);

@@ -24,11 +24,12 @@ using test::to_host;
 TEST(NcclCollectives, MapsTheTypesAndReductionsNcclHasAndRefusesTheRest) {
   EXPECT_EQ(nccl_data_type(comm::DataType::F32), DataType::Fp32);
   EXPECT_EQ(nccl_data_type(comm::DataType::BF16), DataType::Bf16);
+  EXPECT_EQ(nccl_data_type(comm::DataType::I32), DataType::Int32);  // tensor parallelism's argmax
   EXPECT_EQ(nccl_data_type(comm::DataType::I64), DataType::Int64);
   EXPECT_THROW(nccl_data_type(comm::DataType::F64), CommError);
   EXPECT_EQ(nccl_reduction(ReduceKind::Avg), Reduction::Avg);
   EXPECT_EQ(nccl_reduction(ReduceKind::Max), Reduction::Max);
-  EXPECT_THROW(nccl_reduction(ReduceKind::Min), CommError);
+  EXPECT_EQ(nccl_reduction(ReduceKind::Min), Reduction::Min);
 }
 
 TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
@@ -70,6 +71,13 @@ TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
 
   collectives.broadcast(Buffer(grads.ptr().raw(), in.size(), comm::DataType::F32), 0);
   EXPECT_EQ(to_host(grads), in);
+
+  const std::vector<int32_t> columns{7, -3, 1 << 30};  // tensor parallelism's argmax: a minimum of int32
+  auto columns_d = to_device(alloc, columns);
+  collectives.all_reduce_async(Buffer(columns_d.ptr().raw(), columns.size(), comm::DataType::I32), ReduceKind::Min)
+      ->wait();
+  EXPECT_EQ(to_host(columns_d), columns);
+  EXPECT_EQ(collectives.rank(), 0);
 }
 
 }  // namespace

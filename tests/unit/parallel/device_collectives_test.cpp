@@ -31,6 +31,7 @@ class CountingEngine final : public comm::DeviceEngine {
      public:
       Counted(comm::ProcessGroup& g, std::atomic<int>& calls) : host_(g, nullptr), calls_(calls) {}
       int size() const override { return host_.size(); }
+      int rank() const override { return host_.rank(); }
       comm::DeviceWorkHandle all_reduce_async(comm::Buffer data, comm::ReduceKind op) override {
         ++calls_;
         return host_.all_reduce_async(data, op);

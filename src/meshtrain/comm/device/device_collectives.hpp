@@ -41,7 +41,9 @@ class DeviceCollectives {
  public:
   virtual ~DeviceCollectives() = default;
   virtual int size() const = 0;
-  // Reduces `data` (fp32 or bf16) over the group, in place, on every rank.
+  // This rank's place in the group, 0 .. size() - 1.
+  virtual int rank() const = 0;
+  // Reduces `data` (fp32, bf16 or int32) over the group, in place, on every rank.
   virtual DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) = 0;
   // Reduces `data` (size() equal segments, clobbered) over the group into
   // `output`: this rank's segment, output.count elements, anywhere in the

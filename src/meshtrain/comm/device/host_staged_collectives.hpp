@@ -29,6 +29,7 @@ class HostStagedCollectives final : public DeviceCollectives {
   ~HostStagedCollectives() override;
 
   int size() const override { return group_.size(); }
+  int rank() const override { return group_.rank(); }
   DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
   DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) override;
   DeviceWorkHandle all_gather_async(Buffer data) override;

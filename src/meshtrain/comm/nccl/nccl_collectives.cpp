@@ -42,8 +42,9 @@ DataType nccl_data_type(comm::DataType type) {
   switch (type) {
     case comm::DataType::F32: return DataType::Fp32;
     case comm::DataType::BF16: return DataType::Bf16;
+    case comm::DataType::I32: return DataType::Int32;
     case comm::DataType::I64: return DataType::Int64;
-    default: throw CommError("NCCL collectives: only fp32, bf16 and int64 tensors travel over NCCL here");
+    default: throw CommError("NCCL collectives: only fp32, bf16, int32 and int64 tensors travel over NCCL here");
   }
 }
 
@@ -52,8 +53,9 @@ Reduction nccl_reduction(ReduceKind op) {
     case ReduceKind::Sum: return Reduction::Sum;
     case ReduceKind::Avg: return Reduction::Avg;
     case ReduceKind::Max: return Reduction::Max;
-    default: throw CommError("NCCL collectives: a minimum is not among the reductions used over NCCL");
+    case ReduceKind::Min: return Reduction::Min;
   }
+  throw CommError("NCCL collectives: an unknown reduction");
 }
 
 NcclCollectives::NcclCollectives(NcclCommunicator& communicator, cudaStream_t compute,

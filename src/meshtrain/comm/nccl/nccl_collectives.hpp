@@ -25,6 +25,7 @@ class NcclCollectives final : public DeviceCollectives {
   NcclCollectives(NcclCommunicator& communicator, cudaStream_t compute, std::shared_ptr<const void> owner = {});
 
   int size() const override { return communicator_.size(); }
+  int rank() const override { return communicator_.rank(); }
   DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
   DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) override;
   DeviceWorkHandle all_gather_async(Buffer data) override;

@@ -16,6 +16,7 @@ ncclDataType_t nccl_type(DataType type) {
   switch (type) {
     case DataType::Fp32: return ncclFloat32;
     case DataType::Bf16: return ncclBfloat16;
+    case DataType::Int32: return ncclInt32;
     case DataType::Int64: return ncclInt64;
   }
   return ncclFloat32;
@@ -26,6 +27,7 @@ ncclRedOp_t nccl_op(Reduction op) {
     case Reduction::Sum: return ncclSum;
     case Reduction::Avg: return ncclAvg;
     case Reduction::Max: return ncclMax;
+    case Reduction::Min: return ncclMin;
   }
   return ncclSum;
 }
@@ -60,6 +62,7 @@ size_t element_bytes(DataType type) {
   switch (type) {
     case DataType::Fp32: return 4;
     case DataType::Bf16: return 2;
+    case DataType::Int32: return 4;
     case DataType::Int64: return 8;
   }
   return 4;

@@ -36,8 +36,8 @@
 
 namespace meshtrain::comm::nccl {
 
-enum class DataType { Fp32, Bf16, Int64 };
-enum class Reduction { Sum, Avg, Max };
+enum class DataType { Fp32, Bf16, Int32, Int64 };
+enum class Reduction { Sum, Avg, Max, Min };
 
 // A point-to-point part of an exchange: `count` elements to or from `peer`.
 struct Transfer {

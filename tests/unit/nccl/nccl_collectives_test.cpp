@@ -78,6 +78,14 @@ TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
       ->wait();
   EXPECT_EQ(to_host(columns_d), columns);
   EXPECT_EQ(collectives.rank(), 0);
+
+  // A pipeline's grouped send and receive, here to itself.
+  auto arrived = to_device(alloc, std::vector<float>(in.size(), -1.0f));
+  collectives
+      .exchange_async({{0, comm::ConstBuffer(grads.ptr().raw(), in.size(), comm::DataType::F32)}},
+                      {{0, Buffer(arrived.ptr().raw(), in.size(), comm::DataType::F32)}})
+      ->wait();
+  EXPECT_EQ(to_host(arrived), in);
 }
 
 }  // namespace

@@ -44,6 +44,11 @@ class CountingEngine final : public comm::DeviceEngine {
         ++calls_;
         return host_.all_gather_async(data);
       }
+      comm::DeviceWorkHandle exchange_async(std::vector<comm::DeviceSend> sends,
+                                            std::vector<comm::DeviceRecv> recvs) override {
+        ++calls_;
+        return host_.exchange_async(std::move(sends), std::move(recvs));
+      }
       void broadcast(comm::Buffer data, int root) override {
         ++calls_;
         host_.broadcast(data, root);

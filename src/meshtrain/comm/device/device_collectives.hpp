@@ -18,6 +18,7 @@
 // group calls the same operations in the same order.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "meshtrain/comm/collectives/buffer.hpp"
 #include "meshtrain/comm/collectives/algorithm.hpp"
@@ -37,6 +38,16 @@ class DeviceWork {
 };
 using DeviceWorkHandle = std::unique_ptr<DeviceWork>;
 
+// The parts of an exchange: `data` to or from group rank `peer`.
+struct DeviceSend {
+  int peer = -1;
+  ConstBuffer data;
+};
+struct DeviceRecv {
+  int peer = -1;
+  Buffer data;
+};
+
 class DeviceCollectives {
  public:
   virtual ~DeviceCollectives() = default;
@@ -53,6 +64,11 @@ class DeviceCollectives {
   // segment (group rank r's at r x data.count / size()) is its input, in
   // place, and every rank ends with all of them.
   virtual DeviceWorkHandle all_gather_async(Buffer data) = 0;
+  // Posts `sends` and `recvs` together (grouped): two ranks that send to
+  // each other in one exchange never wait on each other. A rank's sends to
+  // a peer fill that peer's receives from it in order; each must match its
+  // receive's count and type. All of one type (fp32 or bf16).
+  virtual DeviceWorkHandle exchange_async(std::vector<DeviceSend> sends, std::vector<DeviceRecv> recvs) = 0;
   // Makes every rank's `data` equal to group rank `root`'s; waits.
   virtual void broadcast(Buffer data, int root) = 0;
 };

@@ -4,14 +4,21 @@
 
 namespace meshtrain::comm {
 
-// A collective in flight on the host: on wait() its result goes back up
-// from `result` (in the first scratch) to `to_device`, and the scratch
-// returns to the pool. No scratch: it ran on the values themselves.
+// A result that goes back up when a staged collective is waited for: the
+// host copy at `from` into the device's `to`.
+struct StagedUpload {
+  Buffer to;
+  const void* from = nullptr;
+};
+
+// A collective in flight on the host: on wait() its results go back up to
+// the device, and the scratch returns to the pool. No scratch: it ran on the
+// values themselves.
 class StagedWork final : public DeviceWork {
  public:
-  StagedWork(HostStagedCollectives& owner, WorkHandle host, Buffer to_device = {}, const void* result = nullptr,
+  StagedWork(HostStagedCollectives& owner, WorkHandle host, std::vector<StagedUpload> uploads = {},
              std::vector<HostStagedCollectives::Scratch> scratch = {})
-      : owner_(owner), host_(std::move(host)), to_device_(to_device), result_(result), scratch_(std::move(scratch)) {}
+      : owner_(owner), host_(std::move(host)), uploads_(std::move(uploads)), scratch_(std::move(scratch)) {}
   ~StagedWork() override {
     // Abandoned (a step that threw): the communication thread may still
     // write the scratch, so let it finish before the pool has it back.
@@ -23,8 +30,8 @@ class StagedWork final : public DeviceWork {
   }
   void wait() override {
     host_->wait();
-    if (scratch_.empty()) return;
-    owner_.device_->upload(to_device_.data, result_, to_device_.bytes());
+    for (const StagedUpload& u : uploads_) owner_.device_->upload(u.to.data, u.from, u.to.bytes());
+    uploads_.clear();
     give_back();
   }
   double busy_seconds() const override { return host_->busy_seconds(); }
@@ -37,8 +44,7 @@ class StagedWork final : public DeviceWork {
 
   HostStagedCollectives& owner_;
   WorkHandle host_;
-  Buffer to_device_;
-  const void* result_;
+  std::vector<StagedUpload> uploads_;
   std::vector<HostStagedCollectives::Scratch> scratch_;
 };
 
@@ -61,7 +67,7 @@ HostStagedCollectives::Scratch HostStagedCollectives::take(size_t bytes) {
   return scratch;
 }
 
-HostStagedCollectives::Scratch HostStagedCollectives::download(Buffer data) {
+HostStagedCollectives::Scratch HostStagedCollectives::download(ConstBuffer data) {
   Scratch scratch = take(data.bytes());
   device_->download(scratch->data(), data.data, data.bytes());
   return scratch;
@@ -74,7 +80,7 @@ DeviceWorkHandle HostStagedCollectives::all_reduce_async(Buffer data, ReduceKind
   const void* result = scratch->data();
   std::vector<Scratch> held;
   held.push_back(std::move(scratch));
-  return std::make_unique<StagedWork>(*this, std::move(work), data, result, std::move(held));
+  return std::make_unique<StagedWork>(*this, std::move(work), std::vector{StagedUpload{data, result}}, std::move(held));
 }
 
 DeviceWorkHandle HostStagedCollectives::reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) {
@@ -95,7 +101,8 @@ DeviceWorkHandle HostStagedCollectives::reduce_scatter_async(Buffer data, Buffer
   }
   WorkHandle work = group_.reduce_scatter_in_place_async(Buffer(host, data.count, data.dtype),
                                                          Buffer(host_output, output.count, output.dtype), op);
-  return std::make_unique<StagedWork>(*this, std::move(work), output, host_output, std::move(held));
+  return std::make_unique<StagedWork>(*this, std::move(work), std::vector{StagedUpload{output, host_output}},
+                                      std::move(held));
 }
 
 DeviceWorkHandle HostStagedCollectives::all_gather_async(Buffer data) {
@@ -110,7 +117,35 @@ DeviceWorkHandle HostStagedCollectives::all_gather_async(Buffer data) {
   device_->download(static_cast<char*>(host) + at, static_cast<const char*>(data.data) + at,
                     segment * dtype_bytes(data.dtype));
   WorkHandle work = group_.all_gather_async(mine(host), Buffer(host, data.count, data.dtype));
-  return std::make_unique<StagedWork>(*this, std::move(work), data, host, std::move(held));
+  return std::make_unique<StagedWork>(*this, std::move(work), std::vector{StagedUpload{data, host}}, std::move(held));
+}
+
+DeviceWorkHandle HostStagedCollectives::exchange_async(std::vector<DeviceSend> sends, std::vector<DeviceRecv> recvs) {
+  std::vector<SendOp> host_sends;
+  std::vector<RecvOp> host_recvs;
+  std::vector<StagedUpload> uploads;
+  std::vector<Scratch> held;
+  // Each send goes down into scratch of its own, each receive lands in
+  // another and goes up when waited for; on the host, the values themselves.
+  for (const DeviceSend& send : sends) {
+    const void* data = send.data.data;
+    if (device_) {
+      held.push_back(download(send.data));
+      data = held.back()->data();
+    }
+    host_sends.push_back({send.peer, data, send.data.bytes()});
+  }
+  for (const DeviceRecv& recv : recvs) {
+    void* data = recv.data.data;
+    if (device_) {
+      held.push_back(take(recv.data.bytes()));
+      data = held.back()->data();
+      uploads.push_back({recv.data, data});
+    }
+    host_recvs.push_back({recv.peer, data, recv.data.bytes(), nullptr});
+  }
+  WorkHandle work = group_.exchange_async(std::move(host_sends), std::move(host_recvs));
+  return std::make_unique<StagedWork>(*this, std::move(work), std::move(uploads), std::move(held));
 }
 
 void HostStagedCollectives::broadcast(Buffer data, int root) {

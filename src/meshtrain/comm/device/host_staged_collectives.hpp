@@ -33,6 +33,7 @@ class HostStagedCollectives final : public DeviceCollectives {
   DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
   DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) override;
   DeviceWorkHandle all_gather_async(Buffer data) override;
+  DeviceWorkHandle exchange_async(std::vector<DeviceSend> sends, std::vector<DeviceRecv> recvs) override;
   void broadcast(Buffer data, int root) override;
 
   using Scratch = std::unique_ptr<AlignedBuffer<float>>;
@@ -43,7 +44,7 @@ class HostStagedCollectives final : public DeviceCollectives {
   // work gives it back when waited for or dropped).
   Scratch take(size_t bytes);
   // A host copy of `data`'s bytes in scratch from the pool.
-  Scratch download(Buffer data);
+  Scratch download(ConstBuffer data);
 
   ProcessGroup& group_;
   DeviceAllocator* device_;

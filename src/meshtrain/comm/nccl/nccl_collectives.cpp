@@ -94,6 +94,23 @@ DeviceWorkHandle NcclCollectives::all_gather_async(Buffer data) {
   return started([&] { communicator_.all_gather(mine, data.data, segment, type); });
 }
 
+DeviceWorkHandle NcclCollectives::exchange_async(std::vector<DeviceSend> sends, std::vector<DeviceRecv> recvs) {
+  const comm::DataType dtype = !sends.empty()   ? sends[0].data.dtype
+                               : !recvs.empty() ? recvs[0].data.dtype
+                                                : comm::DataType::F32;
+  std::vector<Transfer> transfers;
+  for (const DeviceSend& s : sends) {
+    if (s.data.dtype != dtype) throw CommError("NCCL collectives: an exchange's sends and receives differ in type");
+    transfers.push_back({.peer = s.peer, .send = s.data.data, .send_count = s.data.count});
+  }
+  for (const DeviceRecv& r : recvs) {
+    if (r.data.dtype != dtype) throw CommError("NCCL collectives: an exchange's sends and receives differ in type");
+    transfers.push_back({.peer = r.peer, .recv = r.data.data, .recv_count = r.data.count});
+  }
+  const DataType type = nccl_data_type(dtype);
+  return started([&] { communicator_.exchange(transfers, type); });
+}
+
 void NcclCollectives::broadcast(Buffer data, int root) {
   communicator_.after_compute(compute_);
   communicator_.broadcast(data.data, data.count, nccl_data_type(data.dtype), root);

@@ -29,6 +29,7 @@ class NcclCollectives final : public DeviceCollectives {
   DeviceWorkHandle all_reduce_async(Buffer data, ReduceKind op) override;
   DeviceWorkHandle reduce_scatter_async(Buffer data, Buffer output, ReduceKind op) override;
   DeviceWorkHandle all_gather_async(Buffer data) override;
+  DeviceWorkHandle exchange_async(std::vector<DeviceSend> sends, std::vector<DeviceRecv> recvs) override;
   void broadcast(Buffer data, int root) override;
 
  private:

@@ -5,7 +5,6 @@
 
 #include "meshtrain/comm/flight/flight_recorder.hpp"
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/kernels/bf16.hpp"
 
 namespace meshtrain::parallel::pipeline {
 
@@ -30,14 +29,15 @@ std::vector<int> slots_needed(const Schedule& schedule, int rank) {
   return peak;
 }
 
-PipelineExecutor::PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group,
-                                   Precision wire, DeviceAllocator* device)
+PipelineExecutor::PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model,
+                                   std::unique_ptr<comm::DeviceCollectives> group, Precision wire,
+                                   kernels::Backend& backend)
     : schedule_(std::move(schedule)),
       rank_(rank),
       model_(model),
-      group_(group),
-      bf16_wire_(wire == Precision::Bf16),
-      device_(device) {
+      group_(std::move(group)),
+      backend_(backend),
+      bf16_wire_(wire == Precision::Bf16) {
   const int V = schedule_.chunks;
   if (model_.pieces() != static_cast<size_t>(V))
     throw Error("pipeline executor: the schedule runs " + std::to_string(V) + " chunk(s) on rank " +
@@ -119,9 +119,8 @@ void PipelineExecutor::compute(const Action& a, std::span<const Batch> micro_bat
 
 void PipelineExecutor::communicate(std::span<const Action> run, const Batch& shape) {
   const int64_t B = shape.batch_size, T = shape.seq_len;
-  const size_t bytes = static_cast<size_t>(model_.activation_floats(B, T)) * sizeof(float);
-  std::vector<comm::SendOp> sends;
-  std::vector<comm::RecvOp> recvs;
+  std::vector<std::pair<int, const float*>> sends;
+  std::vector<std::pair<int, float*>> recvs;
   for (const Action& a : run) {
     const int peer = peer_rank(schedule_, rank_, a);
     MicroBatchState& st = state(a);
@@ -129,28 +128,27 @@ void PipelineExecutor::communicate(std::span<const Action> run, const Batch& sha
     switch (a.kind) {
       case ActionKind::SendActivation:
         if (!st.output) throw Error("pipeline executor: rank " + std::to_string(rank_) + " " + describe(a) + " before its forward");
-        sends.push_back({peer, st.output, bytes});
+        sends.emplace_back(peer, st.output);
         break;
       case ActionKind::SendGradient:
         if (!st.input_grad)
           throw Error("pipeline executor: rank " + std::to_string(rank_) + " " + describe(a) + " before its backward");
-        sends.push_back({peer, st.input_grad, bytes});
+        sends.emplace_back(peer, st.input_grad);
         break;
       case ActionKind::RecvActivation:
-        recvs.push_back({peer, model_.input_buffer(piece, size_t(take_slot(a)), B, T), bytes, nullptr});
+        recvs.emplace_back(peer, model_.input_buffer(piece, size_t(take_slot(a)), B, T));
         break;
       case ActionKind::RecvGradient:
         if (st.slot < 0)
           throw Error("pipeline executor: rank " + std::to_string(rank_) + " " + describe(a) + " before its forward");
-        recvs.push_back({peer, model_.output_gradient_buffer(piece, size_t(st.slot), B, T), bytes, nullptr});
+        recvs.emplace_back(peer, model_.output_gradient_buffer(piece, size_t(st.slot), B, T));
         break;
       default:
         throw Error("pipeline executor: " + describe(a) + " is not a communication action");
     }
   }
-  const std::vector<float*> device_recvs = stage_on_host(sends, recvs, bytes);
   try {
-    exchange(std::move(sends), std::move(recvs), bytes, device_recvs);
+    exchange(sends, recvs, static_cast<size_t>(model_.activation_floats(B, T)), bf16_wire_);
   } catch (const CommError& e) {
     // Name the stages: a dead or hung stage shows up here as its
     // neighbour's failed exchange (within the transport's timeout).
@@ -164,51 +162,36 @@ void PipelineExecutor::communicate(std::span<const Action> run, const Batch& sha
   }
 }
 
-float* PipelineExecutor::host_buffer(std::vector<AlignedBuffer<float>>& buffers, size_t bytes, size_t i) {
-  while (buffers.size() <= i) buffers.emplace_back(MemoryKind::Communication);
-  buffers[i].ensure(bytes / sizeof(float));
-  return buffers[i].data();
+Bf16* PipelineExecutor::wire_buffer(std::vector<DeviceArray<Bf16>>& buffers, size_t i, size_t floats) {
+  while (buffers.size() <= i) buffers.emplace_back(backend_.allocator(), MemoryKind::Communication);
+  buffers[i].ensure(floats);
+  return buffers[i].raw();
 }
 
-std::vector<float*> PipelineExecutor::stage_on_host(std::vector<comm::SendOp>& sends, std::vector<comm::RecvOp>& recvs,
-                                                    size_t bytes) {
-  std::vector<float*> device_recvs;
-  if (!device_) return device_recvs;
-  for (size_t i = 0; i < sends.size(); ++i) {
-    float* host = host_buffer(host_send_, bytes, i);
-    device_->download(host, sends[i].data, bytes);
-    sends[i].data = host;
-  }
-  for (size_t i = 0; i < recvs.size(); ++i) {
-    device_recvs.push_back(static_cast<float*>(recvs[i].data));
-    recvs[i].data = host_buffer(host_recv_, bytes, i);
-  }
-  return device_recvs;
-}
-
-void PipelineExecutor::exchange(std::vector<comm::SendOp> sends, std::vector<comm::RecvOp> recvs, size_t bytes,
-                                const std::vector<float*>& device_recvs) {
+void PipelineExecutor::exchange(const std::vector<std::pair<int, const float*>>& sends,
+                                const std::vector<std::pair<int, float*>>& recvs, size_t floats, bool bf16) {
+  std::vector<comm::DeviceSend> out;
+  std::vector<comm::DeviceRecv> in;
   // bf16 wire: the sends rounded into buffers of their own, the receives
   // landing in others and widened into the model's buffers afterwards.
-  std::vector<float*> widen_into;
-  if (bf16_wire_) {
-    const size_t floats = bytes / sizeof(float);
-    while (send16_.size() < sends.size()) send16_.emplace_back(MemoryKind::Communication);
-    while (recv16_.size() < recvs.size()) recv16_.emplace_back(MemoryKind::Communication);
-    for (size_t i = 0; i < sends.size(); ++i) {
-      sends[i] = {sends[i].peer, kernels::to_bf16(static_cast<const float*>(sends[i].data), floats, send16_[i]),
-                  floats * sizeof(Bf16)};
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const auto [peer, data] = sends[i];
+    if (!bf16) {
+      out.push_back({peer, comm::ConstBuffer(data, floats, comm::DataType::F32)});
+      continue;
     }
-    for (size_t i = 0; i < recvs.size(); ++i) {
-      widen_into.push_back(static_cast<float*>(recvs[i].data));
-      recv16_[i].ensure(floats);
-      recvs[i] = {recvs[i].peer, recv16_[i].data(), floats * sizeof(Bf16), nullptr};
-    }
+    Bf16* rounded = wire_buffer(send16_, i, floats);
+    backend_.to_bf16(data, rounded, floats);
+    out.push_back({peer, comm::ConstBuffer(rounded, floats, comm::DataType::BF16)});
   }
-  group_->exchange(std::move(sends), std::move(recvs));
-  for (size_t i = 0; i < widen_into.size(); ++i)
-    kernels::to_float(recv16_[i].data(), widen_into[i], bytes / sizeof(float));
-  for (size_t i = 0; i < device_recvs.size(); ++i) device_->upload(device_recvs[i], host_recv_[i].data(), bytes);
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    const auto [peer, into] = recvs[i];
+    in.push_back(bf16 ? comm::DeviceRecv{peer, comm::Buffer(wire_buffer(recv16_, i, floats), floats, comm::DataType::BF16)}
+                      : comm::DeviceRecv{peer, comm::Buffer(into, floats, comm::DataType::F32)});
+  }
+  group_->exchange_async(std::move(out), std::move(in))->wait();
+  if (bf16)
+    for (size_t i = 0; i < recvs.size(); ++i) backend_.widen_divided(recv16_[i].raw(), recvs[i].second, floats, 1.0f);
 }
 
 PipelineLoss PipelineExecutor::run(std::span<const Batch> micro_batches, const BackwardHooks& hooks) {
@@ -255,18 +238,13 @@ PipelineLoss PipelineExecutor::forward_only(std::span<const Batch> micro_batches
   for (size_t m = 0; m < micro_batches.size(); ++m) {
     const Batch& batch = micro_batches[m];
     const int64_t B = batch.batch_size, T = batch.seq_len;
-    const size_t bytes = static_cast<size_t>(model_.activation_floats(B, T)) * sizeof(float);
+    const auto floats = static_cast<size_t>(model_.activation_floats(B, T));
     // Stage by stage: stage s runs on rank s % P, as its chunk s / P.
     for (int s = 0; s < S; ++s) {
       const int r = s % P, chunk = s / P;
       if (r != rank_) continue;
       const auto piece = static_cast<size_t>(chunk);
-      if (s > 0) {
-        float* in = model_.input_buffer(piece, 0, B, T);
-        float* arrives = device_ ? host_buffer(host_recv_, bytes) : in;
-        group_->recv(comm::Buffer(arrives, bytes / sizeof(float), comm::DataType::F32), (r - 1 + P) % P);
-        if (device_) device_->upload(in, arrives, bytes);
-      }
+      if (s > 0) exchange({}, {{(r - 1 + P) % P, model_.input_buffer(piece, 0, B, T)}}, floats, false);
       ForwardResult result;
       const float* out = model_.forward_piece(piece, 0, batch, &result);
       if (s == S - 1) {
@@ -274,13 +252,7 @@ PipelineLoss PipelineExecutor::forward_only(std::span<const Batch> micro_batches
         loss.correct += result.correct;
         loss.count += result.count;
       } else {
-        const float* leaves = out;
-        if (device_) {
-          float* host = host_buffer(host_send_, bytes);
-          device_->download(host, out, bytes);
-          leaves = host;
-        }
-        group_->send(comm::ConstBuffer(leaves, bytes / sizeof(float), comm::DataType::F32), (r + 1) % P);
+        exchange({{(r + 1) % P, out}}, {}, floats, false);
       }
     }
   }

@@ -11,9 +11,11 @@
 // until the slot's next backward, pipeline_model.hpp).
 //
 // Communication: each run of consecutive sends and receives in the rank's
-// list is posted as one exchange on the pipeline group (process_group.hpp),
-// so neighbours that send to each other at once (1F1B's steady state) do not
-// wait on each other. A send completes when its peer has received it.
+// list is posted as one exchange on the pipeline group's device collectives
+// (comm/device/: NCCL's grouped sends and receives, or the host's exchange,
+// staged through host memory off the CPU), so neighbours that send to each
+// other at once (1F1B's steady state) do not wait on each other. A send
+// completes when its peer has received it.
 //
 // The step's gradient reduction hooks in around every backward action
 // (Backward, BackwardInput, BackwardWeight): before(k, last) with k the
@@ -24,15 +26,18 @@
 // action are kept for traces.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
-#include "meshtrain/comm/group/process_group.hpp"
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/comm/device/device_collectives.hpp"
 #include "meshtrain/core/batch.hpp"
 #include "meshtrain/core/bf16.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/precision.hpp"
 #include "meshtrain/core/function_ref.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/nn/pipeline_model.hpp"
 #include "meshtrain/parallel/pipeline/action.hpp"
 
@@ -64,19 +69,18 @@ struct BackwardHooks {
 
 class PipelineExecutor {
  public:
-  // group: the pipeline group (group rank = pipeline rank), null for P = 1.
-  // Throws Error when the model does not hold one piece per chunk, or the
-  // pieces' embedding and head do not sit on the first and last virtual
-  // stage.
+  // group: the pipeline group's device collectives (group rank = pipeline
+  // rank), null for P = 1. Throws Error when the model does not hold one
+  // piece per chunk, or the pieces' embedding and head do not sit on the
+  // first and last virtual stage.
   // wire = bf16 (parallel.reduce_dtype): a training step's activations and
   // gradients cross between stages rounded to bf16 and are widened
   // (exactly) on arrival: half the bytes. Evaluation sends fp32.
-  // device: the memory the model's activations live in when it is not the
-  // host's (training.device); each send is then downloaded into a host
-  // buffer of its own and each receive lands in one and is uploaded (the
-  // host-staged path, docs/gpu.md). Null: host memory.
-  PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model, comm::ProcessGroup* group,
-                   Precision wire = Precision::Fp32, DeviceAllocator* device = nullptr);
+  // backend: the model's (training.device); the rounding and widening run
+  // there, in buffers in its memory.
+  PipelineExecutor(Schedule schedule, int rank, nn::PipelineModel& model,
+                   std::unique_ptr<comm::DeviceCollectives> group, Precision wire = Precision::Fp32,
+                   kernels::Backend& backend = kernels::cpu_backend());
 
   // One training step's forwards and backwards over the schedule's M
   // micro-batches (all of equal shape; they must stay alive until this
@@ -113,31 +117,27 @@ class PipelineExecutor {
   void compute(const Action& a, std::span<const Batch> micro_batches, PipelineLoss& loss);
   // Posts actions [begin, end) (sends and receives) as one exchange.
   void communicate(std::span<const Action> run, const Batch& shape);
-  // buffers[i], grown to `bytes`, created when missing.
-  static float* host_buffer(std::vector<AlignedBuffer<float>>& buffers, size_t bytes, size_t i = 0);
-  // Off the host: the sends' data downloaded into host buffers, the
-  // receives pointed at others; returns where each receive belongs.
-  std::vector<float*> stage_on_host(std::vector<comm::SendOp>& sends, std::vector<comm::RecvOp>& recvs, size_t bytes);
-  // The exchange, its bf16 rounding and widening, and (off the host) the
-  // receives uploaded to `device_recvs`.
-  void exchange(std::vector<comm::SendOp> sends, std::vector<comm::RecvOp> recvs, size_t bytes,
-                const std::vector<float*>& device_recvs);
+  // One exchange of `floats`-element activations or gradients: each send's
+  // (peer, data), each receive's (peer, where it belongs); under the bf16
+  // wire rounded before and widened after.
+  void exchange(const std::vector<std::pair<int, const float*>>& sends,
+                const std::vector<std::pair<int, float*>>& recvs, size_t floats, bool bf16);
+  // buffers[i] of `floats` bf16 elements in the backend's memory, created when missing.
+  Bf16* wire_buffer(std::vector<DeviceArray<Bf16>>& buffers, size_t i, size_t floats);
   double now_s() const;
 
   Schedule schedule_;
   int rank_;
   nn::PipelineModel& model_;
-  comm::ProcessGroup* group_;
+  std::unique_ptr<comm::DeviceCollectives> group_;
+  kernels::Backend& backend_;
   std::vector<std::vector<MicroBatchState>> states_;  // [chunk][micro-batch]
   std::vector<std::vector<bool>> slot_busy_;          // [chunk][slot]
   std::vector<ActionSpan> spans_;
   std::chrono::steady_clock::time_point step_start_;
   bool bf16_wire_;
   // bf16 wire only: one buffer per send and per receive of an exchange.
-  std::vector<AlignedBuffer<Bf16>> send16_, recv16_;
-  DeviceAllocator* device_;  // null: the model is in host memory
-  // Off the host: one buffer per send and per receive of an exchange.
-  std::vector<AlignedBuffer<float>> host_send_, host_recv_;
+  std::vector<DeviceArray<Bf16>> send16_, recv16_;
 };
 
 }  // namespace meshtrain::parallel::pipeline

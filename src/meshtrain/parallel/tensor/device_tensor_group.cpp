@@ -1,5 +1,7 @@
 #include "meshtrain/parallel/tensor/device_tensor_group.hpp"
 
+#include "meshtrain/parallel/bf16_wire.hpp"
+
 namespace meshtrain::parallel {
 namespace {
 
@@ -23,10 +25,7 @@ Bf16* DeviceTensorGroup::wire(size_t count) {
 
 void DeviceTensorGroup::all_reduce_sum(float* data, size_t count) {
   if (!bf16_) return all_reduce_sum_fp32(data, count);
-  Bf16* rounded = wire(count);
-  backend_.to_bf16(data, rounded, count);
-  collectives_->all_reduce_async(halves(rounded, count), comm::ReduceKind::Sum)->wait();
-  backend_.widen_divided(rounded, data, count, 1.0f);  // exact: float(x) / 1
+  all_reduce_sum_in_bf16(*collectives_, backend_, data, count, wire_);
 }
 
 void DeviceTensorGroup::all_reduce_sum_fp32(float* data, size_t count) {
@@ -47,7 +46,7 @@ void DeviceTensorGroup::all_gather(const float* in, float* out, size_t count_per
     Bf16* gathered = wire(count);
     backend_.to_bf16(in, gathered + at, count_per_rank);  // first: `in` may be out's chunk
     collectives_->all_gather_async(halves(gathered, count))->wait();
-    backend_.widen_divided(gathered, out, count, 1.0f);
+    backend_.widen_divided(gathered, out, count, 1.0f);  // exact: float(x) / 1
     return;
   }
   // The gather is in place: this rank's input goes to its segment first.

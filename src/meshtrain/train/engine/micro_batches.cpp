@@ -8,7 +8,7 @@
 #include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/parallel/bf16_wire.hpp"
-#include "meshtrain/parallel/host_staging.hpp"
+#include "meshtrain/parallel/device_collectives.hpp"
 
 namespace meshtrain {
 namespace {
@@ -70,9 +70,11 @@ class SequentialMicroBatches final : public MicroBatchRunner {
   int64_t first_nonfinite_ = -1;
 };
 
-// The memory of the store's device when it is not the host's: the pipeline's
-// collectives stage through host memory then (parallel/host_staging.hpp).
-DeviceAllocator* staged_memory(const ParamStore& store) { return store.on_host() ? nullptr : &nn::memory_of(store); }
+// The device collectives of `group` (may be null) for the store's tensors
+// (parallel/device_collectives.hpp).
+std::unique_ptr<comm::DeviceCollectives> collectives_of(comm::ProcessGroup* group, const ParamStore& store) {
+  return group ? parallel::device_collectives_for(*group, store) : nullptr;
+}
 
 class PipelineMicroBatches final : public MicroBatchRunner {
  public:
@@ -83,8 +85,10 @@ class PipelineMicroBatches final : public MicroBatchRunner {
         reduce_dtype_(p.reduce_dtype),
         executor_(parallel::pipeline::make_schedule(p.schedule, workers.pipeline_size(), int(p.micro_batches),
                                                     int(p.virtual_stages)),
-                  workers.pipeline_rank(), model, workers.pipeline_group(), p.reduce_dtype,
-                  staged_memory(model.store())) {
+                  workers.pipeline_rank(), model, collectives_of(workers.pipeline_group(), model.store()),
+                  p.reduce_dtype, nn::backend_of(model.store())),
+        embedding_pair_(collectives_of(workers.embedding_group(), model.store())),
+        wte16_(nn::memory_of(model.store()), MemoryKind::Communication) {
     // The tied copy: the last stage's wte when the first stage is another rank.
     for (size_t piece = 0; piece < model.pieces(); ++piece)
       if (model.piece_has_head(piece) && workers.pipeline_rank() != 0) tied_copy_ = true;
@@ -113,15 +117,14 @@ class PipelineMicroBatches final : public MicroBatchRunner {
   // two cross in bf16, are added in fp32 and rounded once (comm's BF16), so
   // both ends widen the same bits.
   void finish_gradients(const HeldGradients& held) override {
-    comm::ProcessGroup* pair = workers_.embedding_group();
-    if (!pair) return;
-    for (const std::span<float> part : held_wte(held))
-      parallel::on_host(staged_memory(model_.store()), part, wte_host_, [&](std::span<float> values) {
-        if (reduce_dtype_ == Precision::Bf16)
-          parallel::all_reduce_sum_in_bf16(*pair, values, wte16_);
-        else
-          pair->all_reduce(values, comm::ReduceKind::Sum);
-      });
+    if (!embedding_pair_) return;
+    for (const std::span<float> part : held_wte(held)) {
+      if (reduce_dtype_ == Precision::Bf16)
+        parallel::all_reduce_sum_in_bf16(*embedding_pair_, nn::backend_of(model_.store()), part.data(), part.size(),
+                                         wte16_);
+      else
+        embedding_pair_->all_reduce_async(comm::Buffer(part), comm::ReduceKind::Sum)->wait();
+    }
   }
 
   void duplicate_squares(const HeldGradients& held, double& replicated, double& sharded) const override {
@@ -166,9 +169,11 @@ class PipelineMicroBatches final : public MicroBatchRunner {
   Precision reduce_dtype_;  // parallel.reduce_dtype: the wte sum's
   bool nonfinite_ = false;  // the last train()'s loss sum on this stage
   parallel::pipeline::PipelineExecutor executor_;
+  // The first and last stage's pair (tied wte), null elsewhere; host-staged
+  // off the CPU (NCCL gives it no communicator: comm/nccl/nccl_groups.hpp).
+  std::unique_ptr<comm::DeviceCollectives> embedding_pair_;
   bool tied_copy_ = false;
-  AlignedBuffer<Bf16> wte16_{MemoryKind::Communication};  // reduce_dtype bf16: the wte gradient on the wire
-  AlignedBuffer<float> wte_host_{MemoryKind::Communication};  // off the host: the wte gradient staged
+  DeviceArray<Bf16> wte16_;  // reduce_dtype bf16: the wte gradient on the wire, in the store's memory
 };
 
 }  // namespace

@@ -168,6 +168,51 @@ TEST(HostStagedCollectives, AllGathersInPlaceDownloadingOnlyTheRanksOwnSegment) 
   }
 }
 
+TEST(HostStagedCollectives, ExchangesWithNeighboursBothWaysAtOnce) {
+  // A pipeline's steady state on 3 ranks in a ring: each rank sends two
+  // buffers (fp32, then bf16 as the wire sends them) to the next and
+  // receives two from the previous in one exchange; every send goes down
+  // once, every receive comes up once, in order per peer.
+  const int ranks = 3;
+  const size_t n = 513;
+  std::vector<std::vector<float>> first(ranks), second(ranks);
+  std::vector<std::vector<Bf16>> half(ranks);
+  std::vector<int> downloads(ranks), uploads(ranks);
+  testing::on_inproc_ranks(ranks, [&](int r, ProcessGroup& group) {
+    const int next = (r + 1) % ranks, previous = (r + ranks - 1) % ranks;
+    std::vector<float> a = rank_values(r, n), b = rank_values(r + 10, n);
+    std::vector<float> got_a(n, -1.0f), got_b(n, -1.0f);
+    CountingMemory device;
+    HostStagedCollectives through_host(group, &device);
+    through_host
+        .exchange_async({{next, ConstBuffer(std::span(a))}, {next, ConstBuffer(std::span(b))}},
+                        {{previous, Buffer(std::span(got_a))}, {previous, Buffer(std::span(got_b))}})
+        ->wait();
+    std::vector<Bf16> a16, got16(n);
+    for (float x : a) a16.push_back(to_bf16(x));
+    through_host.exchange_async({{next, ConstBuffer(std::span(a16))}}, {{previous, Buffer(std::span(got16))}})->wait();
+    first[size_t(r)] = got_a;
+    second[size_t(r)] = got_b;
+    half[size_t(r)] = got16;
+    downloads[size_t(r)] = device.downloads;
+    uploads[size_t(r)] = device.uploads;
+    // On the host (no device) the values themselves travel.
+    std::vector<float> direct(n, -1.0f);
+    HostStagedCollectives(group, nullptr)
+        .exchange_async({{next, ConstBuffer(std::span(a))}}, {{previous, Buffer(std::span(direct))}})
+        ->wait();
+    EXPECT_EQ(direct, rank_values(previous, n));
+  });
+  for (int r = 0; r < ranks; ++r) {
+    const int previous = (r + ranks - 1) % ranks;
+    EXPECT_EQ(first[size_t(r)], rank_values(previous, n)) << r;
+    EXPECT_EQ(second[size_t(r)], rank_values(previous + 10, n)) << r;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(half[size_t(r)][i].bits, to_bf16(rank_values(previous, n)[i]).bits);
+    EXPECT_EQ(downloads[size_t(r)], 3);
+    EXPECT_EQ(uploads[size_t(r)], 3);
+  }
+}
+
 TEST(HostStagedCollectives, KeepsItsScratchBetweenStepsAndBroadcastsRankZeros) {
   testing::on_inproc_ranks(2, [&](int r, ProcessGroup& group) {
     CountingMemory device;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "meshtrain/comm/device/host_staged_collectives.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/comm/transport/inproc/inproc_transport.hpp"
 #include "meshtrain/core/error.hpp"
@@ -20,6 +21,11 @@
 
 namespace meshtrain::parallel::pipeline {
 namespace {
+
+// The pipeline group's device collectives for a model in host memory.
+std::unique_ptr<comm::DeviceCollectives> on_host(comm::ProcessGroup& group) {
+  return std::make_unique<comm::HostStagedCollectives>(group, nullptr);
+}
 
 const GptConfig kConfig{8, 16, 2, 8, 64};  // layers, width, heads, block, vocabulary
 constexpr int64_t kMicroRows = 2;          // sequences per micro-batch
@@ -58,7 +64,7 @@ std::vector<RankOutcome> run_pipeline(const Schedule& schedule, const std::vecto
       Gpt gpt(kConfig, nullptr, rank_pieces(counts, P, V, r));
       Rng init(11);
       gpt.init_parameters(init);
-      PipelineExecutor executor(schedule, r, gpt, &group, wire);
+      PipelineExecutor executor(schedule, r, gpt, on_host(group), wire);
       out[size_t(r)].loss = executor.run(batches, {.before = [](int, bool) {}, .after = [] {}});
       for (const ParamView& v : gpt.store().views())
         out[size_t(r)].grads.emplace_back(
@@ -184,7 +190,7 @@ TEST(PipelineExecutor, ForwardOnlyGivesTheSerialLoss) {
       Rng rng(11);
       gpt.init_parameters(rng);
       const Schedule schedule = make_schedule(V > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB, P, 4, V);
-      loss[size_t(r)] = PipelineExecutor(schedule, r, gpt, &group).forward_only(batches).loss_sum;
+      loss[size_t(r)] = PipelineExecutor(schedule, r, gpt, on_host(group)).forward_only(batches).loss_sum;
     });
     EXPECT_NEAR(loss.back(), want, 1e-5 * want) << "P=" << P << " V=" << V;
   }

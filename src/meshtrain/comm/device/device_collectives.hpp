@@ -29,9 +29,11 @@ namespace meshtrain::comm {
 class DeviceWork {
  public:
   virtual ~DeviceWork() = default;
-  // Returns when the result can be used by the device's next work (the
-  // host-staged path: it is back in the device's memory); throws
-  // CommError when the operation failed or ran past the timeout.
+  // Returns when the result is ordered before the device's next work:
+  // host-staged, it is back in the device's memory (CommError when the
+  // operation failed or ran past the timeout); over NCCL the compute
+  // stream waits for it and the host does not (the communicator's
+  // watchdog ends the process when it fails or runs past the timeout).
   virtual void wait() = 0;
   // Seconds the transport spent on it, once waited for (the overlap report).
   virtual double busy_seconds() const = 0;

@@ -8,6 +8,9 @@ namespace {
 constexpr const char* kWhere = "NCCL collectives";
 
 // One operation on the communication stream, timed by two events there.
+// Waiting for it is stream-ordered: the compute stream waits for its event
+// and the host goes on; the communicator's watchdog turns a failure or a
+// timeout into an error (nccl_communicator.hpp, watch_issued).
 class NcclWork final : public DeviceWork {
  public:
   NcclWork(NcclCommunicator& communicator, cudaStream_t compute) : communicator_(communicator), compute_(compute) {
@@ -21,19 +24,25 @@ class NcclWork final : public DeviceWork {
   }
   // After the operation is enqueued.
   void mark_end() { check_cuda(cudaEventRecord(end_, communicator_.stream()), "cudaEventRecord", kWhere); }
-  void wait() override {
-    communicator_.wait();
-    communicator_.before_compute(compute_);
-    float ms = 0;
-    if (cudaEventElapsedTime(&ms, start_, end_) == cudaSuccess) busy_s_ = ms / 1000.0;
+  void wait() override { communicator_.before_compute(compute_); }
+  // Waits on the host for the operation's end (only a caller that asks:
+  // data parallelism's overlap report, just before the step's norm waits
+  // for the device anyway).
+  double busy_seconds() const override {
+    if (busy_s_ < 0) {
+      float ms = 0;
+      busy_s_ = cudaEventSynchronize(end_) == cudaSuccess && cudaEventElapsedTime(&ms, start_, end_) == cudaSuccess
+                    ? ms / 1000.0
+                    : 0.0;
+    }
+    return busy_s_;
   }
-  double busy_seconds() const override { return busy_s_; }
 
  private:
   NcclCommunicator& communicator_;
   cudaStream_t compute_;
   cudaEvent_t start_ = nullptr, end_ = nullptr;
-  double busy_s_ = 0;
+  mutable double busy_s_ = -1;  // not yet known
 };
 
 }  // namespace
@@ -68,6 +77,7 @@ DeviceWorkHandle NcclCollectives::started(Enqueue&& enqueue) {
   auto work = std::make_unique<NcclWork>(communicator_, compute_);
   enqueue();
   work->mark_end();
+  communicator_.watch_issued();
   return work;
 }
 

@@ -2,12 +2,13 @@
 // DeviceCollectives over an NCCL communicator (device_collectives.hpp):
 // each operation waits on the communication stream for the compute
 // stream's work issued so far (an event), runs there, and its wait() makes
-// the compute stream's later work wait for it (an event). wait() also
-// waits on the host, bounded by the communicator's timeout, so that a dead
-// or hung peer ends the step with a CommError naming the operation rather
-// than a copy of the gradient norm that never returns; the step waits for
-// that norm next anyway, so the wait costs it only the enqueueing of the
-// kernels between.
+// the compute stream's later work wait for it (an event), with no host
+// synchronisation: tensor parallelism's collectives, several per layer,
+// never drain the compute stream. The communicator's watchdog
+// (NcclCommunicator::watch_issued) bounds each operation by
+// parallel.timeout_s, so a dead or hung peer ends the process with an
+// error naming the operation rather than a copy of the loss that never
+// returns. broadcast() (once per job) waits on the host.
 #include <cuda_runtime_api.h>
 
 #include <memory>

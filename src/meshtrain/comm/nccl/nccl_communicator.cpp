@@ -1,6 +1,8 @@
 #include "meshtrain/comm/nccl/nccl_communicator.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -81,6 +83,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, std::vector<int> m
   try {
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", where);
     check_cuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreateWithFlags", where);
+    check_cuda(cudaGetDevice(&device_), "cudaGetDevice", where);
   } catch (...) {
     if (stream_) cudaStreamDestroy(stream_);
     nccl_library().CommDestroy(comm_);
@@ -107,10 +110,12 @@ NcclCommunicator NcclCommunicator::join(rendezvous::KeyValueStore& store, const 
 NcclCommunicator::NcclCommunicator(NcclCommunicator&& o) noexcept
     : comm_(std::exchange(o.comm_, nullptr)), rank_(o.rank_), size_(o.size_), members_(std::move(o.members_)),
       name_(std::move(o.name_)), timeout_s_(o.timeout_s_), stream_(std::exchange(o.stream_, nullptr)),
-      event_(std::exchange(o.event_, nullptr)), flight_group_(o.flight_group_), seq_(o.seq_),
+      event_(std::exchange(o.event_, nullptr)), device_(o.device_), watchdog_(std::move(o.watchdog_)),
+      flight_group_(o.flight_group_), seq_(o.seq_),
       in_flight_(std::move(o.in_flight_)), last_operation_(std::move(o.last_operation_)) {}
 
 NcclCommunicator::~NcclCommunicator() {
+  watchdog_.reset();  // stops polling before the communicator goes
   if (comm_) nccl_library().CommDestroy(comm_);
   if (event_) cudaEventDestroy(event_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -218,6 +223,7 @@ void NcclCommunicator::all_to_all_v(const void* send, std::span<const size_t> se
 }
 
 void NcclCommunicator::abort_and_throw(const std::string& why) {
+  watchdog_.reset();
   for (const flight::Slot& slot : in_flight_) flight::finished(slot, false);
   in_flight_.clear();
   nccl_library().CommAbort(comm_);  // frees it; the peers' operations fail rather than hang
@@ -247,6 +253,51 @@ void NcclCommunicator::wait() {
   }
   for (const flight::Slot& slot : in_flight_) flight::finished(slot, true);
   in_flight_.clear();
+}
+
+void NcclCommunicator::watch_issued() {
+  if (!comm_) throw CommError("NCCL communicator '" + name_ + "' was aborted by an earlier error");
+  if (in_flight_.empty()) return;
+  const std::string where = "NCCL communicator '" + name_ + "' rank " + std::to_string(rank_);
+  const std::string who = "NCCL communicator '" + name_ + "': rank " + std::to_string(rank_) + " of " +
+                          std::to_string(size_);
+  if (!watchdog_) {
+    // Everything the thread needs is copied: a communicator may move.
+    watchdog_ = std::make_unique<DeviceWatchdog>(
+        timeout_s_,
+        [comm = comm_, who](const std::string& why) {
+          nccl_library().CommAbort(comm);  // the peers' operations fail rather than hang
+          std::fprintf(stderr, "meshtrain: error: %s: %s; the communicator was aborted\n", who.c_str(),
+                       why.c_str());
+          std::fflush(stderr);
+          flight::close_ring();
+          std::_Exit(1);
+        },
+        [device = device_] { cudaSetDevice(device); });
+  }
+  cudaEvent_t done = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags", where);
+  check_cuda(cudaEventRecord(done, stream_), "cudaEventRecord", where);
+  watchdog_->watch({.what = last_operation_,
+                    .poll =
+                        [done, comm = comm_] {
+                          const cudaError_t status = cudaEventQuery(done);
+                          if (status == cudaSuccess) return WatchedProgress{.done = true, .error = {}};
+                          if (status != cudaErrorNotReady)
+                            return WatchedProgress{.done = false, .error = std::string("on the device: ") +
+                                                                          cudaGetErrorName(status) + ": " +
+                                                                          cudaGetErrorString(status)};
+                          ncclResult_t async = ncclSuccess;
+                          nccl_library().CommGetAsyncError(comm, &async);
+                          if (async != ncclSuccess && async != ncclInProgress)
+                            return WatchedProgress{.done = false, .error = nccl_status_text(async)};
+                          return WatchedProgress{.done = false, .error = {}};
+                        },
+                    .finished =
+                        [done, slots = std::exchange(in_flight_, {})](bool ok) {
+                          for (const flight::Slot& slot : slots) flight::finished(slot, ok);
+                          cudaEventDestroy(done);
+                        }});
 }
 
 }  // namespace meshtrain::comm::nccl

@@ -27,10 +27,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "meshtrain/comm/device/device_watchdog.hpp"
 #include "meshtrain/comm/flight/flight_recorder.hpp"
 #include "meshtrain/comm/rendezvous/key_value_store.hpp"
 
@@ -97,6 +99,16 @@ class NcclCommunicator {
   // Waits until everything enqueued has finished, bounded by the timeout
   // (CommError after aborting the communicator).
   void wait();
+  // Hands what was enqueued since the last wait() or watch_issued() to the
+  // communicator's watchdog (device_watchdog.hpp, started on first use)
+  // instead of waiting for it: it retires the operations as they finish
+  // and, when one fails or runs past the timeout, aborts the communicator
+  // (the peers' operations fail rather than hang), prints one error line
+  // naming the communicator, rank and operation, and ends the process
+  // with exit status 1 (a peer that died or timed out, docs/long-jobs.md):
+  // no later host synchronisation can hang, and no step after it writes a
+  // checkpoint.
+  void watch_issued();
 
  private:
   NcclCommunicator(ncclComm_t comm, int rank, std::vector<int> members, std::string name, double timeout_s);
@@ -112,6 +124,8 @@ class NcclCommunicator {
   double timeout_s_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t event_ = nullptr;
+  int device_ = 0;  // the CUDA device it was joined on
+  std::unique_ptr<DeviceWatchdog> watchdog_;
   uint16_t flight_group_;
   uint64_t seq_ = 0;
   std::vector<flight::Slot> in_flight_;  // started, not yet waited for

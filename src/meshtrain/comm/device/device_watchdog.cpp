@@ -1,0 +1,110 @@
+#include "meshtrain/comm/device/device_watchdog.hpp"
+
+#include <sstream>
+#include <utility>
+
+namespace meshtrain::comm {
+namespace {
+
+std::string seconds(double s) {
+  std::ostringstream out;
+  out << s;  // 300, 0.2
+  return out.str();
+}
+
+}  // namespace
+
+DeviceWatchdog::DeviceWatchdog(double timeout_s, OnFailure on_failure, std::function<void()> on_thread_start,
+                               std::chrono::microseconds interval)
+    : timeout_s_(timeout_s), interval_(interval), on_failure_(std::move(on_failure)) {
+  thread_ = std::thread([this, start = std::move(on_thread_start)]() mutable { run(std::move(start)); });
+}
+
+DeviceWatchdog::~DeviceWatchdog() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  for (WatchedWork& w : queue_)
+    if (w.finished) w.finished(false);
+}
+
+void DeviceWatchdog::watch(WatchedWork work) {
+  {
+    std::lock_guard lock(mutex_);
+    if (failed_) {  // nothing is polled any more
+      if (work.finished) work.finished(false);
+      return;
+    }
+    queue_.push_back(std::move(work));
+  }
+  wake_.notify_all();
+}
+
+size_t DeviceWatchdog::pending() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+bool DeviceWatchdog::failed() const {
+  std::lock_guard lock(mutex_);
+  return failed_;
+}
+
+void DeviceWatchdog::run(std::function<void()> on_thread_start) {
+  if (on_thread_start) on_thread_start();
+  using Clock = std::chrono::steady_clock;
+  // The oldest item's clock starts when it becomes the oldest: its turn on
+  // the stream comes after the work before it.
+  Clock::time_point oldest_since;
+  bool timing = false;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    if (!timing) {
+      oldest_since = Clock::now();
+      timing = true;
+    }
+    // The oldest item: polled without the lock (a CUDA query may take a while).
+    std::function<WatchedProgress()> poll = queue_.front().poll;
+    const std::string what = queue_.front().what;
+    lock.unlock();
+    const WatchedProgress progress = poll();
+    const double waited = std::chrono::duration<double>(Clock::now() - oldest_since).count();
+    if (!progress.error.empty() || (!progress.done && waited > timeout_s_)) {
+      fail(!progress.error.empty() ? what + " failed: " + progress.error
+                                   : what + " did not finish within " + seconds(timeout_s_) +
+                                         " s (parallel.timeout_s): a peer is dead, hung or never called it");
+      return;
+    }
+    lock.lock();
+    if (progress.done) {
+      WatchedWork done = std::move(queue_.front());
+      queue_.pop_front();
+      timing = false;
+      lock.unlock();
+      if (done.finished) done.finished(true);
+      lock.lock();
+      continue;
+    }
+    wake_.wait_for(lock, interval_, [&] { return stop_; });
+    if (stop_) return;
+  }
+}
+
+void DeviceWatchdog::fail(const std::string& why) {
+  std::deque<WatchedWork> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    failed_ = true;
+    dropped.swap(queue_);
+  }
+  for (WatchedWork& w : dropped)
+    if (w.finished) w.finished(false);
+  if (on_failure_) on_failure_(why);
+}
+
+}  // namespace meshtrain::comm

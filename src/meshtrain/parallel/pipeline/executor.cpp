@@ -186,8 +186,8 @@ void PipelineExecutor::exchange(const std::vector<std::pair<int, const float*>>&
   }
   for (size_t i = 0; i < recvs.size(); ++i) {
     const auto [peer, into] = recvs[i];
-    in.push_back(bf16 ? comm::DeviceRecv{peer, comm::Buffer(wire_buffer(recv16_, i, floats), floats, comm::DataType::BF16)}
-                      : comm::DeviceRecv{peer, comm::Buffer(into, floats, comm::DataType::F32)});
+    in.push_back({peer, bf16 ? comm::Buffer(wire_buffer(recv16_, i, floats), floats, comm::DataType::BF16)
+                             : comm::Buffer(into, floats, comm::DataType::F32)});
   }
   group_->exchange_async(std::move(out), std::move(in))->wait();
   if (bf16)

@@ -68,11 +68,13 @@ void DeviceWatchdog::run(std::function<void()> on_thread_start) {
       oldest_since = Clock::now();
       timing = true;
     }
-    // The oldest item: polled without the lock (a CUDA query may take a while).
-    std::function<WatchedProgress()> poll = queue_.front().poll;
-    const std::string what = queue_.front().what;
+    // The oldest item, polled without the lock (a CUDA query may take a
+    // while): only this thread removes items, and watch()'s push_back
+    // keeps references to the others valid, so no copy per poll.
+    const WatchedWork& oldest = queue_.front();
     lock.unlock();
-    const WatchedProgress progress = poll();
+    const WatchedProgress progress = oldest.poll();
+    const std::string& what = oldest.what;
     const double waited = std::chrono::duration<double>(Clock::now() - oldest_since).count();
     if (!progress.error.empty() || (!progress.done && waited > timeout_s_)) {
       fail(!progress.error.empty() ? what + " failed: " + progress.error

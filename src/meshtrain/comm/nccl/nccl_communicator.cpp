@@ -259,10 +259,10 @@ void NcclCommunicator::watch_issued() {
   if (!comm_) throw CommError("NCCL communicator '" + name_ + "' was aborted by an earlier error");
   if (in_flight_.empty()) return;
   const std::string where = "NCCL communicator '" + name_ + "' rank " + std::to_string(rank_);
-  const std::string who = "NCCL communicator '" + name_ + "': rank " + std::to_string(rank_) + " of " +
-                          std::to_string(size_);
   if (!watchdog_) {
     // Everything the thread needs is copied: a communicator may move.
+    const std::string who = "NCCL communicator '" + name_ + "': rank " + std::to_string(rank_) + " of " +
+                            std::to_string(size_);
     watchdog_ = std::make_unique<DeviceWatchdog>(
         timeout_s_,
         [comm = comm_, who](const std::string& why) {

@@ -39,7 +39,8 @@ train() {  # train NAME CONFIG DEVICE ARGS...
 }
 
 # GPT in fp32 and bf16, every recomputation mode, micro-batches with clipping; a mixture of experts
-# (its routing, exchange and combine on the host, its products on the device: moe_mlp.hpp) with
+# (its rows gathered, exchanged and combined on the device, its routing's bookkeeping on the host:
+# moe_mlp.hpp) with
 # the balancing and z losses, or with the expert bias and a capacity.
 moe="--model.n_expert=4 --model.top_k=2"
 modes=("fp32:--training.precision=fp32"

@@ -10,7 +10,7 @@ namespace meshtrain {
 // A buffer that kernels use where they run (kernel()), with the host copy
 // that host code reads and writes (host()): the host-staged path's buffers
 // (docs/gpu.md: ZeRO's parameter shards and gathered units; a
-// mixture of experts' routed rows). On the CPU the two are one buffer and
+// router's logits). On the CPU the two are one buffer and
 // the moves do nothing; off it, download() and upload() copy a range
 // between them.
 class StagedBuffer {

@@ -184,6 +184,14 @@ class Backend {
                         int64_t P) = 0;
   virtual void meanpool_forward(float* out, const float* inp, int64_t B, int64_t T, int64_t C) = 0;
   virtual void meanpool_backward(float* dinp, const float* dout, int64_t B, int64_t T, int64_t C) = 0;
+
+  // A mixture-of-experts layer's routed rows (routed_rows.hpp): gathers into
+  // travel order, the gated combine back into token order, its backward.
+  virtual void gather_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C) = 0;
+  virtual void combine_rows(float* out, const float* base, const float* src, const int32_t* offsets,
+                            const int32_t* rows, const float* scales, int64_t N, int64_t C) = 0;
+  virtual void gate_backward_rows(float* dy, float* dgates, const float* dout, const float* y, const int32_t* tokens,
+                                  const float* gates, int64_t n, int64_t C) = 0;
 };
 
 // The backend of `device`: the CPU's, or the GPU's in a CUDA build (made on

@@ -19,6 +19,7 @@
 #include "meshtrain/kernels/guarded_backend.hpp"
 #include "meshtrain/kernels/layernorm.hpp"
 #include "meshtrain/kernels/norm.hpp"
+#include "meshtrain/kernels/routed_rows.hpp"
 
 namespace meshtrain::kernels {
 namespace {
@@ -201,6 +202,17 @@ class CpuBackend final : public Backend {
   }
   void meanpool_backward(float* dinp, const float* dout, int64_t B, int64_t T, int64_t C) override {
     kernels::meanpool_backward(dinp, dout, B, T, C);
+  }
+  void gather_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C) override {
+    kernels::gather_rows(dst, src, rows, n, C);
+  }
+  void combine_rows(float* out, const float* base, const float* src, const int32_t* offsets, const int32_t* rows,
+                    const float* scales, int64_t N, int64_t C) override {
+    kernels::combine_rows(out, base, src, offsets, rows, scales, N, C);
+  }
+  void gate_backward_rows(float* dy, float* dgates, const float* dout, const float* y, const int32_t* tokens,
+                          const float* gates, int64_t n, int64_t C) override {
+    kernels::gate_backward_rows(dy, dgates, dout, y, tokens, gates, n, C);
   }
 
  private:

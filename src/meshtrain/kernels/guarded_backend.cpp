@@ -302,6 +302,20 @@ class GuardedBackend final : public Backend {
     const Open open(memory_);
     cpu_.meanpool_backward(dinp, dout, B, T, C);
   }
+  void gather_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C) override {
+    const Open open(memory_);
+    cpu_.gather_rows(dst, src, rows, n, C);
+  }
+  void combine_rows(float* out, const float* base, const float* src, const int32_t* offsets, const int32_t* rows,
+                    const float* scales, int64_t N, int64_t C) override {
+    const Open open(memory_);
+    cpu_.combine_rows(out, base, src, offsets, rows, scales, N, C);
+  }
+  void gate_backward_rows(float* dy, float* dgates, const float* dout, const float* y, const int32_t* tokens,
+                          const float* gates, int64_t n, int64_t C) override {
+    const Open open(memory_);
+    cpu_.gate_backward_rows(dy, dgates, dout, y, tokens, gates, n, C);
+  }
 
  private:
   using Open = GuardedMemory::Open;

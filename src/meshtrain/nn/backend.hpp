@@ -13,11 +13,12 @@ inline kernels::Backend& backend_of(const ParamStore& store) { return kernels::b
 // The memory a layer's activations live in: its device's.
 inline DeviceAllocator& memory_of(const ParamStore& store) { return backend_of(store).allocator(); }
 
-// A layer's integer inputs (tokens, targets: host memory, checked there)
-// where `backend`'s kernels read them: the host's own on the CPU, else a
-// copy uploaded into `staged`, which the layer keeps for its backward.
-inline const int32_t* staged_input(kernels::Backend& backend, const int32_t* host, size_t n,
-                                   DeviceArray<int32_t>& staged) {
+// A layer's inputs that the host made (tokens, targets, a mixture of
+// experts' routes and gates) where `backend`'s kernels read them: the
+// host's own on the CPU, else a copy uploaded into `staged`, which the
+// layer keeps for its backward.
+template <class T>
+const T* staged_input(kernels::Backend& backend, const T* host, size_t n, DeviceArray<T>& staged) {
   if (backend.device().is_cpu()) return host;
   staged.ensure(n);
   staged.upload({host, n});

@@ -6,6 +6,7 @@
 #include "meshtrain/comm/reduction_server/groups.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/parallel/device_collectives.hpp"
+#include "meshtrain/parallel/expert/device_expert_group.hpp"
 #include "meshtrain/parallel/expert/expert_parallel_group.hpp"
 #include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/parallel/tensor/device_tensor_group.hpp"
@@ -109,8 +110,8 @@ void ParallelContext::cut(const ContextSettings& s, const comm::MeshChannels& ch
 
 void ParallelContext::use_devices(const ContextSettings& s) {
   device_collectives_ = use_device_collectives(groups_, s.device_collectives, s.device, s.timeout_s);
+  // The CPU's layers call the host groups directly; a device's, its device collectives.
   if (auto* tensor = groups_.find(comm::MeshAxis::Tensor)) {
-    // The CPU's layers call the host group directly; a device's, its device collectives.
     if (s.device.is_cpu()) {
       tensor_comm_ = std::make_unique<TensorParallelGroup>(*tensor, s.sequence_parallel, s.reduce_dtype);
     } else {
@@ -119,8 +120,15 @@ void ParallelContext::use_devices(const ContextSettings& s) {
                                                          backend, s.sequence_parallel, s.reduce_dtype);
     }
   }
-  if (auto* expert = groups_.find(comm::MeshAxis::Expert))
-    expert_comm_ = std::make_unique<ExpertParallelGroup>(*expert, s.reduce_dtype);
+  if (auto* expert = groups_.find(comm::MeshAxis::Expert)) {
+    if (s.device.is_cpu()) {
+      expert_comm_ = std::make_unique<ExpertParallelGroup>(*expert, s.reduce_dtype);
+    } else {
+      kernels::Backend& backend = kernels::backend_for(s.device);
+      expert_comm_ = std::make_unique<DeviceExpertGroup>(device_collectives_for(*expert, &backend.allocator()),
+                                                         *expert, backend, s.reduce_dtype);
+    }
+  }
 }
 
 // The reducers split among the data-parallel groups, one per tensor rank

@@ -24,6 +24,7 @@
 #include "meshtrain/kernels/norm.hpp"
 #include "meshtrain/kernels/cuda/positions.hpp"
 #include "meshtrain/kernels/cuda/residual.hpp"
+#include "meshtrain/kernels/cuda/routed_rows.hpp"
 #include "meshtrain/kernels/cuda/rows.hpp"
 #include "meshtrain/kernels/cuda/vision.hpp"
 #include "meshtrain/kernels/cuda/vocab_shard.hpp"
@@ -247,6 +248,17 @@ class CudaBackend final : public Backend {
   }
   void meanpool_backward(float* dinp, const float* dout, int64_t B, int64_t T, int64_t C) override {
     cuda::meanpool_backward(dinp, dout, B, T, C, stream_);
+  }
+  void gather_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C) override {
+    cuda::gather_rows(dst, src, rows, n, C, stream_);
+  }
+  void combine_rows(float* out, const float* base, const float* src, const int32_t* offsets, const int32_t* rows,
+                    const float* scales, int64_t N, int64_t C) override {
+    cuda::combine_rows(out, base, src, offsets, rows, scales, N, C, stream_);
+  }
+  void gate_backward_rows(float* dy, float* dgates, const float* dout, const float* y, const int32_t* tokens,
+                          const float* gates, int64_t n, int64_t C) override {
+    cuda::gate_backward_rows(dy, dgates, dout, y, tokens, gates, n, C, stream_);
   }
 
  private:

@@ -1,7 +1,6 @@
 #include "meshtrain/nn/moe/moe_mlp.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "meshtrain/core/error.hpp"
 
@@ -52,11 +51,12 @@ void MoeMlp::share_activations(SharedActivations&, const std::string&) {
 }
 
 // Rows of width C travel by all-to-all: `out_rows[d]` to rank d, taken
-// from `send` in rank order, `in_rows[s]` from rank s into `recv`.
+// from `send` in rank order, `in_rows[s]` from rank s into `recv`; with
+// no peers, a copy where the rows are.
 void MoeMlp::exchange(const float* send, const std::vector<size_t>& out_rows, float* recv,
                       const std::vector<size_t>& in_rows) {
   if (ranks_of(ep_) == 1) {
-    std::copy(send, send + out_rows[0] * size_t(C_), recv);
+    backend_of(store_).copy(recv, send, out_rows[0] * size_t(C_));
     return;
   }
   std::vector<size_t> s(out_rows), r(in_rows);
@@ -67,25 +67,6 @@ void MoeMlp::exchange(const float* send, const std::vector<size_t>& out_rows, fl
 
 void MoeMlp::dispatch(const float* send, float* recv) { exchange(send, send_rows_, recv, recv_rows_); }
 void MoeMlp::gather_back(const float* send, float* recv) { exchange(send, recv_rows_, recv, send_rows_); }
-
-// Receive order (source rank, expert, token) <-> expert order (expert,
-// source rank, token): the same walk, copying one way or the other.
-void MoeMlp::reorder(const float* from, float* to, bool to_expert_order) const {
-  const size_t X = recv_rows_.size(), local = experts_.size(), C = size_t(C_);
-  std::vector<size_t> offset(local, 0);  // where each expert's rows start in expert order
-  for (size_t e = 1; e < local; ++e) offset[e] = offset[e - 1] + size_t(expert_rows_[e - 1]);
-  size_t at = 0;
-  for (size_t s = 0; s < X; ++s)
-    for (size_t e = 0; e < local; ++e) {
-      const size_t rows = size_t(recv_counts_[s * local + e]);
-      if (to_expert_order)
-        std::memcpy(to + offset[e] * C, from + at * C, rows * C * sizeof(float));
-      else
-        std::memcpy(to + at * C, from + offset[e] * C, rows * C * sizeof(float));
-      offset[e] += rows;
-      at += rows;
-    }
-}
 
 // The router's kept (token, choice) pairs in send order (by expert, then
 // token), the rows to and from each rank, and each local expert's rows.
@@ -125,6 +106,45 @@ size_t MoeMlp::plan_routes(int64_t N) {
   return received;
 }
 
+// The routes the kernels follow (moe_mlp.hpp lists them), built from the
+// plan on the host and uploaded in one copy, with each send row's gate.
+void MoeMlp::upload_routes(size_t received) {
+  const size_t sent = send_pair_.size(), N = size_t(N_), local = experts_.size();
+  const size_t sizes[kRouteParts] = {sent, received, received, N + 1, sent};
+  for (size_t p = 0; p < kRouteParts; ++p) route_begin_[p + 1] = route_begin_[p] + sizes[p];
+  routes_host_.assign(route_begin_[kRouteParts], 0);
+  int32_t* send_token = routes_host_.data() + route_begin_[kSendToken];
+  int32_t* to_expert = routes_host_.data() + route_begin_[kToExpert];
+  int32_t* to_receive = routes_host_.data() + route_begin_[kToReceive];
+  int32_t* token_start = routes_host_.data() + route_begin_[kTokenStart];
+  int32_t* token_rows = routes_host_.data() + route_begin_[kTokenRows];
+  send_gates_host_.resize(std::max<size_t>(sent, 1));
+  const float* gates = router_.gates();
+  for (size_t i = 0; i < sent; ++i) {
+    send_token[i] = int32_t(send_pair_[i] / k_);
+    send_gates_host_[i] = gates[send_pair_[i]];
+    ++token_start[send_token[i] + 1];
+  }
+  // Receive order (source rank, expert, token) <-> expert order (expert,
+  // source rank, token).
+  std::vector<size_t> expert_at(local, 0);
+  for (size_t e = 1; e < local; ++e) expert_at[e] = expert_at[e - 1] + size_t(expert_rows_[e - 1]);
+  size_t at = 0;
+  for (size_t s = 0; s < recv_rows_.size(); ++s)
+    for (size_t e = 0; e < local; ++e)
+      for (int64_t r = 0; r < recv_counts_[s * local + e]; ++r, ++at) {
+        to_expert[expert_at[e]] = int32_t(at);
+        to_receive[at] = int32_t(expert_at[e]++);
+      }
+  // Each token's send rows, in send order (the order their outputs are added in).
+  for (size_t t = 0; t < N; ++t) token_start[t + 1] += token_start[t];
+  std::vector<int32_t> next(token_start, token_start + N);
+  for (size_t i = 0; i < sent; ++i) token_rows[next[size_t(send_token[i])]++] = int32_t(i);
+  kernels::Backend& backend = backend_of(store_);
+  routes_at_ = staged_input(backend, routes_host_.data(), routes_host_.size(), routes_);
+  send_gates_at_ = staged_input(backend, send_gates_host_.data(), send_gates_host_.size(), send_gates_);
+}
+
 // Each expert on its rows of expert_in_, into expert_out_, in the layer's
 // shared buffers (expert_in_, expert_h_ and expert_gelu_ stay alive for
 // backward).
@@ -137,112 +157,71 @@ void MoeMlp::run_experts(size_t received) {
     const int64_t rows = expert_rows_[e];
     ran_[e] = rows > 0;
     if (rows > 0)
-      experts_[e]->forward_into(expert_in_.kernel() + offset * C, rows, expert_h_.raw() + offset * H,
-                                expert_gelu_.raw() + offset * H, expert_out_.kernel() + offset * C);
+      experts_[e]->forward_into(expert_in_.raw() + offset * C, rows, expert_h_.raw() + offset * H,
+                                expert_gelu_.raw() + offset * H, expert_out_.raw() + offset * C);
     offset += size_t(rows);
   }
 }
 
-// out (N, C) = residual + each kept choice's gate times its expert's
-// output (returned_, send order), in out_ on the host, then uploaded.
-float* MoeMlp::combine(const float* residual) {
-  const int64_t N = N_, C = C_, k = k_;
-  out_.ensure(store_.device_memory(), size_t(N * C));
-  float* out = out_.host();
-  if (residual)
-    std::memcpy(out, host_copy(store_, residual, size_t(N * C), host_in_), size_t(N * C) * sizeof(float));
-  else
-    std::fill(out, out + N * C, 0.0f);
-  const float* gates = router_.gates();
-  for (size_t i = 0; i < send_pair_.size(); ++i) {
-    const int64_t pair = send_pair_[i];
-    const float g = gates[pair];
-    float* o = out + (pair / k) * C;
-    const float* y = returned_.data() + i * size_t(C);
-    for (int64_t c = 0; c < C; ++c) o[c] += g * y[c];
-  }
-  out_.upload(0, size_t(N * C));
-  return out_.kernel();
-}
-
+// Tokens to their experts and back: out (N, C) = residual + each kept
+// choice's gate times its expert's output, added in send order.
 float* MoeMlp::forward(const float* inp, int64_t B, int64_t T, const float* residual) {
-  const int64_t N = B * T, C = C_, k = k_;
+  const int64_t N = B * T, C = C_;
   N_ = N;
   router_.forward(inp, B, T, sums_);
-  const float* x = host_copy(store_, inp, size_t(N * C), host_in_);
   const size_t received = plan_routes(N);
-
-  // Tokens to their experts.
-  DeviceAllocator* device = store_.device_memory();
-  const size_t sent = send_pair_.size(), rows_in = received * size_t(C);
-  send_.ensure(std::max<size_t>(sent, 1) * size_t(C));
-  for (size_t i = 0; i < sent; ++i)
-    std::memcpy(send_.data() + i * size_t(C), x + (send_pair_[i] / k) * C, size_t(C) * sizeof(float));
-  recv_.ensure(std::max<size_t>(received, 1) * size_t(C));
-  expert_in_.ensure(device, std::max<size_t>(received, 1) * size_t(C));
-  expert_out_.ensure(device, std::max<size_t>(received, 1) * size_t(C));
-  dispatch(send_.data(), recv_.data());
-  reorder(recv_.data(), expert_in_.host(), true);
-  expert_in_.upload(0, rows_in);
+  upload_routes(received);
+  kernels::Backend& backend = backend_of(store_);
+  const size_t sent = send_pair_.size(), width = size_t(C);
+  for (DeviceArray<float>* rows : {&send_, &returned_}) rows->ensure(std::max<size_t>(sent, 1) * width);
+  for (DeviceArray<float>* rows : {&recv_, &expert_in_, &expert_out_})
+    rows->ensure(std::max<size_t>(received, 1) * width);
+  backend.gather_rows(send_.raw(), inp, route(kSendToken), int64_t(sent), C);
+  dispatch(send_.raw(), recv_.raw());
+  backend.gather_rows(expert_in_.raw(), recv_.raw(), route(kToExpert), int64_t(received), C);
 
   run_experts(received);
 
-  // Outputs back, and combined with the gates.
-  expert_out_.download(0, rows_in);
-  reorder(expert_out_.host(), recv_.data(), false);
-  returned_.ensure(std::max<size_t>(sent, 1) * size_t(C));
-  gather_back(recv_.data(), returned_.data());
-  return combine(residual);
+  backend.gather_rows(recv_.raw(), expert_out_.raw(), route(kToReceive), int64_t(received), C);
+  gather_back(recv_.raw(), returned_.raw());
+  out_.ensure(size_t(N * C));
+  backend.combine_rows(out_.raw(), residual, returned_.raw(), route(kTokenStart), route(kTokenRows), send_gates_at_, N,
+                       C);
+  return out_.raw();
 }
 
+// d gate = dout . y and d y = gate dout per send row; the d y go to the
+// experts and their input gradients come back, summed per token.
 void MoeMlp::backward(float* dinp, const float* dout, Workspace& ws) {
   if (N_ == 0) throw Error("MoeMlp::backward called before forward");
-  const int64_t N = N_, C = C_, k = k_;
-  const size_t local = experts_.size(), sent = send_pair_.size();
+  const int64_t N = N_, C = C_;
+  const size_t local = experts_.size(), sent = send_pair_.size(), width = size_t(C);
   size_t received = 0;
   for (size_t rows : recv_rows_) received += rows;
-  const size_t rows_in = received * size_t(C);
-  const float* dout_host = host_copy(store_, dout, size_t(N * C), host_in_);
-  // d gate = dout . y; d y = gate dout, in send order.
-  std::vector<float> dgates(size_t(N * k), 0.0f);
-  const float* gates = router_.gates();
-  for (size_t i = 0; i < sent; ++i) {
-    const int64_t pair = send_pair_[i];
-    const float* d = dout_host + (pair / k) * C;
-    const float* y = returned_.data() + i * size_t(C);
-    float* dy = send_.data() + i * size_t(C);
-    double dot = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      dot += double(d[c]) * y[c];
-      dy[c] = gates[pair] * d[c];
-    }
-    dgates[size_t(pair)] = float(dot);
-  }
-  dispatch(send_.data(), recv_.data());
-  StagedBuffer& dy_by_expert = expert_out_;  // the outputs are no longer needed
-  reorder(recv_.data(), dy_by_expert.host(), true);
-  dy_by_expert.upload(0, rows_in);
-  expert_dx_.ensure(store_.device_memory(), std::max<size_t>(received, 1) * size_t(C));
+  kernels::Backend& backend = backend_of(store_);
+  dgates_.ensure(std::max<size_t>(sent, 1));
+  backend.gate_backward_rows(send_.raw(), dgates_.raw(), dout, returned_.raw(), route(kSendToken), send_gates_at_,
+                             int64_t(sent), C);
+  dispatch(send_.raw(), recv_.raw());
+  DeviceArray<float>& dy_by_expert = expert_out_;  // the outputs are no longer needed
+  backend.gather_rows(dy_by_expert.raw(), recv_.raw(), route(kToExpert), int64_t(received), C);
+  expert_dx_.ensure(std::max<size_t>(received, 1) * width);
   size_t offset = 0;
   for (size_t e = 0; e < local; ++e) {
     const int64_t rows = expert_rows_[e];
     if (rows > 0)
-      experts_[e]->backward(expert_dx_.kernel() + offset * size_t(C), dy_by_expert.kernel() + offset * size_t(C), ws);
+      experts_[e]->backward(expert_dx_.raw() + offset * width, dy_by_expert.raw() + offset * width, ws);
     else
       experts_[e]->announce_gradients();  // no token this micro-batch: nothing more will come
     offset += size_t(rows);
   }
-  expert_dx_.download(0, rows_in);
-  reorder(expert_dx_.host(), recv_.data(), false);
-  gather_back(recv_.data(), send_.data());
-  float* dinp_host = host_target(store_, dinp, size_t(N * C), host_dx_);
-  std::fill(dinp_host, dinp_host + N * C, 0.0f);
-  for (size_t i = 0; i < sent; ++i) {
-    float* dx = dinp_host + (send_pair_[i] / k) * C;
-    const float* part = send_.data() + i * size_t(C);
-    for (int64_t c = 0; c < C; ++c) dx[c] += part[c];
-  }
-  put_back(store_, dinp, dinp_host, size_t(N * C));
+  backend.gather_rows(recv_.raw(), expert_dx_.raw(), route(kToReceive), int64_t(received), C);
+  gather_back(recv_.raw(), send_.raw());
+  backend.combine_rows(dinp, nullptr, send_.raw(), route(kTokenStart), route(kTokenRows), nullptr, N, C);
+  // The gates' gradients to the host, where the router's backward runs.
+  std::vector<float> by_row(sent), dgates(size_t(N * k_), 0.0f);
+  dgates_.download(by_row);
+  for (size_t i = 0; i < sent; ++i) dgates[size_t(send_pair_[i])] = by_row[i];
   router_.backward(dgates.data(), dinp);
 }
 

@@ -20,19 +20,22 @@
 // way. Backward sends the output gradients the same way and the input
 // gradients back. Without a group (or X = 1) the all-to-all is a copy.
 //
-// On a device the router's and the experts' products run there; the
-// routing, the exchange and the combine run on the host on downloaded
-// copies, and the experts' rows go up and come back (the host-staged path,
-// docs/gpu.md): the CPU's bits, so expert parallelism over the host's
-// all-to-all serves workers on a device as well.
+// The rows stay where the layer's kernels run: the backend gathers them
+// into travel order and back (kernels/routed_rows.hpp), the expert group
+// exchanges them there (over NCCL on GPUs, parallel/expert/), and the
+// backend sums the experts' outputs with their gates. Only the routing's
+// bookkeeping runs on the host: the router's choices (router.hpp), the
+// per-expert counts and the route indices made from them, uploaded once per
+// forward (a few ints per token), and the gates' gradients downloaded in
+// backward. Every device gives the CPU's bits for the moves and the combine
+// (routed_rows_math.hpp).
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/core/param_store.hpp"
-#include "meshtrain/core/staged_buffer.hpp"
 #include "meshtrain/nn/backend.hpp"
 #include "meshtrain/nn/feed_forward.hpp"
 #include "meshtrain/nn/mlp.hpp"
@@ -73,12 +76,11 @@ class MoeMlp final : public FeedForward {
   void gather_back(const float* send, float* recv);
   // forward's parts (moe_mlp.cpp says what each does).
   size_t plan_routes(int64_t N);
+  void upload_routes(size_t received);
   void run_experts(size_t received);
-  float* combine(const float* residual);
-  // Receive order (source rank, expert, token) -> expert order (expert,
-  // source rank, token), or back.
-  void reorder(const float* from, float* to, bool to_expert_order) const;
-
+  // The uploaded routes (upload_routes): where each part starts in routes_.
+  const int32_t* route(size_t part) const { return routes_at_ + route_begin_[part]; }
+  enum RoutePart : size_t { kSendToken, kToExpert, kToReceive, kTokenStart, kTokenRows, kRouteParts };
   ParamStore& store_;
   int64_t C_, E_, k_;
   ExpertParallelComm* ep_;
@@ -95,22 +97,34 @@ class MoeMlp final : public FeedForward {
   std::vector<size_t> send_rows_, recv_rows_;  // per rank
   std::vector<int64_t> recv_counts_;           // (source rank, local expert) rows
   std::vector<int64_t> expert_rows_;           // per local expert, rows from all ranks
-  // Host memory: the routed rows and their exchange.
-  AlignedBuffer<float> send_{MemoryKind::Activations};     // (rows sent, C)
-  AlignedBuffer<float> recv_{MemoryKind::Activations};     // (rows received, C)
-  AlignedBuffer<float> returned_{MemoryKind::Activations};  // (rows sent, C): the experts' outputs, send order
-  AlignedBuffer<float> host_in_{MemoryKind::Activations};   // off the CPU: the input's (or dout's) host copy
-  AlignedBuffer<float> host_dx_{MemoryKind::Activations};   // off the CPU: dinp before it is uploaded
-  // The experts' rows where their kernels run, with host copies.
-  StagedBuffer expert_in_{MemoryKind::Activations};  // (rows received, C) in expert order
+  // The routes, in the memory the kernels run in (upload_routes):
+  //   kSendToken  (sent)      each send row's token
+  //   kToExpert   (received)  each expert-order row's receive-order row
+  //   kToReceive  (received)  each receive-order row's expert-order row
+  //   kTokenStart (N + 1)     where each token's send rows start in kTokenRows
+  //   kTokenRows  (sent)      the send rows of token 0, 1, ... in send order
+  // and each send row's gate.
+  std::vector<int32_t> routes_host_;
+  std::vector<float> send_gates_host_;
+  size_t route_begin_[kRouteParts + 1] = {};
+  const int32_t* routes_at_ = nullptr;
+  const float* send_gates_at_ = nullptr;
+  DeviceArray<int32_t> routes_{memory_of(store_), MemoryKind::Activations};
+  DeviceArray<float> send_gates_{memory_of(store_), MemoryKind::Activations};
+  // The routed rows, where the kernels run.
+  DeviceArray<float> send_{memory_of(store_), MemoryKind::Activations};      // (rows sent, C)
+  DeviceArray<float> recv_{memory_of(store_), MemoryKind::Activations};      // (rows received, C)
+  DeviceArray<float> returned_{memory_of(store_), MemoryKind::Activations};  // (rows sent, C): outputs, send order
+  DeviceArray<float> expert_in_{memory_of(store_), MemoryKind::Activations};  // (rows received, C), expert order
   // The experts' activations, one buffer for all of them in expert order
   // (each expert its slice of the rows), so that the layer holds what this
   // step's rows need, not every expert's largest step: (rows received, 4C/T).
   DeviceArray<float> expert_h_{memory_of(store_), MemoryKind::Activations};     // c_fc's output, pre-activation
   DeviceArray<float> expert_gelu_{memory_of(store_), MemoryKind::Activations};  // c_proj's input
-  StagedBuffer expert_out_{MemoryKind::Activations};  // backward: their output gradients
-  StagedBuffer expert_dx_{MemoryKind::Activations};   // backward: the experts' input gradients
-  StagedBuffer out_{MemoryKind::Activations};         // (N, C)
+  DeviceArray<float> expert_out_{memory_of(store_), MemoryKind::Activations};   // outputs; backward: their gradients
+  DeviceArray<float> expert_dx_{memory_of(store_), MemoryKind::Activations};    // backward: the input gradients
+  DeviceArray<float> out_{memory_of(store_), MemoryKind::Activations};          // (N, C)
+  DeviceArray<float> dgates_{memory_of(store_), MemoryKind::Activations};       // backward: (rows sent)
 };
 
 }  // namespace meshtrain::nn

@@ -10,7 +10,8 @@
 // all; with the job's router, the imbalance it has). Its experts compute
 // those rows, so the probe's compute and activations are the busiest
 // rank's. The numbers are not a real job's: returned rows for the other
-// ranks are copies of its own.
+// ranks are copies of its own. The rows are copied on the host: the probe
+// of a job with several workers runs on the CPU only (job_forecast.cpp).
 //
 //   counts all-to-all   recv[s] = send[busiest] for every source s
 //   rows all-to-all_v   recv segment s = the largest send segment (the

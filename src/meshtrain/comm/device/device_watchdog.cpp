@@ -1,5 +1,6 @@
 #include "meshtrain/comm/device/device_watchdog.hpp"
 
+#include <atomic>
 #include <sstream>
 #include <utility>
 
@@ -107,6 +108,17 @@ void DeviceWatchdog::fail(const std::string& why) {
   for (WatchedWork& w : dropped)
     if (w.finished) w.finished(false);
   if (on_failure_) on_failure_(why);
+}
+
+void run_watched(const std::string& what, double timeout_s, const DeviceWatchdog::OnFailure& on_timeout,
+                 const std::function<void()>& call, std::chrono::microseconds interval) {
+  std::atomic<bool> returned{false};
+  DeviceWatchdog watchdog(timeout_s, on_timeout, {}, interval);
+  watchdog.watch({.what = what,
+                  .poll = [&returned] { return WatchedProgress{.done = returned.load(), .error = {}}; },
+                  .finished = {}});
+  call();  // an exception leaves too: the watchdog stops with it
+  returned = true;
 }
 
 }  // namespace meshtrain::comm

@@ -64,4 +64,13 @@ class DeviceWatchdog {
   std::thread thread_;
 };
 
+// Runs `call` on this thread under a watchdog of its own: when it has not
+// returned `timeout_s` after it began, on_timeout(why) runs on the
+// watchdog's thread, with `what` named in why. The call itself goes on (it
+// cannot be interrupted): for calls with no timeout of their own, such as
+// NCCL's blocking joins, on_timeout ends the process.
+void run_watched(const std::string& what, double timeout_s, const DeviceWatchdog::OnFailure& on_timeout,
+                 const std::function<void()>& call,
+                 std::chrono::microseconds interval = std::chrono::microseconds(10000));
+
 }  // namespace meshtrain::comm

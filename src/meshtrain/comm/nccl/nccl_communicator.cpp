@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <utility>
 
@@ -34,9 +35,34 @@ ncclRedOp_t nccl_op(Reduction op) {
   return ncclSum;
 }
 
-ncclComm_t init_rank(const ncclUniqueId& id, int rank, int size, const std::string& name) {
+// Runs one of NCCL's blocking joins (ncclCommInitRank, ncclCommSplit),
+// which have no timeout: a peer that died or never came would leave this
+// rank waiting for ever. Past parallel.timeout_s the process says which
+// rank of which communicator was waiting and exits 1, as the operations'
+// watchdog does; a join cannot be aborted from another thread (there is no
+// communicator yet), and meshtrain run restarts the job.
+ncclResult_t bounded_join(const std::string& name, int rank, int size, const std::string& what, double timeout_s,
+                          const std::function<ncclResult_t()>& join) {
+  const std::string who =
+      "NCCL communicator '" + name + "': rank " + std::to_string(rank) + " of " + std::to_string(size);
+  ncclResult_t status = ncclSuccess;
+  run_watched(
+      what, timeout_s,
+      [who](const std::string& why) {
+        std::fprintf(stderr, "meshtrain: error: %s: %s\n", who.c_str(), why.c_str());
+        std::fflush(stderr);
+        flight::close_ring();
+        std::_Exit(1);
+      },
+      [&] { status = join(); });
+  return status;
+}
+
+ncclComm_t init_rank(const ncclUniqueId& id, int rank, int size, const std::string& name, double timeout_s) {
   ncclComm_t comm = nullptr;
-  const ncclResult_t status = nccl_library().CommInitRank(&comm, size, id, rank);
+  const ncclResult_t status =
+      bounded_join(name, rank, size, "joining (ncclCommInitRank)", timeout_s,
+                   [&] { return nccl_library().CommInitRank(&comm, size, id, rank); });
   if (status != ncclSuccess)
     throw CommError("NCCL communicator '" + name + "': rank " + std::to_string(rank) + " of " + std::to_string(size) +
                     " could not join (ncclCommInitRank): " + nccl_status_text(status) +
@@ -72,8 +98,8 @@ size_t element_bytes(DataType type) {
 
 NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, std::vector<int> members, std::string name,
                                    double timeout_s)
-    : NcclCommunicator(init_rank(id, rank, int(members.size()), name), rank, std::move(members), std::move(name),
-                       timeout_s) {}
+    : NcclCommunicator(init_rank(id, rank, int(members.size()), name, timeout_s), rank, std::move(members),
+                       std::move(name), timeout_s) {}
 
 NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, std::vector<int> members, std::string name,
                                    double timeout_s)
@@ -123,7 +149,9 @@ NcclCommunicator::~NcclCommunicator() {
 
 NcclCommunicator NcclCommunicator::split(int color, int key, std::vector<int> members, std::string name) const {
   ncclComm_t child = nullptr;
-  check(nccl_library().CommSplit(comm_, color, key, &child, nullptr), "ncclCommSplit");
+  check(bounded_join(name_, rank_, size_, "splitting off '" + name + "' (ncclCommSplit)", timeout_s_,
+                     [&] { return nccl_library().CommSplit(comm_, color, key, &child, nullptr); }),
+        "ncclCommSplit");
   int rank = 0;
   check(nccl_library().CommUserRank(child, &rank), "ncclCommUserRank");
   return NcclCommunicator(child, rank, std::move(members), std::move(name), timeout_s_);

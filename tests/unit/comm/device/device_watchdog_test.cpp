@@ -1,6 +1,7 @@
 // DeviceWatchdog (comm/device/device_watchdog.hpp): work retired in order
 // as it finishes, a timeout or an error reported once with the work named,
-// the clock of each item starting when it becomes the oldest. The polls
+// the clock of each item starting when it becomes the oldest; a blocking
+// call timed by one of its own (run_watched). The polls
 // here are flags a test sets (what cudaEventQuery answers on a GPU).
 #include <gtest/gtest.h>
 
@@ -127,6 +128,23 @@ TEST(DeviceWatchdog, StopsWithWorkPendingAndRunsItsStartOnItsOwnThread) {
   }
   EXPECT_TRUE(started_elsewhere.load());
   EXPECT_EQ(log.all(), (std::vector<std::string>{"pending dropped"}));
+}
+
+// run_watched, as NCCL's blocking joins use it: a call that returns in time
+// is not reported; one still running past the timeout is, once, named,
+// while it goes on (here until it sees the report).
+TEST(DeviceWatchdog, RunWatchedReportsOnlyACallStillRunningPastItsTimeout) {
+  Log log;
+  const auto report = [&log](const std::string& why) { log.add(why); };
+  run_watched("a quick join", 30.0, report, [] {}, 1ms);
+  EXPECT_TRUE(log.all().empty());
+  bool saw_report = false;
+  run_watched("ncclCommInitRank", 0.05, report, [&] { saw_report = eventually([&] { return !log.all().empty(); }); },
+              1ms);
+  EXPECT_TRUE(saw_report);
+  ASSERT_EQ(log.all().size(), 1u);
+  EXPECT_EQ(log.all()[0], "ncclCommInitRank did not finish within 0.05 s (parallel.timeout_s): a peer is dead, "
+                          "hung or never called it");
 }
 
 }  // namespace

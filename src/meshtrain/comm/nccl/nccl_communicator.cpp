@@ -157,6 +157,14 @@ NcclCommunicator NcclCommunicator::split(int color, int key, std::vector<int> me
   return NcclCommunicator(child, rank, std::move(members), std::move(name), timeout_s_);
 }
 
+void NcclCommunicator::split_without_this_rank(const std::string& name) const {
+  ncclComm_t none = nullptr;
+  check(bounded_join(name_, rank_, size_, "taking no part in splitting off '" + name + "' (ncclCommSplit)", timeout_s_,
+                     [&] { return nccl_library().CommSplit(comm_, NCCL_SPLIT_NOCOLOR, 0, &none, nullptr); }),
+        "ncclCommSplit");
+  if (none) nccl_library().CommDestroy(none);  // NCCL gives no communicator for NCCL_SPLIT_NOCOLOR
+}
+
 void NcclCommunicator::check(ncclResult_t status, const char* operation) const {
   if (status == ncclSuccess || status == ncclInProgress) return;
   const char* last = comm_ ? nccl_library().GetLastError(comm_) : nullptr;

@@ -70,6 +70,10 @@ class NcclCommunicator {
   // The ranks of one color form a communicator, ordered by key (every rank
   // calls it, as ncclCommSplit requires); `members`: its worker ranks.
   NcclCommunicator split(int color, int key, std::vector<int> members, std::string name) const;
+  // This rank's part in a split that cuts groups it is not in
+  // (NCCL_SPLIT_NOCOLOR): every rank of the parent must call ncclCommSplit.
+  // `name`: the groups the others make.
+  void split_without_this_rank(const std::string& name) const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }

@@ -68,6 +68,18 @@ void use_nccl(MeshGroups& groups, cudaStream_t compute, double timeout_s) {
         world->split(group->members().front(), group->rank(), members_of(*group), group->name()));
     group->use_device_engine(std::make_shared<NcclEngine>(std::move(child), compute, world));
   }
+  // The tied embedding's pairs (the first and last pipeline stages of each
+  // data and tensor coordinate) exist on some workers only; ncclCommSplit
+  // wants every rank of the parent, so the others split with no color.
+  int64_t pairs_anywhere = groups.embedding ? 1 : 0;
+  all.all_reduce(std::span<int64_t>(&pairs_anywhere, 1), ReduceKind::Max);
+  if (ProcessGroup* pair = groups.embedding.get()) {
+    auto child = std::make_shared<NcclCommunicator>(
+        world->split(pair->members().front(), pair->rank(), members_of(*pair), pair->name()));
+    pair->use_device_engine(std::make_shared<NcclEngine>(std::move(child), compute, world));
+  } else if (pairs_anywhere) {
+    world->split_without_this_rank("embedding");
+  }
   all.use_device_engine(std::make_shared<NcclEngine>(world, compute, nullptr));
 }
 

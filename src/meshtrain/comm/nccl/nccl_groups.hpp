@@ -6,9 +6,10 @@
 // group split from it (ncclCommSplit: color = the group's first worker,
 // key = the group rank), each attached to its group as the engine of its
 // device collectives (ProcessGroup::use_device_engine). The tied
-// embedding's pair, cut on two stages only, keeps the host-staged path:
-// ncclCommSplit wants every rank of the parent, and its sum is one tensor
-// a step.
+// embedding's pairs, cut on the first and last pipeline stages only, are
+// split off too: ncclCommSplit wants every rank of the parent, so the
+// workers in no pair (the middle stages) split with NCCL_SPLIT_NOCOLOR,
+// after one host all-reduce tells every worker whether any pair exists.
 //
 // Every worker calls it, after choosing NCCL (device_collectives_choice.hpp)
 // with its own GPU current.

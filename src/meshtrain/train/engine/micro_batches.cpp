@@ -169,8 +169,8 @@ class PipelineMicroBatches final : public MicroBatchRunner {
   Precision reduce_dtype_;  // parallel.reduce_dtype: the wte sum's
   bool nonfinite_ = false;  // the last train()'s loss sum on this stage
   parallel::pipeline::PipelineExecutor executor_;
-  // The first and last stage's pair (tied wte), null elsewhere; host-staged
-  // off the CPU (NCCL gives it no communicator: comm/nccl/nccl_groups.hpp).
+  // The first and last stage's pair (tied wte), null elsewhere; over NCCL
+  // where the job chose it (comm/nccl/nccl_groups.hpp), else host-staged.
   std::unique_ptr<comm::DeviceCollectives> embedding_pair_;
   bool tied_copy_ = false;
   DeviceArray<Bf16> wte16_;  // reduce_dtype bf16: the wte gradient on the wire, in the store's memory

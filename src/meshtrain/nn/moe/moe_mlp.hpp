@@ -27,8 +27,8 @@
 // bookkeeping runs on the host: the router's choices (router.hpp), the
 // per-expert counts and the route indices made from them, uploaded once per
 // forward (a few ints per token), and the gates' gradients downloaded in
-// backward. Every device gives the CPU's bits for the moves and the combine
-// (routed_rows_math.hpp).
+// backward. The moves and the combine are the CPU's expressions on every
+// device (routed_rows_math.hpp).
 #include <cstdint>
 #include <memory>
 #include <string>

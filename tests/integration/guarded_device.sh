@@ -236,9 +236,37 @@ refused() {  # refused PATTERN ARGS...
 }
 refused "updates on the host; use 'adamw'" train job.toml --training.device=cpu-guarded --optimizer.name=sgd \
   --training.out_dir="$WORK/sgd"
-refused "it forecasts one process on a device" plan --config job.toml --parallel.workers=2 \
-  --parallel.data=allreduce --training.device=cpu-guarded
+refused "its stages are probed on the CPU only" plan --config job.toml --parallel.workers=2 \
+  --parallel.pipeline=2 --training.device=cpu-guarded
+refused "hardware.intra_link is for workers on GPUs" plan --config job.toml --parallel.workers=2 \
+  --parallel.data=allreduce --hardware.intra_link=nvlink4
 echo "the guarded device trains every mode to the CPU's bits and refuses what needs host memory"
+
+# Workers on devices: plan --config probes one (each has a device of its own), its tensor and
+# expert stand-ins copying in the device's memory, and costs the collectives on the link assumed
+# between the devices, which the report names: PCIe 4 for a device of no known family, or the one
+# given; across hosts the network assumed with it.
+mesh4=(--parallel.workers=4 --parallel.data=allreduce --parallel.tensor=2 --parallel.expert=2 $moe
+       --training.batch_size=64)  # messages of ~100 KB, where the links' bandwidth, not latency, decides
+for link in assumed nvlink4; do
+  flags=(); [ "$link" = nvlink4 ] && flags=(--hardware.intra_link=nvlink4 --hardware.nodes=2)
+  "$MESHTRAIN" plan --config job.toml --training.device=cpu-guarded "${mesh4[@]}" "${flags[@]}" --json \
+    > "plan-mesh-$link.json" 2> "plan-mesh-$link.log" || { cat "plan-mesh-$link.log"; fail "plan --config: $link"; }
+done
+python3 - plan-mesh-assumed.json plan-mesh-nvlink4.json <<'PY' || fail "plan --config of workers on a device"
+import json, sys
+pcie, nvlink = (json.load(open(p)) for p in sys.argv[1:3])
+assert pcie["interconnect"].startswith("pcie4 (31.5 GB/s") and "no profile" in pcie["interconnect"], pcie
+assert nvlink["interconnect"].startswith("nvlink4 (450.0 GB/s") and "as given" in nvlink["interconnect"], nvlink
+assert "ethernet-100g" in nvlink["interconnect"] and nvlink["hosts"] == 2, nvlink
+for f in (pcie, nvlink):
+    assert f["workers"] == 4 and f["tensor_parallel"] == 2 and f["expert_parallel"] == 2, f
+    assert f["step_s"]["forward_backward"] > 0 and f["step_s"]["forward_backward_alone"] == f["step_s"]["forward_backward"]
+# Inside the tensor groups (one host) NVLink's 450 GB/s beats PCIe's 31.5.
+assert 0 < nvlink["step_s"]["tensor_communication"] < pcie["step_s"]["tensor_communication"], (nvlink, pcie)
+print(f"plan --config, 4 workers on cpu-guarded: tensor all-reduce {pcie['step_s']['tensor_communication'] * 1e3:.3f}"
+      f" ms on PCIe 4, {nvlink['step_s']['tensor_communication'] * 1e3:.3f} ms on NVLink 4")
+PY
 
 # plan --config forecasts the job on its own device: the probe's model lives in the device's
 # memory, its activations are counted there, and its times wait for the device.

@@ -10,6 +10,7 @@
 
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/cli/machine_profile.hpp"
+#include "meshtrain/cli/plan_hosts.hpp"
 #include "meshtrain/cli/plan_job_config.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/plan/hardware.hpp"
@@ -92,54 +93,11 @@ int run_analytic(const PlanArgs& args, const std::vector<std::string>& plan_flag
   return 0;
 }
 
-// plan --config's hosts, from the plan's own keys among the flags (taken
-// out of `flags`; the rest override the job): --hardware.nodes=H and the
-// network between them, --hardware.inter_link=PROFILE and/or
-// --hardware.inter_gb_per_s (per host and direction) and
-// --hardware.inter_latency_us (default: the in-host link's, measured).
-HostLayout take_host_flags(std::vector<std::string>& flags) {
-  HostLayout hosts;
-  std::vector<std::string> rest;
-  plan::PlanValues values;
-  for (const std::string& flag : flags) {
-    if (flag.rfind("--hardware.", 0) != 0) {
-      rest.push_back(flag);
-      continue;
-    }
-    const std::string key = flag.substr(2, flag.find('=') - 2);
-    if (key != "hardware.nodes" && key != "hardware.inter_link" && key != "hardware.inter_gb_per_s" &&
-        key != "hardware.inter_latency_us")
-      throw ConfigError("plan --config: " + key + " is not a job's: the forecast measures this machine, and takes "
-                        "only hardware.nodes, hardware.inter_link, hardware.inter_gb_per_s and "
-                        "hardware.inter_latency_us (the hosts and their network)");
-    plan::read_plan_flags({flag}, values);
-  }
-  flags = rest;
-  const auto number = [&](const char* key) {
-    const std::string& text = values.at(key).text;
-    try {
-      size_t used = 0;
-      const double v = std::stod(text, &used);
-      if (used == text.size() && v >= 0) return v;
-    } catch (const std::exception&) {
-    }
-    throw ConfigError(std::string(key) + ": expected a number >= 0, got '" + text + "'");
-  };
-  if (values.count("hardware.nodes")) hosts.hosts = int(number("hardware.nodes"));
-  if (values.count("hardware.inter_link")) {
-    const plan::LinkProfile& link = plan::find_link(values.at("hardware.inter_link").text);
-    hosts.inter_bytes_per_s = link.bandwidth_Bps;
-    hosts.inter_latency_s = link.latency_s;
-  }
-  if (values.count("hardware.inter_gb_per_s")) hosts.inter_bytes_per_s = number("hardware.inter_gb_per_s") * 1e9;
-  if (values.count("hardware.inter_latency_us")) hosts.inter_latency_s = number("hardware.inter_latency_us") * 1e-6;
-  return hosts;
-}
-
 int run_job_forecast(const PlanArgs& args, std::vector<std::string> flags) {
-  const HostLayout hosts = take_host_flags(flags);
+  const HostFlags given = take_host_flags(flags);
   JobConfig config = load_job_config(args.job_config, flags);
   const OpenedDevice opened = open_training_device(config.training);  // as `meshtrain run` would, first
+  const HostLayout hosts = with_device_links(given, opened);
   const JobForecast forecast = forecast_job(
       config, hosts, [](comm::TransportKind link) { return measure_link(link, stderr); }, opened, stderr);
   if (args.json)

@@ -74,6 +74,26 @@ const std::vector<LinkProfile>& link_profiles() {
 }
 
 const DeviceProfile& find_device(std::string_view name) { return find_profile(device_profiles(), name, "device"); }
+
+AssumedLinks links_of_gpu(std::string_view gpu_name) {
+  std::string lower(gpu_name);
+  for (char& c : lower) c = char(std::tolower((unsigned char)c));
+  const auto has = [&](std::string_view part) { return lower.find(part) != std::string::npos; };
+  // The family's profile: the A100s share their links, so either serves.
+  const char* family = has("h200") ? "h200" : has("h100") ? "h100" : has("b200") ? "b200" : has("a100") ? "a100-80gb"
+                                                                                                       : nullptr;
+  const std::string card = gpu_name.empty() ? std::string("this device") : "the " + std::string(gpu_name);
+  if (!family)
+    return {&find_link("pcie4"), &find_link("ethernet-100g"),
+            card + ": no profile of its family, so PCIe 4 and 100 Gbit/s Ethernet (name them with "
+                   "--hardware.intra_link and --hardware.inter_link)"};
+  const DeviceProfile& profile = find_device(family);
+  if (has("pcie"))  // a PCIe card: no NVLink assumed between the cards
+    return {&find_link(std::string(family) == "a100-80gb" ? "pcie4" : "pcie5"), &find_link(profile.inter_link),
+            card + ": a PCIe card of the " + profile.name + " family, so no NVLink"};
+  return {&find_link(profile.intra_link), &find_link(profile.inter_link),
+          card + "'s family (" + profile.name + ")"};
+}
 const LinkProfile& find_link(std::string_view name) { return find_profile(link_profiles(), name, "interconnect"); }
 
 }  // namespace meshtrain::plan

@@ -36,4 +36,16 @@ const std::vector<LinkProfile>& link_profiles();
 const DeviceProfile& find_device(std::string_view name);
 const LinkProfile& find_link(std::string_view name);
 
+// The links a forecast assumes for workers on GPUs it cannot measure
+// between (plan --config): those of the GPU's family, by the name the
+// CUDA runtime gives ("NVIDIA H100 80GB HBM3": NVLink 4 inside a node),
+// PCIe for a PCIe card of a known family, and PCIe 4 with the network of
+// the "custom" device for anything else; `source` says which.
+struct AssumedLinks {
+  const LinkProfile* intra = nullptr;  // between the GPUs of one host
+  const LinkProfile* inter = nullptr;  // between hosts, unless the job names one
+  std::string source;                  // "the NVIDIA H100 80GB HBM3's family (h100)"
+};
+AssumedLinks links_of_gpu(std::string_view gpu_name);
+
 }  // namespace meshtrain::plan

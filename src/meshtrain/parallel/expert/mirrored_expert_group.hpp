@@ -10,8 +10,8 @@
 // all; with the job's router, the imbalance it has). Its experts compute
 // those rows, so the probe's compute and activations are the busiest
 // rank's. The numbers are not a real job's: returned rows for the other
-// ranks are copies of its own. The rows are copied on the host: the probe
-// of a job with several workers runs on the CPU only (job_forecast.cpp).
+// ranks are copies of its own. Given a backend, the rows are copied there
+// (a probe on a device); else on the host.
 //
 //   counts all-to-all   recv[s] = send[busiest] for every source s
 //   rows all-to-all_v   recv segment s = the largest send segment (the
@@ -22,13 +22,15 @@
 #include <span>
 #include <vector>
 
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/nn/moe/expert_parallel.hpp"
 
 namespace meshtrain::parallel {
 
 class MirroredExpertGroup final : public nn::ExpertParallelComm {
  public:
-  MirroredExpertGroup(int rank, int size) : rank_(rank), size_(size) {}
+  MirroredExpertGroup(int rank, int size, kernels::Backend* backend = nullptr)
+      : rank_(rank), size_(size), backend_(backend) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -40,9 +42,9 @@ class MirroredExpertGroup final : public nn::ExpertParallelComm {
       at += send_counts[d];
     }
     for (size_t n : recv_counts) {
-      if (largest == 0) std::fill_n(recv, n, 0.0f);
+      if (largest == 0) zero(recv, n);
       for (size_t done = 0; largest > 0 && done < n; done += largest)
-        std::copy_n(send + from, std::min(largest, n - done), recv + done);
+        copy(recv + done, send + from, std::min(largest, n - done));
       recv += n;
     }
   }
@@ -59,7 +61,21 @@ class MirroredExpertGroup final : public nn::ExpertParallelComm {
   }
 
  private:
+  void copy(float* dst, const float* src, size_t n) {
+    if (backend_)
+      backend_->copy(dst, src, n);
+    else
+      std::copy_n(src, n, dst);
+  }
+  void zero(float* dst, size_t n) {
+    if (backend_)
+      backend_->fill(dst, n, 0.0f);
+    else
+      std::fill_n(dst, n, 0.0f);
+  }
+
   int rank_, size_;
+  kernels::Backend* backend_;
 };
 
 }  // namespace meshtrain::parallel

@@ -53,10 +53,12 @@ struct ProbeGroups {
 std::unique_ptr<Model> make_initialized_model(const JobConfig& config, int worker, ProbeGroups& groups,
                                               const Device& device) {
   const int tensor = int(config.parallel.tensor), expert = int(config.parallel.expert);
+  kernels::Backend* where = &kernels::backend_for(device);  // the stand-ins copy where the model's tensors are
   if (tensor > 1)
-    groups.tp = std::make_unique<parallel::SoloTensorGroup>(worker % tensor, tensor, config.parallel.sequence_parallel);
+    groups.tp = std::make_unique<parallel::SoloTensorGroup>(worker % tensor, tensor, config.parallel.sequence_parallel,
+                                                            where);
   if (expert > 1 && config.model.n_expert > 1)
-    groups.ep = std::make_unique<parallel::MirroredExpertGroup>(worker / tensor % expert, expert);
+    groups.ep = std::make_unique<parallel::MirroredExpertGroup>(worker / tensor % expert, expert, where);
   std::unique_ptr<Model> model = make_model(
       config.model, model_layout(config.parallel, groups.tp.get(), 0, groups.ep.get(), &config.training, device));
   Rng rng(static_cast<uint64_t>(config.training.seed));
@@ -109,8 +111,8 @@ struct Probe {
 // Worker 0 alone first, on `model` (its activations and batch data are
 // tracked then, in its device's memory), then all workers at once, one
 // thread each with its own model: workers on one host share caches and
-// memory bandwidth, and the step waits for the slowest. (A job off the CPU
-// has one worker: forecast_job.)
+// memory bandwidth, and the step waits for the slowest. Workers on a
+// device have one each: nothing to contend for, so one runs.
 Probe run_probe(const JobConfig& config, Model& model, int workers, int threads, int steps) {
   const int saved_threads = omp_get_max_threads();
   const int tensor = int(config.parallel.tensor), data_ways = workers / tensor;
@@ -121,7 +123,7 @@ Probe run_probe(const JobConfig& config, Model& model, int workers, int threads,
   probe.activations = tracker.peak(MemoryKind::Activations);
   probe.data = tracker.peak(MemoryKind::Data);
   probe.contended = probe.alone;
-  if (workers > 1) {
+  if (workers > 1 && model.store().device().is_cpu()) {
     std::vector<StepTimes> times(workers);
     std::vector<std::exception_ptr> errors(workers);
     std::vector<std::thread> running;
@@ -312,7 +314,9 @@ struct JobGroups {
 // pair (auto), in a host too.
 std::function<comm::CostTable()> intra_host_link(
     const JobConfig& config, const HostLayout& hosts,
-    const std::function<comm::CostTable(comm::TransportKind transport)>& measure_links) {
+    const std::function<comm::CostTable(comm::TransportKind transport)>& measure_links, bool devices) {
+  if (devices)
+    return [&hosts] { return comm::CostTable::on_one_link(hosts.device_latency_s, 1.0 / hosts.device_bytes_per_s); };
   return [&config, &hosts, &measure_links] {
     const comm::TransportKind kind = config.parallel.transport;
     const bool tcp = kind == comm::TransportKind::Tcp || (kind == comm::TransportKind::Auto && hosts.hosts > 1);
@@ -322,7 +326,8 @@ std::function<comm::CostTable()> intra_host_link(
 
 void log_probe_start(std::FILE* log, const JobForecast& f, int steps) {
   if (!log) return;
-  const std::string together = f.workers > 1 ? " and " + std::to_string(f.workers) + " at once" : "";
+  const std::string together =
+      f.workers > 1 && f.shared_host ? " and " + std::to_string(f.workers) + " at once" : "";
   std::fprintf(log, "probing: %d steps of %s on %d thread%s, alone%s...\n", steps,
                f.pipeline > 1 ? "each pipeline stage's pieces" : "one worker's model and batch", f.threads,
                f.threads == 1 ? "" : "s", together.c_str());
@@ -438,14 +443,20 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   check_forecastable(config);
   JobForecast f = job_shape(config, hosts);
   check_device_job(opened.device, config);
-  if (!opened.device.is_cpu() && f.workers > 1)
-    throw ConfigError("plan --config: a job of " + std::to_string(f.workers) + " workers on " + config.training.device +
-                      " is not forecast: their host-staged collectives are a test path (docs/gpu.md); it forecasts "
-                      "one process on a device");
+  f.shared_host = opened.device.is_cpu();
+  if (!f.shared_host && f.workers > 1) {
+    if (f.pipeline > 1)
+      throw ConfigError("plan --config: a pipeline on " + config.training.device +
+                        " is not forecast yet: its stages are probed on the CPU only; forecast it with "
+                        "--training.device=cpu, or without the pipeline");
+    if (hosts.device_bytes_per_s <= 0)
+      throw ConfigError("plan --config: workers on " + config.training.device + " need the link between them");
+    f.interconnect = hosts.interconnect;
+  }
   f.device = device_name(opened.device) + (opened.gpu_name.empty() ? "" : " (" + opened.gpu_name + ")");
   const int data_ways = f.workers / (f.tensor * f.pipeline);
   // The links are checked before the probe: a layout that cannot be placed fails at once.
-  JobGroups groups{JobLinks(hosts, f.workers, intra_host_link(config, hosts, measure_links)),
+  JobGroups groups{JobLinks(hosts, f.workers, intra_host_link(config, hosts, measure_links, !f.shared_host)),
                    comm::DeviceMesh({.dp = data_ways, .tp = f.tensor, .pp = f.pipeline, .ep = f.expert},
                                     data_ways * f.tensor * f.pipeline)};
 

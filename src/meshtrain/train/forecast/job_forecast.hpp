@@ -64,6 +64,12 @@
 //             of it; sends and all-to-alls, which every rank runs, 1 /
 //             ranks-per-host). The in-host link is then the one the job uses
 //             between hosts too (TCP: a multi-host job's auto transport).
+//   devices   workers off the CPU have a device each: the probe runs one
+//             worker (no contention to measure), and the links are assumed,
+//             not measured: HostLayout's device link between a host's
+//             devices (the GPU family's NVLink, or PCIe), the network
+//             between hosts. The report names them. Pipeline jobs on a
+//             device are not forecast yet (their stages probe on the CPU).
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -83,6 +89,11 @@ struct HostLayout {
   int hosts = 1;
   double inter_bytes_per_s = 0;  // each host's network link, per direction
   double inter_latency_s = 0;    // per message step; 0: the measured in-host link's
+  // Workers on a device: the link assumed between a host's devices (this
+  // machine's shared memory says nothing of NVLink), per direction, and
+  // what it is, for the report (plan/hardware.hpp's links_of_gpu).
+  double device_bytes_per_s = 0, device_latency_s = 0;
+  std::string interconnect;
 };
 
 struct JobForecast {
@@ -111,6 +122,10 @@ struct JobForecast {
   double expert_comm_s = 0, expert_comm_bytes = 0;  // the all-to-alls inside the MoE layers
   int hosts = 1;
   std::vector<std::string> crossing;  // the groups whose collectives cross hosts
+  // The workers share this host's cores (the CPU: the probe runs them all
+  // at once), or each has a device of its own (the probe runs one).
+  bool shared_host = true;
+  std::string interconnect;  // workers on devices: the link assumed between them
 
   size_t memory_total() const { return model_state.total() + activations + data + checkpoint_copies; }
   double step_s() const {

@@ -52,6 +52,7 @@ std::string format_job_forecast(const JobForecast& f) {
                   f.experts, f.expert, f.expert == 1 ? "" : "s", f.experts / f.expert, f.routing_imbalance);
     out += line;
   }
+  if (!f.interconnect.empty()) out += "interconnect (assumed, not measured): " + f.interconnect + "\n";
   if (f.hosts > 1) {
     std::string across;
     for (const std::string& g : f.crossing) across += (across.empty() ? "" : ", ") + g;
@@ -88,8 +89,10 @@ std::string format_job_forecast(const JobForecast& f) {
   out += "predicted step time per worker:\n";
   out += "  forward+backward  " + ms(f.forward_backward_s) + (f.pipeline > 1 ? "   (the schedule with the stages' probed times" : "   (probe") + ", median of " + std::to_string(f.probe_steps) +
          " steps" +
-         (f.workers > 1 ? ", " + std::to_string(f.workers) + " workers at once; alone " + ms_short(f.alone_forward_backward_s)
-                        : std::string()) +
+         (f.workers > 1 && f.shared_host
+              ? ", " + std::to_string(f.workers) + " workers at once; alone " + ms_short(f.alone_forward_backward_s)
+          : f.workers > 1 ? ", one worker: each has its own device"
+                          : std::string()) +
          ")\n";
   out += "  clip+update       " + ms(f.update_s) + (f.zero_stage >= 1 ? "   (the worker's shard)\n" : "\n");
   std::snprintf(line, sizeof line, "   (%.2f MB sent per worker)\n", f.comm_bytes / 1e6);
@@ -138,6 +141,7 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
           {"routing_imbalance", f.routing_imbalance},
           {"hosts", f.hosts},
           {"crossing_hosts", f.crossing},
+          {"interconnect", f.interconnect},
           {"threads", f.threads},
           {"zero_stage", f.zero_stage},
           {"all_reduce", f.algorithm},

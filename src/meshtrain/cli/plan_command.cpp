@@ -118,7 +118,8 @@ void add_plan_command(CLI::App& app, CommandSet& commands) {
   sub->add_option("--config", args->job_config,
                   "a meshtrain job config: predict its per-rank peak memory and step time on this machine "
                   "(a short probe of its model plus measured communication; on several such hosts with "
-                  "--hardware.nodes=H and their network, --hardware.inter_gb_per_s or --hardware.inter_link); "
+                  "--hardware.nodes=H and their network, --hardware.inter_gb_per_s or --hardware.inter_link; "
+                  "workers on GPUs on their family's NVLink or PCIe, or --hardware.intra_link); "
                   "with --emit-config, plan for its "
                   "model and batch instead (hardware from the plan file, else --measure) and start from it");
   sub->add_flag("--json", args->json, "print JSON instead of a table");

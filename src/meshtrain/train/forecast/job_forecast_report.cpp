@@ -28,9 +28,8 @@ std::string ms(double seconds) {
   return text;
 }
 
-}  // namespace
-
-std::string format_job_forecast(const JobForecast& f) {
+// The report's first lines: the job, its mesh, experts, links and hosts.
+std::string describe_job(const JobForecast& f) {
   char line[256];
   std::string out;
   std::snprintf(line, sizeof line,
@@ -60,6 +59,14 @@ std::string format_job_forecast(const JobForecast& f) {
                   f.workers / f.hosts, across.empty() ? "nothing" : across.c_str());
     out += line;
   }
+  return out;
+}
+
+}  // namespace
+
+std::string format_job_forecast(const JobForecast& f) {
+  char line[256];
+  std::string out = describe_job(f);
   if (f.pipeline > 1) {
     std::snprintf(line, sizeof line,
                   "pipeline: schedule %s, %d micro-batches, %d chunk(s) per rank; simulated bubble %.1f%%\n",

@@ -361,7 +361,7 @@ if [ -z "$no_gpu" ]; then
   else
     fact unit_nccl "not run: $([ -x "$bundle/bin/unit_nccl" ] && echo "no libnccl.so.2 on this machine" || echo "not in the bundle")"
   fi
-  stage gpu_parity 100 210 bash "$root/tests/integration/gpu_parity.sh" "$bundle/bin/meshtrain" "$root" || true
+  stage gpu_parity 115 210 bash "$root/tests/integration/gpu_parity.sh" "$bundle/bin/meshtrain" "$root" || true
   [ "$stage_rc" -eq 0 ] || failed=1
 fi
 

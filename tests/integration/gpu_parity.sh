@@ -103,4 +103,14 @@ steps = [r["step_ms"] for r in map(json.loads, open(sys.argv[3])) if "step_ms" i
 print(f"plan --config on {gpu['device']}: activations {g['activations']} bytes (cpu {c['activations']}), "
       f"step {gpu['step_s']['total'] * 1e3:.2f} ms forecast, {statistics.median(steps):.2f} ms trained")
 PY
+# SGD with Nesterov momentum, LARS and LAMB on the GPU (kernels/cuda/momentum.cu, lamb.cu; LARS's
+# and LAMB's per-view norms from the GPU's per-chunk sums): one step's parameters as the CPU's.
+for opt in "sgd:--optimizer.momentum=0.9 --optimizer.nesterov=true" "lars:--optimizer.momentum=0.9" "lamb:"; do
+  name=${opt%%:*}; read -r -a args <<< "${opt#*:}"
+  train "cpu-1-$name" cpu "${one_step[@]}" --training.precision=fp32 --optimizer.name="$name" "${args[@]}"
+  train "gpu-1-$name" cuda "${one_step[@]}" --training.precision=fp32 --optimizer.name="$name" "${args[@]}"
+  compare_params "$(step_dir "cpu-1-$name" 1)/model.safetensors" "$(step_dir "gpu-1-$name" 1)/model.safetensors" 1e-5 ||
+    fail "$name: parameters after one step on the GPU differ beyond 1e-5"
+done
+echo "SGD, LARS and LAMB: one step on the GPU as on the CPU"
 echo "the GPU trains the tiny GPT as the CPU does, repeats its bits, and moves checkpoints both ways"

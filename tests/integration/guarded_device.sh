@@ -4,8 +4,8 @@
 # the same bits as on "cpu": parameters, AdamW's moments and the losses; a
 # checkpoint moves between the two devices and the run goes on bit for bit;
 # data-, tensor- and pipeline-parallel workers stage their collectives
-# through host memory to the CPU's bits; what needs the host's memory
-# (SGD, LARS, LAMB) is refused with status 3.
+# through host memory to the CPU's bits, with every optimizer; what cannot
+# run there is refused with status 3.
 source "$(dirname "$0")/lib.sh"
 make_text text.txt 100000
 tiny_config job.toml "$WORK/text.txt"
@@ -38,7 +38,8 @@ train() {  # train NAME CONFIG DEVICE ARGS...
     > "$name.log" 2>&1 || { cat "$name.log"; fail "$name"; }
 }
 
-# GPT in fp32 and bf16, every recomputation mode, micro-batches with clipping; a mixture of experts
+# GPT in fp32 and bf16, every recomputation mode, micro-batches with clipping, every optimizer
+# (SGD with Nesterov momentum, LARS, LAMB besides AdamW); a mixture of experts
 # (its rows gathered, exchanged and combined on the device, its routing's bookkeeping on the host:
 # moe_mlp.hpp) with
 # the balancing and z losses, or with the expert bias and a capacity.
@@ -49,7 +50,10 @@ modes=("fp32:--training.precision=fp32"
        "fp32-full:--training.recompute=full"
        "micro-clip:--parallel.micro_batches=2 --optimizer.grad_clip=0.5"
        "moe-fp32:$moe --model.aux_loss_coef=0.01 --model.z_loss_coef=1e-3 --training.precision=fp32 --optimizer.grad_clip=0.5"
-       "moe-bf16-bias:$moe --model.expert_bias_rate=1e-3 --model.capacity_factor=1 --training.precision=bf16")
+       "moe-bf16-bias:$moe --model.expert_bias_rate=1e-3 --model.capacity_factor=1 --training.precision=bf16"
+       "sgd-nesterov:--optimizer.name=sgd --optimizer.lr=0.05 --optimizer.momentum=0.9 --optimizer.nesterov=true"
+       "lars:--optimizer.name=lars --optimizer.lr=0.5 --optimizer.momentum=0.9 --optimizer.grad_clip=0.5"
+       "lamb:--optimizer.name=lamb --optimizer.lr=0.01")
 for mode in "${modes[@]}"; do
   name=${mode%%:*}; read -r -a args <<< "${mode#*:}"
   train "cpu-$name" job.toml cpu --training.steps=10 "${args[@]}"
@@ -73,8 +77,11 @@ PY
 host_syncs guarded-fp32 2
 host_syncs guarded-bf16 2
 host_syncs guarded-micro-clip 3  # 2 micro-batches
+host_syncs guarded-sgd-nesterov 2
+host_syncs guarded-lars 3  # the per-view norms of LARS and LAMB
+host_syncs guarded-lamb 3
 grep -q host_syncs "$WORK/cpu-fp32/metrics.jsonl" && fail "the CPU counts host syncs"
-echo "host syncs: 2 a step (the loss with its hits, the gradient norm), 1 more a micro-batch"
+echo "host syncs: 2 a step (the loss with its hits, the gradient norm), 1 more a micro-batch, 1 more for LARS's and LAMB's norms"
 
 # The memory report and the step records count the job's device: on cpu-guarded the model,
 # gradients and AdamW state live in its memory, by kind as the CPU's host memory holds them, and
@@ -149,7 +156,7 @@ echo "eval and generate: the CPU's loss and text on cpu-guarded; a device's chec
 # ZeRO-3's unit gathers (grad_reducer.hpp, param_gatherer.hpp: shards and staging on the device) are
 # downloaded, exchanged or reduced by the host's collectives and put back: the CPU's sums in the
 # CPU's order, so its bits (fp32, bf16, bf16 on the wire, micro-batches, sequence parallelism with
-# full recomputation, ZeRO 1-3 with micro-batches and evaluation, 1F1B with evaluation, zero-bubble, data x tensor, pipeline x tensor); one
+# full recomputation, ZeRO 1-3 with micro-batches and evaluation, LAMB over ZeRO-2 shards, LARS over tensor shards, 1F1B with evaluation, zero-bubble, data x tensor, pipeline x tensor); one
 # more wait a step per bucket. A checkpoint of two data workers on the device resumes on the CPU.
 mesh_run() {  # mesh_run NAME DEVICE WORKERS ARGS... (REDUCERS=R: R Reduction Server processes too)
   local name=$1 device=$2 workers=$3; shift 3
@@ -169,6 +176,8 @@ for mode in "dp-fp32:2:$dp --training.precision=fp32" "dp-bf16:2:$dp --training.
             "dp-micro:2:$dp --parallel.micro_batches=2" "tp-fp32:2:--parallel.tensor=2 --training.precision=fp32" \
             "zero1-wire:2:$dp --parallel.zero_stage=1 --training.precision=bf16 --parallel.reduce_dtype=bf16" \
             "zero2-micro:2:$dp --parallel.zero_stage=2 --training.precision=fp32 --parallel.micro_batches=2" \
+            "zero2-lamb:2:$dp --parallel.zero_stage=2 --optimizer.name=lamb --optimizer.lr=0.01" \
+            "tp-lars:2:--parallel.tensor=2 --optimizer.name=lars --optimizer.lr=0.5 --optimizer.momentum=0.9" \
             "zero3-wire:2:$dp --parallel.zero_stage=3 --training.precision=bf16 --parallel.reduce_dtype=bf16 --training.eval_every=4" \
             "tp-sp-full:2:--parallel.tensor=2 --parallel.sequence_parallel=true --training.recompute=full" \
             "dp-tp-wire:4:$dp --parallel.tensor=2 --parallel.reduce_dtype=bf16" \
@@ -234,13 +243,11 @@ refused() {  # refused PATTERN ARGS...
   [ "$status" -eq 3 ] || { cat refused.log; fail "exit status $status, not 3: $*"; }
   grep -q -- "$pattern" refused.log || { cat refused.log; fail "no '$pattern': $*"; }
 }
-refused "updates on the host; use 'adamw'" train job.toml --training.device=cpu-guarded --optimizer.name=sgd \
-  --training.out_dir="$WORK/sgd"
 refused "its stages are probed on the CPU only" plan --config job.toml --parallel.workers=2 \
   --parallel.pipeline=2 --training.device=cpu-guarded
 refused "hardware.intra_link is for workers on GPUs" plan --config job.toml --parallel.workers=2 \
   --parallel.data=allreduce --hardware.intra_link=nvlink4
-echo "the guarded device trains every mode to the CPU's bits and refuses what needs host memory"
+echo "the guarded device refuses what it cannot run"
 
 # Workers on devices: plan --config probes one (each has a device of its own), its tensor and
 # expert stand-ins copying in the device's memory, and costs the collectives on the link assumed

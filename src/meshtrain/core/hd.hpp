@@ -8,9 +8,11 @@
 // kernels bit for bit, which is all the testing a GPU-less machine can do.
 //
 // Same expressions give the same bits only where both compilers round the
-// same: g++ builds with -std=c++20 (no FMA contraction, IEEE division and
-// sqrt), and the CUDA kernels that use these functions build with
-// --fmad=false and nvcc's default IEEE division and sqrt (kernels/cuda/).
+// same: g++ builds with -ffp-contract=off (no FMA contraction, which g++
+// does by default even under -std=c++20; the top CMakeLists.txt says why)
+// and IEEE division and sqrt, and the CUDA kernels that use these functions
+// build with --fmad=false and nvcc's default IEEE division and sqrt
+// (kernels/cuda/).
 #include <cstdint>
 #include <cstring>
 

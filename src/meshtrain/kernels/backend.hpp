@@ -25,6 +25,8 @@
 #include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/kernels/attention_kernel.hpp"
 #include "meshtrain/kernels/gemm.hpp"
+#include "meshtrain/kernels/lamb_math.hpp"
+#include "meshtrain/kernels/momentum_math.hpp"
 
 namespace meshtrain::kernels {
 
@@ -97,6 +99,19 @@ class Backend {
 
   // AdamW over every chunk (adamw_math.hpp's element step).
   virtual void adamw_update(std::span<const AdamWChunk> chunks, const AdamWStep& step) = 0;
+  // SGD and LARS (momentum.hpp). momentum_squares returns each chunk's sums
+  // of squares of parameters and gradients to the host, two per chunk in
+  // `sums` (LARS's trust ratios need them there: one wait); trusts are one
+  // per view, in host memory, or empty for 1 (SGD).
+  virtual void momentum_squares(std::span<const MomentumChunk> chunks, double* sums) = 0;
+  virtual void momentum_update(std::span<const MomentumChunk> chunks, std::span<const float> trusts,
+                               const MomentumStep& step) = 0;
+  // LAMB's two passes (lamb.hpp): the moments with each chunk's sums of
+  // squares of w and u returned to the host (one wait), then the update
+  // with one scale per view (host memory).
+  virtual void lamb_moments(std::span<const LambChunk> chunks, const LambStep& step, double* sums) = 0;
+  virtual void lamb_apply(std::span<const LambChunk> chunks, std::span<const float> scales,
+                          const LambStep& step) = 0;
   // The sum of squares of base[begin, end) (norm.hpp's chunks on the CPU),
   // returned to the host: one of a step's two waits for the device (the
   // other is the loss). x[0, n) *= factor.

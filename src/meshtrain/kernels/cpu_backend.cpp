@@ -7,6 +7,8 @@
 
 #include "meshtrain/core/host_memory.hpp"
 #include "meshtrain/kernels/adamw.hpp"
+#include "meshtrain/kernels/lamb.hpp"
+#include "meshtrain/kernels/momentum.hpp"
 #include "meshtrain/kernels/attention.hpp"
 #include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/kernels/bf16.hpp"
@@ -59,6 +61,19 @@ class CpuBackend final : public Backend {
   }
   void adamw_update(std::span<const AdamWChunk> chunks, const AdamWStep& step) override {
     kernels::adamw_update(chunks, step);
+  }
+  void momentum_squares(std::span<const MomentumChunk> chunks, double* sums) override {
+    kernels::momentum_squares(chunks, sums);
+  }
+  void momentum_update(std::span<const MomentumChunk> chunks, std::span<const float> trusts,
+                       const MomentumStep& step) override {
+    kernels::momentum_update(chunks, trusts.empty() ? nullptr : trusts.data(), step);
+  }
+  void lamb_moments(std::span<const LambChunk> chunks, const LambStep& step, double* sums) override {
+    kernels::lamb_moments(chunks, step, sums);
+  }
+  void lamb_apply(std::span<const LambChunk> chunks, std::span<const float> scales, const LambStep& step) override {
+    kernels::lamb_apply(chunks, scales.data(), step);
   }
   double squared_norm(const float* base, size_t begin, size_t end) override {
     return kernels::squared_norm(base, begin, end);

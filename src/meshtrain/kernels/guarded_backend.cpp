@@ -153,6 +153,25 @@ class GuardedBackend final : public Backend {
     const Open open(memory_);
     cpu_.adamw_update(chunks, step);
   }
+  void momentum_squares(std::span<const MomentumChunk> chunks, double* sums) override {
+    const Open open(memory_);
+    ++memory_.host_syncs_;  // the host waits for the sums, as on a GPU
+    cpu_.momentum_squares(chunks, sums);
+  }
+  void momentum_update(std::span<const MomentumChunk> chunks, std::span<const float> trusts,
+                       const MomentumStep& step) override {
+    const Open open(memory_);
+    cpu_.momentum_update(chunks, trusts, step);
+  }
+  void lamb_moments(std::span<const LambChunk> chunks, const LambStep& step, double* sums) override {
+    const Open open(memory_);
+    ++memory_.host_syncs_;
+    cpu_.lamb_moments(chunks, step, sums);
+  }
+  void lamb_apply(std::span<const LambChunk> chunks, std::span<const float> scales, const LambStep& step) override {
+    const Open open(memory_);
+    cpu_.lamb_apply(chunks, scales, step);
+  }
   double squared_norm(const float* base, size_t begin, size_t end) override {
     const Open open(memory_);
     ++memory_.host_syncs_;  // the host waits for the value, as on a GPU

@@ -11,15 +11,13 @@ MESHTRAIN_HOT_LOOP
 double sum_squares(const float* x, size_t n) {
   // Eight independent accumulators let the compiler vectorize without
   // -ffast-math while keeping the association fixed.
-  constexpr size_t kLanes = 8;
+  constexpr size_t kLanes = kSquaresLanes;
   double lane[kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (size_t j = 0; j < kLanes; ++j) lane[j] += double(x[i + j]) * double(x[i + j]);
   for (size_t j = 0; i < n; ++i, ++j) lane[j] += double(x[i]) * double(x[i]);
-  double s = 0;
-  for (size_t j = 0; j < kLanes; ++j) s += lane[j];
-  return s;
+  return add_lanes(lane);
 }
 
 double squared_norm(const float* base, size_t begin, size_t end) {

@@ -12,10 +12,22 @@
 namespace meshtrain::kernels {
 
 inline constexpr size_t kNormChunkElems = 4096;
+// sum_squares's association: element i adds into lane i % kSquaresLanes, in
+// order; the lanes are then added in lane order. The optimizers' per-chunk
+// norms (momentum.hpp, lamb.hpp) and the CUDA twins (a thread per lane) sum
+// the same way.
+inline constexpr size_t kSquaresLanes = 8;
 
-// Sum of x[i]^2 in double with a fixed association (8 interleaved lanes,
-// combined in lane order), so the same n values always give the same bits.
+// Sum of x[i]^2 in double with that fixed association, so the same n values
+// always give the same bits.
 double sum_squares(const float* x, size_t n);
+
+// The lanes' sums added in lane order: the association's last step.
+inline double add_lanes(const double (&lane)[kSquaresLanes]) {
+  double s = 0;
+  for (size_t j = 0; j < kSquaresLanes; ++j) s += lane[j];
+  return s;
+}
 
 // Sum of base[i]^2 for i in [begin, end), chunked from base (header
 // comment). Allocates only when a larger range than ever before is seen on

@@ -6,7 +6,6 @@ namespace meshtrain {
 
 AdamW::AdamW(const ParamStore& store, std::span<const FlatSegment> segments, const OptimizerConfig& config)
     : Optimizer(store, segments),
-      backend_(kernels::backend_for(store.device())),
       weight_decay_(config.weight_decay),
       beta1_(config.beta1),
       beta2_(config.beta2),

@@ -7,7 +7,6 @@
 //   w -= lr / (1 - beta1^t) * m / denom
 // Scalars are formed in double and rounded to float once, elementwise math is
 // float, as PyTorch does for fp32 tensors.
-#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/optim/chunks.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/optim/optimizer.hpp"
@@ -25,7 +24,6 @@ class AdamW final : public Optimizer {
   std::vector<std::pair<std::string, DeviceArray<float>*>> state_buffers() override;
 
  private:
-  kernels::Backend& backend_;  // the store's device's (kernels/backend.hpp)
   double weight_decay_, beta1_, beta2_, eps_;
   // update(): the chunks' pointers, rebuilt each step (ZeRO moves the buffers).
   std::vector<kernels::AdamWChunk> batch_;

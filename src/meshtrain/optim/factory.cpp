@@ -56,9 +56,6 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const P
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const ParamStore& store,
                                           std::span<const FlatSegment> segments) {
   validate_optimizer_config(config);
-  if (!store.on_host() && config.kind != OptimizerKind::AdamW)
-    throw ConfigError("optimizer.name = '" + enum_string(config.kind) + "' runs on the CPU only (it loops over its "
-                      "state on the host); on " + device_name(store.device()) + " use 'adamw'");
   switch (config.kind) {
     case OptimizerKind::Sgd: return std::make_unique<Sgd>(store, segments, config);
     case OptimizerKind::AdamW: return std::make_unique<AdamW>(store, segments, config);

@@ -9,12 +9,18 @@
 // FusedLAMB and timm (adaptation only where weight decay applies). No clamp
 // on the trust ratio.
 //
-// Two passes and no buffer for u: pass 1 updates m, v and the per-chunk
-// partial norms of w and u; pass 2 recomputes u from m, v, w (same
-// expression) and applies it. Per-view norms add chunk partials in chunk order.
+// Two passes and no buffer for u, through the store's device's backend
+// (kernels/lamb.hpp): pass 1 updates m, v and each chunk's sums of squares
+// of w and u; pass 2 recomputes u from m, v, w (same expression) and
+// applies it. Per-view norms add the chunks' sums in chunk order
+// (view_sums.hpp), so they depend on neither the thread count nor the device.
+#include <vector>
+
+#include "meshtrain/kernels/lamb_math.hpp"
 #include "meshtrain/optim/chunks.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/optim/optimizer.hpp"
+#include "meshtrain/optim/view_sums.hpp"
 
 namespace meshtrain {
 
@@ -34,10 +40,11 @@ class Lamb final : public Optimizer {
   double weight_decay_, beta1_, beta2_, eps_;
   DeviceArray<float> exp_avg_{memory_, MemoryKind::OptimizerState};     // m (local_size)
   DeviceArray<float> exp_avg_sq_{memory_, MemoryKind::OptimizerState};  // v (local_size)
-  std::vector<double> w_sq_, u_sq_;  // (chunks) partial sums of squares
-  std::vector<double> view_sums_;    // (2 views): per view, sum of w^2 then of u^2 (LAMB) or g^2 (LARS)
-  std::vector<char> decays_;         // (views) the view's weight_decay flag
-  std::vector<double> trust_;        // (views)
+  std::vector<kernels::LambChunk> batch_;  // update(): rebuilt each step (ZeRO moves the buffers)
+  std::vector<double> chunk_sums_;        // (2 chunks): each chunk's sums of w^2, then of u^2
+  ViewSums view_sums_;
+  std::vector<double> trust_;   // (views)
+  std::vector<float> scales_;   // (views) lr * trust, as the update multiplies by them
 };
 
 }  // namespace meshtrain

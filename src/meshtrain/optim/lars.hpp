@@ -7,12 +7,17 @@
 // and decay, as in common practice: trust = 1, d = g. Then, as torch SGD,
 //   buf = momentum * buf + d;  d = nesterov ? d + momentum * buf : buf;  w -= lr * d
 //
-// Norms: each chunk's sum of squares lands in a slot of its own, then each
-// view adds its chunks' slots in chunk order, so trust ratios do not depend on
-// the thread count.
+// Norms: the backend sums each chunk's squares (kernels/momentum.hpp), then
+// each view adds its chunks' sums in chunk order (view_sums.hpp), so trust
+// ratios depend on neither the thread count nor the device. The element step
+// is SGD's (kernels/momentum_math.hpp) with the view's trust ratio.
+#include <vector>
+
+#include "meshtrain/kernels/momentum_math.hpp"
 #include "meshtrain/optim/chunks.hpp"
 #include "meshtrain/optim/config.hpp"
 #include "meshtrain/optim/optimizer.hpp"
+#include "meshtrain/optim/view_sums.hpp"
 
 namespace meshtrain {
 
@@ -33,10 +38,11 @@ class Lars final : public Optimizer {
   float momentum_;
   bool nesterov_;
   DeviceArray<float> momentum_buffer_{memory_, MemoryKind::OptimizerState};  // (local_size), empty if momentum == 0
-  std::vector<double> w_sq_, g_sq_;  // (chunks) partial sums of squares
-  std::vector<double> view_sums_;    // (2 views): per view, sum of w^2 then of u^2 (LAMB) or g^2 (LARS)
-  std::vector<char> decays_;         // (views) the view's weight_decay flag
+  std::vector<kernels::MomentumChunk> batch_;  // update(): rebuilt each step (ZeRO moves the buffers)
+  std::vector<double> chunk_sums_;             // (2 chunks): each chunk's sums of w^2, then of g^2
+  ViewSums view_sums_;
   std::vector<double> trust_;        // (views)
+  std::vector<float> trust_floats_;  // (views) as the update multiplies by them
 };
 
 }  // namespace meshtrain

@@ -9,10 +9,11 @@
 // updates them in an OpenMP loop. Chunk boundaries depend only on the layout,
 // so results are bitwise identical for any thread count.
 //
-// The state lives in the store's device's memory (DeviceArray). AdamW updates
-// through the device's backend and runs on every device; SGD, LAMB and LARS
-// loop over their state on the host and run on the CPU only (make_optimizer
-// refuses them elsewhere).
+// The state lives in the store's device's memory (DeviceArray), and every
+// optimizer updates through the device's backend (kernels/backend.hpp), so
+// each runs on every device with the CPU's bits. LARS and LAMB wait for the
+// device once more a step: their per-view norms come to the host, where a
+// sharded view's are summed over the ranks.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -76,12 +77,13 @@ class Optimizer {
 
  protected:
   Optimizer(const ParamStore& store, std::span<const FlatSegment> segments)
-      : memory_(kernels::backend_for(store.device()).allocator()), chunks_(store, segments) {}
+      : backend_(kernels::backend_for(store.device())), memory_(backend_.allocator()), chunks_(store, segments) {}
   void reduce_view_sums(std::span<double> sums) const {
     if (reducer_) reducer_(sums);
   }
 
-  DeviceAllocator& memory_;  // the store's device's: where the state lives
+  kernels::Backend& backend_;  // the store's device's: what updates
+  DeviceAllocator& memory_;    // ... and where the state lives
   UpdateChunks chunks_;
   int64_t steps_ = 0;
 

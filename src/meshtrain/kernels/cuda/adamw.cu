@@ -3,9 +3,6 @@
 // its own inputs only.
 #include "meshtrain/kernels/cuda/adamw.hpp"
 
-#include <limits>
-
-#include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/cuda/kernel_util.cuh"
 
 namespace meshtrain::kernels::cuda {
@@ -48,8 +45,7 @@ __global__ void adamw_flat_kernel(float* w, const float* g, float* m, float* v, 
 void adamw_update(const AdamWChunk* chunks, int64_t n_chunks, int64_t max_chunk_size, const AdamWStep& step,
                   const float* grad_scale, cudaStream_t stream) {
   if (n_chunks <= 0 || max_chunk_size <= 0) return;
-  if (n_chunks > std::numeric_limits<int32_t>::max())
-    throw DeviceError("adamw_update: " + std::to_string(n_chunks) + " chunks, more than one launch's grid holds");
+  detail::check_chunk_grid(n_chunks, 1, "adamw_update");
   // gridDim.y is at most 65535; larger chunks are strided over by those blocks.
   const dim3 grid(unsigned(n_chunks), detail::blocks_for(max_chunk_size, kBlock, 65535));
   adamw_chunks_kernel<<<grid, kBlock, 0, stream>>>(chunks, step, grad_scale);

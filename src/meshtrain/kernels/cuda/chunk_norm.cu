@@ -11,7 +11,7 @@ namespace meshtrain::kernels::cuda {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kLanes = 8;  // sum_squares's; divides a warp
+constexpr int kLanes = int(kSquaresLanes);  // sum_squares's; divides a warp
 
 __global__ void __launch_bounds__(kBlock)
     chunk_squares_kernel(double* partials, const float* base, uint64_t begin, uint64_t end, uint64_t first_block,
@@ -29,9 +29,7 @@ __global__ void __launch_bounds__(kBlock)
     for (int64_t r = j; r < n; r += kLanes) lane += double(x[r]) * double(x[r]);
   }
   // Every thread of the warp takes part in the shuffles (whole warps per block).
-  double s = 0.0;
-#pragma unroll
-  for (int k = 0; k < kLanes; ++k) s += __shfl_sync(0xffffffffu, lane, k, kLanes);
+  const double s = detail::add_square_lanes(lane);
   if (j == 0 && c < chunks) partials[c] = s;
 }
 

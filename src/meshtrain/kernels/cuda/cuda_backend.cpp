@@ -14,13 +14,16 @@
 #include "meshtrain/kernels/cuda/bf16_convert.hpp"
 #include "meshtrain/kernels/cuda/classifier.hpp"
 #include "meshtrain/kernels/cuda/chunk_norm.hpp"
+#include "meshtrain/kernels/cuda/chunk_table.hpp"
 #include "meshtrain/kernels/cuda/cuda_check.hpp"
 #include "meshtrain/kernels/cuda/cuda_memory.hpp"
 #include "meshtrain/kernels/cuda/embedding_shard.hpp"
 #include "meshtrain/kernels/cuda/encoder.hpp"
 #include "meshtrain/kernels/cuda/gelu.hpp"
+#include "meshtrain/kernels/cuda/lamb.hpp"
 #include "meshtrain/kernels/cuda/layernorm.hpp"
 #include "meshtrain/kernels/cuda/matmul.hpp"
+#include "meshtrain/kernels/cuda/momentum.hpp"
 #include "meshtrain/kernels/norm.hpp"
 #include "meshtrain/kernels/cuda/positions.hpp"
 #include "meshtrain/kernels/cuda/residual.hpp"
@@ -81,6 +84,28 @@ class CudaBackend final : public Backend {
     cuda::gelu_backward(dinp, inp, dout, n, stream_);
   }
   void adamw_update(std::span<const kernels::AdamWChunk> chunks, const AdamWStep& step) override;
+  void momentum_squares(std::span<const MomentumChunk> chunks, double* sums) override {
+    const MomentumChunk* table = momentum_table_.on_device(chunks, memory_);
+    auto* on_device = static_cast<double*>(scratch(norm_scratch_, 2 * chunks.size() * sizeof(double)));
+    cuda::momentum_squares(table, int64_t(chunks.size()), on_device, stream_);
+    memory_.download(sums, on_device, 2 * chunks.size() * sizeof(double));
+  }
+  void momentum_update(std::span<const MomentumChunk> chunks, std::span<const float> trusts,
+                       const MomentumStep& step) override {
+    const MomentumChunk* table = momentum_table_.on_device(chunks, memory_);
+    cuda::momentum_update(table, int64_t(chunks.size()), momentum_table_.max_size(), per_view(trusts), step,
+                          stream_);
+  }
+  void lamb_moments(std::span<const LambChunk> chunks, const LambStep& step, double* sums) override {
+    const LambChunk* table = lamb_table_.on_device(chunks, memory_);
+    auto* on_device = static_cast<double*>(scratch(norm_scratch_, 2 * chunks.size() * sizeof(double)));
+    cuda::lamb_moments(table, int64_t(chunks.size()), step, on_device, stream_);
+    memory_.download(sums, on_device, 2 * chunks.size() * sizeof(double));
+  }
+  void lamb_apply(std::span<const LambChunk> chunks, std::span<const float> scales, const LambStep& step) override {
+    const LambChunk* table = lamb_table_.on_device(chunks, memory_);
+    cuda::lamb_apply(table, int64_t(chunks.size()), lamb_table_.max_size(), per_view(scales), step, stream_);
+  }
   // The chunks' sums on the device, added in chunk order on the host (the
   // CPU's bits, norm.hpp): a wait for the device.
   double squared_norm(const float* base, size_t begin, size_t end) override {
@@ -267,6 +292,14 @@ class CudaBackend final : public Backend {
     if (buffer.size() < bytes) buffer = DeviceBuffer<std::byte>(memory_, bytes, MemoryKind::Other);
     return buffer.ptr().raw();
   }
+  // A step's factors, one per view (LARS's trust ratios, LAMB's scales),
+  // uploaded from the host; null for none.
+  const float* per_view(std::span<const float> factors) {
+    if (factors.empty()) return nullptr;
+    auto* on_device = static_cast<float*>(scratch(factors_scratch_, factors.size_bytes()));
+    memory_.upload(on_device, factors.data(), factors.size_bytes());
+    return on_device;
+  }
   // The column sums' partials of an (M, N) array (rows.hpp).
   float* column_scratch(int64_t M, int64_t N) {
     const size_t bytes = size_t(column_sums_scratch_floats(M, N)) * sizeof(float);
@@ -285,6 +318,9 @@ class CudaBackend final : public Backend {
   CudaAllocator memory_;
   DeviceBuffer<std::byte> encoder_scratch_, layernorm_scratch_, embedding_scratch_, column_scratch_, norm_scratch_;
   DeviceBuffer<std::byte> loss_scratch_;  // the loss's rows again (2N)
+  DeviceBuffer<std::byte> factors_scratch_;  // per_view's
+  ChunkTable<MomentumChunk> momentum_table_;  // SGD's and LARS's
+  ChunkTable<LambChunk> lamb_table_;
   CublasLtContext* matmul_ = nullptr;
   // The AdamW chunk table as the kernel reads it, uploaded again only when
   // the chunks' pointers change (ZeRO rebinding), not every step: the

@@ -4,16 +4,22 @@
 //   Pack<T, W>      W consecutive elements moved by one load or store
 //                   (4 floats = 128 bits, 4 bf16 = 64 bits) where aligned;
 //   warp_sum        a fixed-order butterfly sum, block_sum over a block;
+//   add_square_lanes  the lanes of norm.hpp's sums of squares, in lane order;
 //   map1 / map2     element-wise kernels (GELU, conversions, scaling);
-//   blocks_for      grid sizes that do not depend on the device.
+//   blocks_for      grid sizes that do not depend on the device;
+//   check_chunk_grid  whether an optimizer's chunks fit one launch.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <string>
 
 #include "meshtrain/core/bf16.hpp"
+#include "meshtrain/core/error.hpp"
 #include "meshtrain/core/hd.hpp"
 #include "meshtrain/kernels/cuda/cuda_check.hpp"
+#include "meshtrain/kernels/norm.hpp"
 
 namespace meshtrain::kernels::cuda::detail {
 
@@ -27,6 +33,14 @@ inline constexpr int64_t kMaxGridY = 65535;
 
 inline unsigned blocks_for(int64_t work_items, int block, int64_t cap = kMaxBlocks) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((work_items + block - 1) / block, cap)));
+}
+
+// Throws DeviceError unless n_chunks chunks of threads_per_chunk threads
+// each fit one launch's grid.x (an optimizer's chunk tables).
+inline void check_chunk_grid(int64_t n_chunks, int threads_per_chunk, const char* who) {
+  if (n_chunks > int64_t(std::numeric_limits<int32_t>::max()) / threads_per_chunk)
+    throw DeviceError(std::string(who) + ": " + std::to_string(n_chunks) +
+                      " chunks, more than one launch's grid holds");
 }
 
 inline bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
@@ -79,6 +93,19 @@ __device__ __forceinline__ T warp_sum(T v) {
 #pragma unroll
   for (int off = kWarp / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
+}
+
+// The lanes of norm.hpp's sums of squares, one per thread of a group of
+// kSquaresLanes consecutive threads (thread j holds lane j), added in lane
+// order: the CPU's add_lanes. Every thread gets the sum; every thread of
+// the warp must call it (the groups divide a warp).
+__device__ __forceinline__ double add_square_lanes(double lane) {
+  constexpr int kLanes = int(kSquaresLanes);
+  static_assert(kWarp % kLanes == 0, "the lanes' groups divide a warp");
+  double s = 0.0;
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) s += __shfl_sync(0xffffffffu, lane, k, kLanes);
+  return s;
 }
 
 // Sum over a block of kThreads threads (blockDim.x == kThreads), returned

@@ -22,12 +22,12 @@ struct OpenedDevice {
 // "cpu-guarded" (kernels/guarded_backend.hpp) costs nothing either.
 OpenedDevice open_training_device(const TrainingSection& training);
 
-// `device` for this job: off the CPU a model trains with AdamW, in one
-// process or in several with data (every ZeRO stage, the Reduction Server,
-// parameter servers), tensor, pipeline and expert parallelism, their
-// collectives over NCCL or staged through host memory (docs/gpu.md). The other
-// optimizers: ConfigError (exit status 3) naming the one asked for; so is
-// parallel.device_collectives = "nccl" off a GPU or for parameter servers.
+// `device` for this job: off the CPU a model trains with every optimizer,
+// in one process or in several with data (every ZeRO stage, the Reduction
+// Server, parameter servers), tensor, pipeline and expert parallelism, their
+// collectives over NCCL or staged through host memory (docs/gpu.md).
+// parallel.device_collectives = "nccl" off a GPU or for parameter servers:
+// ConfigError (exit status 3) saying why.
 const Device& check_device_job(const Device& device, const JobConfig& config);
 
 // The peak TFLOP/s the metrics' mfu divides by: training.peak_tflops when

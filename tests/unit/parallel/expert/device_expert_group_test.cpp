@@ -92,7 +92,9 @@ TEST(DeviceExpertGroup, GivesTheHostGroupsBitsForTheRoutedRows) {
     ASSERT_EQ(routed_floats(0, 0), 0u);
     const float first = 1.0f / 3.0f * 2.0f;
     EXPECT_NEAR(device[0][0], first, wire == Precision::Bf16 ? 4e-3f : 0.0f);
-    if (wire == Precision::Bf16) EXPECT_NE(device[0][0], first);
+    if (wire == Precision::Bf16) {
+      EXPECT_NE(device[0][0], first);
+    }
   }
 }
 

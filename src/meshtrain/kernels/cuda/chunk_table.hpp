@@ -1,0 +1,45 @@
+#pragma once
+// An optimizer's chunk table (kernels/momentum_math.hpp's MomentumChunk,
+// lamb_math.hpp's LambChunk) in device memory, where its kernels read it.
+// Uploaded again only when the chunks change (ZeRO rebinding moves the
+// buffers), not every step: an upload waits for the device.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "meshtrain/core/device_buffer.hpp"
+
+namespace meshtrain::kernels::cuda {
+
+template <class Chunk>
+class ChunkTable {
+  static_assert(std::has_unique_object_representations_v<Chunk>, "compared bytewise: no padding");
+
+ public:
+  // The table of `chunks` on the device, uploaded through `memory` if it
+  // differs from the last one.
+  const Chunk* on_device(std::span<const Chunk> chunks, DeviceAllocator& memory) {
+    const bool same = chunks.size() == host_.size() &&
+                      (chunks.empty() || std::memcmp(chunks.data(), host_.data(), chunks.size_bytes()) == 0);
+    if (!same) {
+      host_.assign(chunks.begin(), chunks.end());
+      device_ = DeviceBuffer<Chunk>(memory, host_.size(), MemoryKind::OptimizerState);
+      device_.upload(host_);
+      max_size_ = 0;
+      for (const Chunk& c : host_) max_size_ = std::max<int64_t>(max_size_, c.size);
+    }
+    return device_.ptr().raw();
+  }
+  // The largest chunk's size (it sizes the update's grid).
+  int64_t max_size() const { return max_size_; }
+
+ private:
+  std::vector<Chunk> host_;
+  DeviceBuffer<Chunk> device_;
+  int64_t max_size_ = 0;
+};
+
+}  // namespace meshtrain::kernels::cuda

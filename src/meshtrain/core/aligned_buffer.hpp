@@ -20,6 +20,12 @@ class AlignedBuffer : public DeviceArray<T> {
  public:
   explicit AlignedBuffer(MemoryKind kind = MemoryKind::Other) : DeviceArray<T>(host_memory(), kind) {}
   AlignedBuffer(size_t count, MemoryKind kind) : AlignedBuffer(kind) { this->resize(count); }
+  // count elements of other host memory the host indexes: a device's
+  // staging memory (DeviceAllocator::staging_memory, page-locked on a GPU).
+  AlignedBuffer(DeviceAllocator& host_indexable, size_t count, MemoryKind kind)
+      : DeviceArray<T>(host_indexable, kind) {
+    this->resize(count);
+  }
 
   // From now on this buffer is `storage` (nullptr: its own, empty, again).
   void share(AlignedBuffer* storage) { DeviceArray<T>::share(storage); }

@@ -36,6 +36,11 @@ class DeviceAllocator {
   // Where its bytes are counted: the device's tracker, except for the
   // CPU's own memory, which is the host's (MemoryTracker::global()).
   virtual MemoryTracker& tracker() { return MemoryTracker::device(); }
+  // Host memory this device copies to and from fastest, which the host
+  // indexes: the staging buffers of the host-staged path. A GPU's is
+  // page-locked (its copies go by DMA, with no bounce buffer in the
+  // driver); null means the host's own (core/host_memory.hpp).
+  virtual DeviceAllocator* staging_memory() { return nullptr; }
 };
 
 // A pointer into device memory (see the header comment).

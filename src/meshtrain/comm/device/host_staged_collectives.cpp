@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "meshtrain/core/host_memory.hpp"
+
 namespace meshtrain::comm {
 
 // A result that goes back up when a staged collective is waited for: the
@@ -50,7 +52,10 @@ class StagedWork final : public DeviceWork {
 
 HostStagedCollectives::HostStagedCollectives(ProcessGroup& group, DeviceAllocator* device,
                                              AllReduceAlgorithm algorithm)
-    : group_(group), device_(device), algorithm_(algorithm) {}
+    : group_(group),
+      device_(device),
+      staging_(device && device->staging_memory() ? *device->staging_memory() : host_memory()),
+      algorithm_(algorithm) {}
 
 HostStagedCollectives::~HostStagedCollectives() = default;
 
@@ -61,7 +66,7 @@ HostStagedCollectives::Scratch HostStagedCollectives::take(size_t bytes) {
   auto pick = free_.end();
   for (auto it = free_.begin(); it != free_.end(); ++it)
     if ((*it)->size() >= floats && (pick == free_.end() || (*it)->size() < (*pick)->size())) pick = it;
-  if (pick == free_.end()) return std::make_unique<AlignedBuffer<float>>(floats, MemoryKind::Communication);
+  if (pick == free_.end()) return std::make_unique<AlignedBuffer<float>>(staging_, floats, MemoryKind::Communication);
   Scratch scratch = std::move(*pick);
   free_.erase(pick);
   return scratch;
@@ -150,7 +155,8 @@ DeviceWorkHandle HostStagedCollectives::exchange_async(std::vector<DeviceSend> s
 
 void HostStagedCollectives::broadcast(Buffer data, int root) {
   if (!device_) return group_.broadcast(data, root);
-  // Once per job: its scratch (often the whole model) is its own, not the pool's.
+  // Once per job: its scratch (often the whole model) is its own, not the
+  // pool's, and pageable (pinning it would cost about what it saves).
   AlignedBuffer<float> scratch((data.bytes() + sizeof(float) - 1) / sizeof(float), MemoryKind::Communication);
   device_->download(scratch.data(), data.data, data.bytes());
   group_.broadcast(Buffer(scratch.data(), data.count, data.dtype), root);

@@ -8,8 +8,9 @@
 // With no device (the CPU) the collectives run on the values themselves.
 //
 // The scratch is kept between steps (a strategy sends the same buckets
-// every step), counted as communication memory. Calls and waits come from
-// one thread.
+// every step), counted as communication memory, in the device's staging
+// memory (page-locked on a GPU: DeviceAllocator::staging_memory). Calls and
+// waits come from one thread.
 #include <memory>
 #include <vector>
 
@@ -48,6 +49,7 @@ class HostStagedCollectives final : public DeviceCollectives {
 
   ProcessGroup& group_;
   DeviceAllocator* device_;
+  DeviceAllocator& staging_;  // the scratch's memory
   AllReduceAlgorithm algorithm_;
   std::vector<Scratch> free_;  // scratch not lent to a work in flight
 };

@@ -1,5 +1,7 @@
 #include "meshtrain/kernels/cuda/cuda_memory.hpp"
 
+#include <cstring>
+
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/cuda/cuda_check.hpp"
 
@@ -30,6 +32,20 @@ void CudaAllocator::download(void* host_dst, const void* device_src, size_t byte
   MESHTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
   ++downloads_;
 }
+
+void* PinnedHostMemory::allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t status = cudaMallocHost(&p, bytes ? bytes : 1);
+  if (status == cudaErrorMemoryAllocation)
+    throw DeviceError("out of page-locked host memory allocating " + std::to_string(bytes >> 20) + " MiB");
+  MESHTRAIN_CUDA_CHECK(status);
+  return p;
+}
+
+void PinnedHostMemory::release(void* p) noexcept { cudaFreeHost(p); }
+void PinnedHostMemory::zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+void PinnedHostMemory::upload(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void PinnedHostMemory::download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 std::string CudaAllocator::name() const { return "cuda:" + std::to_string(device_); }
 

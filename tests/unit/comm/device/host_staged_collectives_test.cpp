@@ -233,6 +233,57 @@ TEST(HostStagedCollectives, KeepsItsScratchBetweenStepsAndBroadcastsRankZeros) {
   });
 }
 
+// A device with staging memory of its own (a GPU's page-locked host
+// memory): the scratch comes from there, and the bits are the same.
+class StagingDevice final : public DeviceAllocator {
+ public:
+  void* allocate(size_t bytes) override { return memory.allocate(bytes); }
+  void release(void* p) noexcept override { memory.release(p); }
+  void zero(void* p, size_t bytes) override { memory.zero(p, bytes); }
+  void upload(void* dst, const void* src, size_t bytes) override { memory.upload(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { memory.download(dst, src, bytes); }
+  std::string name() const override { return "staging device"; }
+  DeviceAllocator* staging_memory() override { return &staging; }
+  CountingMemory memory;
+  class CountingStaging final : public DeviceAllocator {
+   public:
+    void* allocate(size_t bytes) override {
+      ++allocations;
+      return std::malloc(bytes);
+    }
+    void release(void* p) noexcept override { std::free(p); }
+    void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+    void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    std::string name() const override { return "counting staging"; }
+    MemoryTracker& tracker() override { return MemoryTracker::global(); }
+    int allocations = 0;
+  } staging;
+};
+
+TEST(HostStagedCollectives, StagesInTheDevicesStagingMemory) {
+  const size_t n = 4001;
+  std::vector<std::vector<float>> plain(2), staged(2);
+  std::vector<int> allocations(2);
+  testing::on_inproc_ranks(2, [&](int r, ProcessGroup& group) {
+    plain[size_t(r)] = staged[size_t(r)] = rank_values(r, n);
+    HostStagedCollectives on_host(group, nullptr);
+    on_host.all_reduce_async(Buffer(std::span(plain[size_t(r)])), ReduceKind::Avg)->wait();
+    StagingDevice device;
+    HostStagedCollectives through_host(group, &device);
+    for (int step = 0; step < 3; ++step) {
+      if (step > 0) staged[size_t(r)] = rank_values(r, n);
+      through_host.all_reduce_async(Buffer(std::span(staged[size_t(r)])), ReduceKind::Avg)->wait();
+    }
+    allocations[size_t(r)] = device.staging.allocations;
+    EXPECT_EQ(device.memory.downloads, 3);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(0, std::memcmp(plain[size_t(r)].data(), staged[size_t(r)].data(), n * sizeof(float))) << r;
+    EXPECT_EQ(allocations[size_t(r)], 1) << "rank " << r << ": one scratch, from the staging memory, kept";
+  }
+}
+
 TEST(HostStagedCollectives, AWorkDroppedUnwaitedLetsItsTransferFinish) {
   testing::on_inproc_ranks(2, [&](int r, ProcessGroup& group) {
     CountingMemory device;

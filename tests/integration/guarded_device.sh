@@ -243,8 +243,6 @@ refused() {  # refused PATTERN ARGS...
   [ "$status" -eq 3 ] || { cat refused.log; fail "exit status $status, not 3: $*"; }
   grep -q -- "$pattern" refused.log || { cat refused.log; fail "no '$pattern': $*"; }
 }
-refused "its stages are probed on the CPU only" plan --config job.toml --parallel.workers=2 \
-  --parallel.pipeline=2 --training.device=cpu-guarded
 refused "hardware.intra_link is for workers on GPUs" plan --config job.toml --parallel.workers=2 \
   --parallel.data=allreduce --hardware.intra_link=nvlink4
 echo "the guarded device refuses what it cannot run"
@@ -273,6 +271,30 @@ for f in (pcie, nvlink):
 assert 0 < nvlink["step_s"]["tensor_communication"] < pcie["step_s"]["tensor_communication"], (nvlink, pcie)
 print(f"plan --config, 4 workers on cpu-guarded: tensor all-reduce {pcie['step_s']['tensor_communication'] * 1e3:.3f}"
       f" ms on PCIe 4, {nvlink['step_s']['tensor_communication'] * 1e3:.3f} ms on NVLink 4")
+PY
+
+# A pipeline on devices: each stage probed alone on the device (the values a neighbour sends
+# uploaded into its buffers), its memory the CPU forecast's but for the micro-batch's tokens, which
+# the device holds beside its activations, the sends costed on the assumed link.
+for dev in cpu cpu-guarded; do
+  "$MESHTRAIN" plan --config job.toml --training.device="$dev" --parallel.workers=2 --parallel.pipeline=2 \
+    --parallel.micro_batches=4 --json > "plan-pp-$dev.json" 2> "plan-pp-$dev.log" ||
+    { cat "plan-pp-$dev.log"; fail "plan --config: a pipeline on $dev"; }
+done
+python3 - plan-pp-cpu.json plan-pp-cpu-guarded.json <<'PY' || fail "plan --config of a pipeline on a device"
+import json, sys
+cpu, dev = (json.load(open(p)) for p in sys.argv[1:3])
+assert dev["pipeline_parallel"] == 2 and len(dev["stages"]) == len(cpu["stages"]) == 2, dev
+assert dev["interconnect"].startswith("pcie4 (31.5 GB/s"), dev["interconnect"]
+for c, d in zip(cpu["stages"], dev["stages"]):
+    assert (c["parameters"], c["model_state_bytes"], c["slots"]) == (d["parameters"], d["model_state_bytes"], d["slots"]), (c, d)
+    assert c["activations_bytes"] < d["activations_bytes"] <= c["activations_bytes"] + cpu["memory_bytes"]["data"], (c, d)
+    assert d["forward_s"] > 0 and d["backward_s"] > 0, d
+assert dev["memory_bytes"]["data"] == 0, dev["memory_bytes"]
+step = dev["step_s"]
+assert step["forward_backward"] == step["forward_backward_alone"] > 0 and step["pipeline_communication"] > 0, step
+print(f"plan --config, a 2-stage pipeline on cpu-guarded: stages' activations {[d['activations_bytes'] for d in dev['stages']]}"
+      f" bytes (the CPU's {[c['activations_bytes'] for c in cpu['stages']]} and the tokens)")
 PY
 
 # plan --config forecasts the job on its own device: the probe's model lives in the device's

@@ -242,9 +242,9 @@ void add_pipeline_comm(const JobConfig& config, const Model& last_stage, const c
 // A pipeline job's compute and memory from every stage's probe; returns the
 // stages' models.
 std::vector<std::unique_ptr<Model>> probe_pipeline_job(const JobConfig& config, int data_ways, JobForecast& f,
-                                                       int steps, const comm::CostTable& links) {
+                                                       int steps, const comm::CostTable& links, const Device& device) {
   const double transfer = comm::all_gather_seconds(links, 2 * pipeline_message_bytes(config), 2);  // alpha + B beta
-  PipelineProbe probe = probe_pipeline(config, f.workers, data_ways, f.threads, steps, transfer);
+  PipelineProbe probe = probe_pipeline(config, f.workers, data_ways, f.threads, steps, transfer, device);
   f.pipeline_comm_s = probe.exposed_sends_s;
   f.schedule = enum_string(config.parallel.schedule);
   f.bubble = probe.bubble;
@@ -341,9 +341,9 @@ struct ProbedJob {
 };
 
 ProbedJob probe_pipeline_stages(const JobConfig& config, int data_ways, int steps,
-                                const comm::CostTable& pipeline_link, JobForecast& f) {
+                                const comm::CostTable& pipeline_link, const Device& device, JobForecast& f) {
   ProbedJob probed;
-  probed.stages = probe_pipeline_job(config, data_ways, f, steps, pipeline_link);
+  probed.stages = probe_pipeline_job(config, data_ways, f, steps, pipeline_link, device);
   std::vector<Model*> all;
   for (auto& stage : probed.stages) all.push_back(stage.get());
   probed.traffic = expert_traffic(all, config.model, f.expert);
@@ -445,10 +445,6 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   check_device_job(opened.device, config);
   f.shared_host = opened.device.is_cpu();
   if (!f.shared_host && f.workers > 1) {
-    if (f.pipeline > 1)
-      throw ConfigError("plan --config: a pipeline on " + config.training.device +
-                        " is not forecast yet: its stages are probed on the CPU only; forecast it with "
-                        "--training.device=cpu, or without the pipeline");
     if (hosts.device_bytes_per_s <= 0)
       throw ConfigError("plan --config: workers on " + config.training.device + " need the link between them");
     f.interconnect = hosts.interconnect;
@@ -467,7 +463,7 @@ JobForecast forecast_job(const JobConfig& config, const HostLayout& hosts,
   ProbeGroups probe_groups;  // outlives the probed models, whose collectives talk to it
   const ProbedJob probed =
       f.pipeline > 1 ? probe_pipeline_stages(config, data_ways, kProbeSteps,
-                                             groups.link("pipeline", comm::MeshAxis::Pipeline, true), f)
+                                             groups.link("pipeline", comm::MeshAxis::Pipeline, true), opened.device, f)
                      : probe_worker(config, data_ways, kProbeSteps, k, probe_groups, opened.device, f);
   f.model_kind = probed.model->kind();
   f.routing_imbalance = routing_imbalance(probed.traffic);

@@ -68,8 +68,8 @@
 //             worker (no contention to measure), and the links are assumed,
 //             not measured: HostLayout's device link between a host's
 //             devices (the GPU family's NVLink, or PCIe), the network
-//             between hosts. The report names them. Pipeline jobs on a
-//             device are not forecast yet (their stages probe on the CPU).
+//             between hosts. The report names them. A pipeline's stages
+//             are each probed alone on the device, one after another.
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <exception>
 #include <thread>
+#include <vector>
 
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/core/stopwatch.hpp"
@@ -14,6 +15,7 @@
 #include "meshtrain/core/statistics.hpp"
 #include "meshtrain/core/threads.hpp"
 #include "meshtrain/data/loader.hpp"
+#include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/optim/factory.hpp"
 #include "meshtrain/parallel/expert/mirrored_expert_group.hpp"
@@ -30,9 +32,11 @@ namespace {
 namespace pp = parallel::pipeline;
 using Clock = std::chrono::steady_clock;
 
-// One stage's model with what its probe runs on: a micro-batch of the job's
-// data, and (for the update) its optimizer.
+// One stage's model on the job's device with what its probe runs on: a
+// micro-batch of the job's data, (for the update) its optimizer, and the
+// values a neighbour stage would send (uploaded into the stage's buffers).
 struct StageRig {
+  kernels::Backend* backend = nullptr;  // the device's: where the model's tensors are
   std::unique_ptr<parallel::SoloTensorGroup> tp;
   std::unique_ptr<parallel::MirroredExpertGroup> ep;  // the busiest expert rank's rows (job_forecast.hpp)
   std::unique_ptr<Model> model;
@@ -40,15 +44,18 @@ struct StageRig {
   std::unique_ptr<Optimizer> optimizer;
   Batch batch, micro;
   bool split = false;  // the schedule splits backward (zero_bubble)
+  std::vector<float> sent_activation, sent_gradient;  // host values, one piece's input or output gradient
 };
 
-StageRig make_rig(const JobConfig& config, int stage, int tensor_rank, int data_ways) {
+StageRig make_rig(const JobConfig& config, int stage, int tensor_rank, int data_ways, const Device& device) {
   const ParallelSection& p = config.parallel;
   StageRig rig;
-  if (p.tensor > 1) rig.tp = std::make_unique<parallel::SoloTensorGroup>(tensor_rank, int(p.tensor), p.sequence_parallel);
-  if (p.expert > 1 && config.model.n_expert > 1) rig.ep = std::make_unique<parallel::MirroredExpertGroup>(0, int(p.expert));
-  rig.model =
-      make_model(config.model, model_layout(p, rig.tp.get(), stage, rig.ep.get(), &config.training));
+  rig.backend = &kernels::backend_for(device);
+  if (p.tensor > 1)
+    rig.tp = std::make_unique<parallel::SoloTensorGroup>(tensor_rank, int(p.tensor), p.sequence_parallel, rig.backend);
+  if (p.expert > 1 && config.model.n_expert > 1)
+    rig.ep = std::make_unique<parallel::MirroredExpertGroup>(0, int(p.expert), rig.backend);
+  rig.model = make_model(config.model, model_layout(p, rig.tp.get(), stage, rig.ep.get(), &config.training, device));
   Rng rng(static_cast<uint64_t>(config.training.seed));
   rig.model->init_parameters(rng);
   rig.gpt = dynamic_cast<Gpt*>(rig.model.get());
@@ -58,6 +65,11 @@ StageRig make_rig(const JobConfig& config, int stage, int tensor_rank, int data_
   loader.next_batch(rig.batch);
   copy_samples(rig.batch, 0, rig.batch.batch_size / p.micro_batches, rig.micro);
   rig.split = p.schedule == pp::ScheduleKind::ZeroBubble;
+  const int64_t n = rig.gpt->activation_floats(rig.micro.batch_size, rig.micro.seq_len);
+  for (int64_t i = 0; i < n; ++i) {
+    rig.sent_activation.push_back(0.5f * std::sin(0.37f * float(i % 1000)));
+    rig.sent_gradient.push_back(1e-3f * std::cos(0.11f * float(i % 1000)));
+  }
   return rig;
 }
 
@@ -80,33 +92,36 @@ struct ProbeClock {
 
 // Forward of every piece on `slot`, then their backwards (in reverse), with
 // synthetic activations and gradients where a neighbour would send them.
+// Off the CPU the host waits for the device's queue before each reading of
+// the clock: the kernels run behind the calls that queue them.
 SlotTimes run_slot(StageRig& rig, size_t slot, ProbeClock clock = {}) {
   Gpt& gpt = *rig.gpt;
   const Batch& b = rig.micro;
-  const int64_t n = gpt.activation_floats(b.batch_size, b.seq_len);
+  DeviceAllocator& memory = rig.backend->allocator();
+  const size_t bytes = rig.sent_activation.size() * sizeof(float);
+  auto elapsed_since = [&](double t0) {
+    rig.backend->finish();
+    return clock.now() - t0;
+  };
   SlotTimes t;
   double t0 = clock.now();
   for (size_t piece = 0; piece < gpt.pieces(); ++piece) {
-    if (!gpt.piece_has_embedding(piece)) {
-      float* in = gpt.input_buffer(piece, slot, b.batch_size, b.seq_len);
-      for (int64_t i = 0; i < n; ++i) in[i] = 0.5f * std::sin(0.37f * float(i % 1000));
-    }
+    if (!gpt.piece_has_embedding(piece))
+      memory.upload(gpt.input_buffer(piece, slot, b.batch_size, b.seq_len), rig.sent_activation.data(), bytes);
     ForwardResult loss;
     gpt.forward_piece(piece, slot, b, &loss);
   }
-  t.forward = clock.now() - t0;
+  t.forward = elapsed_since(t0);
   for (size_t piece = gpt.pieces(); piece-- > 0;) {
-    if (!gpt.piece_has_head(piece)) {
-      float* dout = gpt.output_gradient_buffer(piece, slot, b.batch_size, b.seq_len);
-      for (int64_t i = 0; i < n; ++i) dout[i] = 1e-3f * std::cos(0.11f * float(i % 1000));
-    }
+    if (!gpt.piece_has_head(piece))
+      memory.upload(gpt.output_gradient_buffer(piece, slot, b.batch_size, b.seq_len), rig.sent_gradient.data(), bytes);
     t0 = clock.now();
     gpt.backward_piece(piece, slot, rig.split);
-    t.backward += clock.now() - t0;
+    t.backward += elapsed_since(t0);
     if (rig.split) {
       t0 = clock.now();
       gpt.backward_piece_weights(piece, slot);
-      t.weight += clock.now() - t0;
+      t.weight += elapsed_since(t0);
     }
   }
   return t;
@@ -124,6 +139,7 @@ StageForecast time_stage(const JobConfig& config, StageRig& rig, int threads, in
     const double t0 = clock.now();
     gradient_norm(rig.model->store(), config.optimizer.grad_clip);
     rig.optimizer->step(rig.model->store(), static_cast<float>(config.optimizer.lr * 1e-3));
+    rig.backend->finish();
     if (i < 2) continue;
     update.push_back(clock.now() - t0);
     forward.push_back(t.forward / chunks);
@@ -149,16 +165,16 @@ pp::ScheduleReport simulate(const pp::Schedule& schedule, const std::vector<Stag
 // (one activation slot, then two; the schedule's slots from those) and its
 // times. Its model stays in the probe for the data-parallel terms.
 void probe_stages_alone(const JobConfig& config, const pp::Schedule& schedule, int data_ways, int threads, int steps,
-                        PipelineProbe& probe) {
+                        const Device& device, PipelineProbe& probe) {
   const ParallelSection& p = config.parallel;
   const int k = optimizer_state_floats(to_optimizer_config(config.optimizer));
   const int zero = data_ways > 1 ? int(p.zero_stage) : 0;
-  auto& tracker = MemoryTracker::global();
+  auto& tracker = MemoryTracker::of(device);
   for (int s = 0; s < int(p.pipeline); ++s) {
     // The stages probed before are kept (their models): count from here.
     const size_t held = tracker.current(MemoryKind::Activations), data = tracker.current(MemoryKind::Data);
     tracker.reset_peaks();
-    StageRig rig = make_rig(config, s, 0, data_ways);
+    StageRig rig = make_rig(config, s, 0, data_ways, device);
     run_slot(rig, 0);
     const size_t one = tracker.peak(MemoryKind::Activations) - held;
     run_slot(rig, 1);
@@ -176,9 +192,9 @@ void probe_stages_alone(const JobConfig& config, const pp::Schedule& schedule, i
   }
 }
 
-// Every worker at once, one thread each running its stage (worker w is
-// stage w / (data x tensor ways), tensor rank w % tensor): each worker's
-// times, as `clock` measures them.
+// Every worker at once on this host's CPU, one thread each running its
+// stage (worker w is stage w / (data x tensor ways), tensor rank w %
+// tensor): each worker's times, as `clock` measures them.
 std::vector<StageForecast> time_workers_together(const JobConfig& config, int workers, int data_ways, int threads,
                                                  int steps, ProbeClock clock) {
   const int T = int(config.parallel.tensor);
@@ -188,7 +204,7 @@ std::vector<StageForecast> time_workers_together(const JobConfig& config, int wo
   for (int w = 0; w < workers; ++w)
     running.emplace_back([&, w] {
       try {
-        StageRig rig = make_rig(config, w / (data_ways * T), w % T, data_ways);
+        StageRig rig = make_rig(config, w / (data_ways * T), w % T, data_ways, Device{});
         times[size_t(w)] = time_stage(config, rig, threads, steps, clock);
       } catch (...) {
         errors[size_t(w)] = std::current_exception();
@@ -234,16 +250,16 @@ double shared_cores_bound(const ParallelSection& p, const std::vector<StageForec
 }  // namespace
 
 PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps,
-                             double transfer_s) {
+                             double transfer_s, const Device& device) {
   const ParallelSection& p = config.parallel;
   const pp::Schedule schedule =
       pp::make_schedule(p.schedule, int(p.pipeline), int(p.micro_batches), int(p.virtual_stages));
   const int saved_threads = omp_get_max_threads();
   PipelineProbe probe;
-  probe_stages_alone(config, schedule, data_ways, threads, steps, probe);
+  probe_stages_alone(config, schedule, data_ways, threads, steps, device, probe);
   probe.alone_compute_s = simulate(schedule, probe.stages, 0.0).makespan;
   double work_bound = 0;
-  if (workers > 1) {
+  if (workers > 1 && device.is_cpu()) {  // on devices each worker has its own: nothing to share
     const int cores = this_host_cpu().cores;
     const ProbeClock clock{workers * threads > cores};
     const std::vector<StageForecast> times = time_workers_together(config, workers, data_ways, threads, steps, clock);

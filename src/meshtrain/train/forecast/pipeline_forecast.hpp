@@ -53,8 +53,11 @@ struct PipelineProbe {
 };
 
 // `workers` = data x tensor x pipeline ways, `threads` per worker;
-// `transfer_s`: one activation's (or gradient's) time between stages.
+// `transfer_s`: one activation's (or gradient's) time between stages. The
+// stages run on `device`; off the CPU every worker has a device of its
+// own, so the stages are timed alone (nothing to contend for) and the
+// host waits for the device before each reading of the clock.
 PipelineProbe probe_pipeline(const JobConfig& config, int workers, int data_ways, int threads, int steps,
-                             double transfer_s);
+                             double transfer_s, const Device& device);
 
 }  // namespace meshtrain

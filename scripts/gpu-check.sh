@@ -15,10 +15,13 @@
 #   unit_nccl NCCL communicators of one rank, where the machine has libnccl.so.2
 #   gpu_parity tests/integration/gpu_parity.sh: the GPU against the CPU
 #             (1 and 20 steps, fp32 and bf16, repeatability, checkpoints
-#             moved both ways, plan --config on the GPU)
+#             moved both ways, two workers sharing it, plan --config on the
+#             GPU, one step of SGD, LARS and LAMB)
 #   meshtrain_gpt2  meshtrain trains GPT-2 124M's shape in bf16 on the GPU
 #             (examples/gpt-bench-gpt2.toml, batch 16, random token ids):
 #             its tokens/s and mfu from the step records
+#   staged_overhead  bench/gpu/staged_overhead.sh: two workers sharing the
+#             GPU (host-staged collectives) against one with their batch
 #   torch_*   bench/gpu/torch_gpt2.py, PyTorch's GPT-2 124M step rate, eager
 #             and torch.compile: the peer
 # Everything lands in $OUT (default build/gpu-check): gpu-check.log, each
@@ -150,6 +153,7 @@ summary = {
     "unit_cuda": tests,
     "meshtrain_gpt2": meshtrain_run,
     "torch_gpt2": torch_runs,
+    "staged_overhead": last_json("staged_overhead.out"),
     "flop_count": "MFU counts 6*N_matmul + 12*L*C*T FLOPs per token, against 989 TFLOP/s (mfu_vs_989) "
                   "and against this run's 8192^3 bf16 GEMM rate (mfu_vs_gemm_rate)",
     "stages": stages,
@@ -375,9 +379,14 @@ if [ -z "$no_gpu" ] && [ -n "$python" ]; then
   "$python" -c 'import array, random, sys
 r = random.Random(5)
 array.array("H", (r.randrange(50257) for _ in range(1_000_000))).tofile(open(sys.argv[1], "wb"))' "$gpt2/tokens.bin"
-  stage meshtrain_gpt2 60 150 "$bundle/bin/meshtrain" train "$root/examples/gpt-bench-gpt2.toml" \
+  stage meshtrain_gpt2 60 200 "$bundle/bin/meshtrain" train "$root/examples/gpt-bench-gpt2.toml" \
     --training.device=cuda --training.batch_size=16 --training.steps=20 --training.threads=4 \
     --data.train_path="$gpt2/tokens.bin" --data.val_path="$gpt2/tokens.bin" --training.out_dir="$gpt2/run" || true
+  [ "$stage_rc" -eq 0 ] || failed=1
+  # The host-staged path's cost on one GPU: two workers sharing it against one with their batch.
+  mkdir -p "$gpt2/staged"
+  stage staged_overhead 50 150 env PYTHON="$python" bash "$root/bench/gpu/staged_overhead.sh" \
+    "$bundle/bin/meshtrain" "$gpt2/tokens.bin" "$gpt2/staged" || true
   [ "$stage_rc" -eq 0 ] || failed=1
 fi
 

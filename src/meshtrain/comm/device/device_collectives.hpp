@@ -26,6 +26,13 @@
 
 namespace meshtrain::comm {
 
+// A point on the device's compute stream (DeviceCollectives::mark_compute),
+// from which a work's end is measured on the device.
+class DeviceMark {
+ public:
+  virtual ~DeviceMark() = default;
+};
+
 class DeviceWork {
  public:
   virtual ~DeviceWork() = default;
@@ -37,6 +44,10 @@ class DeviceWork {
   virtual void wait() = 0;
   // Seconds the transport spent on it, once waited for (the overlap report).
   virtual double busy_seconds() const = 0;
+  // Seconds by which it ended on the device after `mark`, 0 if before:
+  // what the compute stream waited for it. Only works whose collectives
+  // give marks (mark_compute) answer; the host waits for the device here.
+  virtual double seconds_after(const DeviceMark& mark) const { return 0; }
 };
 using DeviceWorkHandle = std::unique_ptr<DeviceWork>;
 
@@ -73,6 +84,11 @@ class DeviceCollectives {
   virtual DeviceWorkHandle exchange_async(std::vector<DeviceSend> sends, std::vector<DeviceRecv> recvs) = 0;
   // Makes every rank's `data` equal to group rank `root`'s; waits.
   virtual void broadcast(Buffer data, int root) = 0;
+  // A point on the compute stream now, for the works' seconds_after: where
+  // waiting does not block the host (NCCL), how long communication held up
+  // the compute is the device's to tell. Null where wait() blocks the host
+  // (host-staged): its own waiting is that time.
+  virtual std::shared_ptr<DeviceMark> mark_compute() { return nullptr; }
 };
 
 // Elements in each of `ranks` equal segments of `data` (an all-gather's);

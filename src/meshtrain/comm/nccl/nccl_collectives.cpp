@@ -7,6 +7,20 @@ namespace {
 
 constexpr const char* kWhere = "NCCL collectives";
 
+// A timed event on the compute stream: where a work's seconds_after counts from.
+class NcclMark final : public DeviceMark {
+ public:
+  explicit NcclMark(cudaStream_t compute) {
+    check_cuda(cudaEventCreate(&event_), "cudaEventCreate", kWhere);
+    check_cuda(cudaEventRecord(event_, compute), "cudaEventRecord", kWhere);
+  }
+  ~NcclMark() override { cudaEventDestroy(event_); }
+  cudaEvent_t event() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 // One operation on the communication stream, timed by two events there.
 // Waiting for it is stream-ordered: the compute stream waits for its event
 // and the host goes on; the communicator's watchdog turns a failure or a
@@ -36,6 +50,16 @@ class NcclWork final : public DeviceWork {
                     : 0.0;
     }
     return busy_s_;
+  }
+  // The mark's event and the end event are on one device, so their
+  // interval is the device's, across the two streams.
+  double seconds_after(const DeviceMark& mark) const override {
+    const auto* nccl_mark = dynamic_cast<const NcclMark*>(&mark);
+    float ms = 0;
+    if (!nccl_mark || cudaEventSynchronize(end_) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, nccl_mark->event(), end_) != cudaSuccess)
+      return 0;
+    return ms > 0 ? ms / 1000.0 : 0.0;
   }
 
  private:
@@ -120,6 +144,8 @@ DeviceWorkHandle NcclCollectives::exchange_async(std::vector<DeviceSend> sends, 
   const DataType type = nccl_data_type(dtype);
   return started([&] { communicator_.exchange(transfers, type); });
 }
+
+std::shared_ptr<DeviceMark> NcclCollectives::mark_compute() { return std::make_shared<NcclMark>(compute_); }
 
 void NcclCollectives::broadcast(Buffer data, int root) {
   communicator_.after_compute(compute_);

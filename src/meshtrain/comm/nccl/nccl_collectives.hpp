@@ -32,6 +32,9 @@ class NcclCollectives final : public DeviceCollectives {
   DeviceWorkHandle all_gather_async(Buffer data) override;
   DeviceWorkHandle exchange_async(std::vector<DeviceSend> sends, std::vector<DeviceRecv> recvs) override;
   void broadcast(Buffer data, int root) override;
+  // A timed event on the compute stream (the overlap report's exposed time
+  // comes from the device's events: waits here do not block the host).
+  std::shared_ptr<DeviceMark> mark_compute() override;
 
  private:
   // Runs `enqueue` on the communication stream after the compute stream's work so far, timed.

@@ -1,7 +1,6 @@
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
 
-#include <chrono>
-
+#include "meshtrain/comm/device/exposed_timer.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/nn/backend.hpp"
 #include "meshtrain/parallel/device_collectives.hpp"
@@ -116,10 +115,14 @@ GradientSyncStats GradientSync::finish_backward() {
   while (next_launch_ < buckets_.size()) launch(next_launch_++);
   GradientSyncStats stats;
   kernels::Backend& backend = nn::backend_of(store_);
-  const auto wait_start = std::chrono::steady_clock::now();
+  comm::DeviceCollectives* marker = nullptr;  // any bucket's: they share the compute stream
+  for (size_t b = 0; b < buckets_.size() && !marker; ++b)
+    if (work_[b]) marker = collectives_of(buckets_[b]);
+  comm::ExposedTimer exposed(marker);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (!work_[b]) continue;
     work_[b]->wait();
+    exposed.waited(*work_[b]);
     stats.busy_s += work_[b]->busy_seconds();
     const GradientBucket& bucket = buckets_[b];
     if (!wire_.empty()) {  // the sum, averaged as Avg divides
@@ -131,7 +134,7 @@ GradientSyncStats GradientSync::finish_backward() {
     }
     work_[b].reset();
   }
-  stats.exposed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  stats.exposed_s = exposed.seconds();
   if (experts_.ways > 1) {
     const float share = 1.0f / static_cast<float>(experts_.ways);
     for (const GradientBucket& bucket : buckets_)

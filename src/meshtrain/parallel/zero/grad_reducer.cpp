@@ -1,6 +1,5 @@
 #include "meshtrain/parallel/zero/grad_reducer.hpp"
 
-#include <chrono>
 
 #include "meshtrain/nn/backend.hpp"
 #include "meshtrain/parallel/device_collectives.hpp"
@@ -42,11 +41,12 @@ GradReducer::Pending GradReducer::reduce_scatter(const UnitShard& u, float* stag
           &u, mine};
 }
 
-void GradReducer::complete(Pending& pending) {
+void GradReducer::complete(Pending& pending, comm::ExposedTimer* exposed) {
   if (!pending.work) return;
   auto work = std::move(pending.work);
   pending.work = nullptr;
   work->wait();
+  if (exposed) exposed->waited(*work);
   if (!pending.segment) return;
   // As Avg divides.
   backend_.widen_divided(pending.segment, target(*pending.unit), pending.unit->slice,
@@ -82,14 +82,14 @@ double GradReducer::finish_backward() {
     if (u.whole_step)
       whole_step.push_back(reduce_scatter(u, whole_step_.raw() + u.whole_step_offset,
                                           bf16_ ? whole_step16_.raw() + u.whole_step_offset : nullptr));
-  const auto t0 = std::chrono::steady_clock::now();
-  for (auto& s : slots_) complete(s.pending);
-  for (auto& p : whole_step) complete(p);
+  comm::ExposedTimer exposed(collectives_.get());
+  for (auto& s : slots_) complete(s.pending, &exposed);
+  for (auto& p : whole_step) complete(p, &exposed);
   for (const auto& u : layout_.units())
     if (u.whole_step) store_.bind_unit_grads(u.unit, nullptr);
   // Every unit's slice of incoming_ was written (padding reduces to zeros).
   if (accumulate_) backend_.residual_forward(shard_.raw(), shard_.raw(), incoming_.raw(), int64_t(shard_.size()));
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return exposed.seconds();
 }
 
 }  // namespace meshtrain::parallel

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "meshtrain/comm/device/device_collectives.hpp"
+#include "meshtrain/comm/device/exposed_timer.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/device_array.hpp"
@@ -88,7 +89,8 @@ class GradReducer {
   // Starts u's reduce-scatter from `staged` (clobbered; under bf16 through staged16).
   Pending reduce_scatter(const UnitShard& u, float* staged, Bf16* staged16);
   // Waits for it and, under bf16, widens its segment into the shard.
-  void complete(Pending& pending);
+  // Waits for `pending` (its work into `exposed`, when given) and widens a bf16 sum.
+  void complete(Pending& pending, comm::ExposedTimer* exposed = nullptr);
   float* target(const UnitShard& u) { return (accumulate_ ? incoming_.raw() : shard_.raw()) + u.local; }
   void zero(float* at, size_t count) { memory_.zero(at, count * sizeof(float)); }
 

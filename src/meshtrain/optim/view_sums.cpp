@@ -10,7 +10,10 @@ std::span<double> ViewSums::add(const UpdateChunks& chunks, std::span<const doub
   for (size_t v = 0; v < views(); ++v) {
     double first = 0, second = 0;
     if (decays_[v])
-      for (size_t c = chunks.first[v]; c < chunks.first[v + 1]; ++c) first += chunk_sums[2 * c], second += chunk_sums[2 * c + 1];
+      for (size_t c = chunks.first[v]; c < chunks.first[v + 1]; ++c) {
+        first += chunk_sums[2 * c];
+        second += chunk_sums[2 * c + 1];
+      }
     sums_[2 * v] = first;
     sums_[2 * v + 1] = second;
   }

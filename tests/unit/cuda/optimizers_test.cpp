@@ -73,7 +73,8 @@ TEST(CudaOptimizers, SgdAndLarsHaveTheCpuBits) {
     };
     const auto cpu_chunks = make(cpu_side.w.data(), cpu_side.g.data(), cpu_side.s0.data());
     const auto gpu_chunks = make(gpu_side.w.ptr().raw(), gpu_side.g.ptr().raw(), gpu_side.s0.ptr().raw());
-    const MomentumStep step{.lr = 0.1f, .momentum = momentum ? 0.9f : 0.0f, .weight_decay = 1e-4f, .nesterov = momentum};
+    const MomentumStep step{
+        .lr = 0.1f, .momentum = momentum ? 0.9f : 0.0f, .weight_decay = 1e-4f, .nesterov = momentum};
     for (int k = 0; k < 3; ++k) {
       std::vector<double> want(2 * cpu_chunks.size()), got(2 * gpu_chunks.size());
       cpu_backend().momentum_squares(cpu_chunks, want.data());

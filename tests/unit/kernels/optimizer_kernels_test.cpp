@@ -100,8 +100,8 @@ TEST(MomentumKernels, SquaresAreEachDecayingChunksInLaneOrder) {
 
 TEST(LambKernels, MomentsSumsAndApplyAreTheFormulas) {
   Rng rng(13);
-  std::vector<float> w = random_vector(kElems, rng), g = random_vector(kElems, rng), m = random_vector(kElems, rng, 0.1f),
-                     v = random_vector(kElems, rng, 0.1f);
+  std::vector<float> w = random_vector(kElems, rng), g = random_vector(kElems, rng);
+  std::vector<float> m = random_vector(kElems, rng, 0.1f), v = random_vector(kElems, rng, 0.1f);
   for (float& x : v) x = x * x;  // a second moment is not negative
   const LambStep step{.b1 = 0.9f, .one_minus_b1 = 0.1f, .b2 = 0.999f, .one_minus_b2 = 0.001f, .bc1 = 0.271f,
                       .bc2_sqrt = 0.0547f, .eps = 1e-6f, .weight_decay = 0.02f};

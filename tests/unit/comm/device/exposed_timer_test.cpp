@@ -52,7 +52,8 @@ TEST(ExposedTimer, OnTheDeviceTheLatestEndAfterTheMarkWhateverTheHostDid) {
 
 TEST(ExposedTimer, WithoutMarksTheHostsWaitingTime) {
   MarkingCollectives staged_like(false);
-  for (DeviceCollectives* collectives : {static_cast<DeviceCollectives*>(&staged_like), static_cast<DeviceCollectives*>(nullptr)}) {
+  for (DeviceCollectives* collectives :
+       {static_cast<DeviceCollectives*>(&staged_like), static_cast<DeviceCollectives*>(nullptr)}) {
     ExposedTimer exposed(collectives);
     exposed.waited(EndedWork(5.0));  // a device's answer is not asked for
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -7,7 +7,11 @@ training step = bf16 autocast forward (fp32 master weights), flash attention
 through F.scaled_dot_product_attention(is_causal=True) with only the flash
 backend enabled, cross-entropy in fp32, backward, fused AdamW. Batch 16 of
 synthetic tokens (one fixed random batch: the data path is not measured).
-Modes: eager, or torch.compile of the model (default options).
+Modes: eager, or torch.compile of the model (default options). Under
+torchrun (WORLD_SIZE > 1) each process takes GPU LOCAL_RANK and its own
+batch, and --parallel wraps the model: DDP (NCCL, its default buckets) or
+FSDP2 (fully_shard on every block, then the root: ZeRO-3); the rates
+printed (by rank 0) are the whole job's.
 
 A few warm-up steps (the first compiles), then timed steps between two
 synchronisations. Prints one JSON object on stdout (human lines on stderr):
@@ -18,10 +22,12 @@ bf16 peak of an H100 SXM / H200.
 Exit status 3 where PyTorch sees no GPU.
 
 Usage: torch_gpt2.py --mode eager|compile [--batch 16] [--warmup 3] [--steps 10]
+       torchrun --nproc_per_node N torch_gpt2.py --mode compile --parallel ddp|fsdp2
 """
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -106,12 +112,19 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--parallel", choices=["none", "ddp", "fsdp2"], default="none",
+                    help="under torchrun: how the processes share the work")
     args = ap.parse_args()
     L, C, NH, T, V = 12, 768, 12, 1024, 50257
 
     if not torch.cuda.is_available():
         log(f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
         return 3
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        torch.distributed.init_process_group("nccl")
     dev = torch.device("cuda")
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -125,6 +138,13 @@ def main():
 
     model = GPT(L, C, NH, T, V).to(dev)
     n_matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    if world > 1 and args.parallel == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
+    elif world > 1 and args.parallel == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
     flops_per_token = 6 * n_matmul + 12 * L * C * T
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
@@ -160,10 +180,12 @@ def main():
     elapsed = time.perf_counter() - t0
     final_loss = loss.item()
 
-    tokens_per_s = args.batch * T * args.steps / elapsed
-    mfu = tokens_per_s * flops_per_token / (PEAK_TFLOPS * 1e12)
+    tokens_per_s = world * args.batch * T * args.steps / elapsed
+    mfu = tokens_per_s * flops_per_token / (PEAK_TFLOPS * 1e12 * world)  # per GPU
     result = {
         "mode": args.mode,
+        "parallel": args.parallel if world > 1 else "none",
+        "processes": world,
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
@@ -180,8 +202,11 @@ def main():
         "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
         "attention": "F.scaled_dot_product_attention, flash backend only",
     }
-    log(f"{result['tokens_per_s']} tokens/s, {result['step_ms']} ms/step, MFU {100 * mfu:.1f}% of 989 TFLOP/s")
-    print(json.dumps(result))
+    if rank == 0:
+        log(f"{result['tokens_per_s']} tokens/s, {result['step_ms']} ms/step, MFU {100 * mfu:.1f}% of 989 TFLOP/s")
+        print(json.dumps(result))
+    if world > 1:
+        torch.distributed.destroy_process_group()
     return 0
 
 

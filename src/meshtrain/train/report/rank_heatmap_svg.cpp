@@ -29,7 +29,7 @@ std::vector<Interval> read_intervals(const std::string& path) {
   while (std::getline(in, line)) {
     const auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!rec.is_object() || !rec.contains("ranks") || !rec["ranks"].is_array() || !rec.contains("step")) continue;
-    Interval iv{.step = rec["step"].get<int64_t>()};
+    Interval iv{.step = rec["step"].get<int64_t>(), .workers = {}};
     for (const auto& r : rec["ranks"])
       iv.workers.push_back({r.value("busy_ms", 0.0), r.value("slow_vs_fastest", 1.0)});
     out.push_back(std::move(iv));

@@ -24,6 +24,9 @@
 #             GPU (host-staged collectives) against one with their batch
 #   torch_*   bench/gpu/torch_gpt2.py, PyTorch's GPT-2 124M step rate, eager
 #             and torch.compile: the peer
+#   gpu_restart  tests/integration/gpu_restart.sh, in the time left: four
+#             workers sharing the GPU against one process, and a worker
+#             killed with -9 whose restarted job ends on the same bits
 # Everything lands in $OUT (default build/gpu-check): gpu-check.log, each
 # stage's .out and .err, unit_cuda.json (gtest), summary.json.
 # Exit status: 0 every stage passed, 1 a stage failed, 3 no GPU or no cuBLASLt.
@@ -395,6 +398,12 @@ stage torch_eager 75 100 "$python" "$root/bench/gpu/torch_gpt2.py" --mode eager 
 [ "$stage_rc" -eq 0 ] || failed=1
 stage torch_compile 200 0 "$python" "$root/bench/gpu/torch_gpt2.py" --mode compile || true
 [ "$stage_rc" -eq 0 ] || failed=1
+
+# ---- last, in what time is left: four workers sharing the GPU, kill -9 and a bitwise restart ----
+if [ -z "$no_gpu" ]; then
+  stage gpu_restart 60 0 bash "$root/tests/integration/gpu_restart.sh" "$bundle/bin/meshtrain" "$root" || true
+  [ "$stage_rc" -eq 0 ] || [ "$stage_rc" -eq 124 ] || failed=1
+fi
 
 if [ -n "$no_gpu" ]; then
   fact reason "$no_gpu"

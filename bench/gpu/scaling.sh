@@ -19,7 +19,7 @@ counts=(1); for n in 2 4 8; do [ "$n" -le "$gpus" ] && counts+=("$n"); done
 meshtrain_point() {  # meshtrain_point NAME N ARGS...: prints the step records' medians as JSON
   local name=$1 n=$2; shift 2
   "$meshtrain" launch --nproc "$n" -- "$meshtrain" train "$root/examples/gpt-bench-gpt2.toml" \
-    --parallel.workers="$n" --training.device=cuda --training.batch_size=$((n * batch)) --training.steps=20 \
+    --parallel.workers="$n" --training.device=cuda --training.batch_size="$batch" --training.steps=20 \
     --training.threads=4 --training.eval_every=0 --checkpoint.every=0 --data.train_path="$tokens" \
     --data.val_path="$tokens" --training.out_dir="$out/$name" "$@" > "$out/$name.log" 2>&1
   "$python" - "$out/$name/metrics.jsonl" "$name" "$n" <<'PY'

@@ -4,7 +4,8 @@
 # against two workers sharing cuda:0 with batch B each (the same global
 # batch), whose gradients go down to host memory, through the shared-memory
 # all-reduce and back up every step (docs/gpu.md). Prints the two rates and
-# their ratio as a JSON line (the device check's summary reads it).
+# their ratio as a JSON line (the device check's summary reads it). A
+# worker's training.batch_size is its own share of the global batch.
 #   bench/gpu/staged_overhead.sh MESHTRAIN TOKENS.bin OUT_DIR [B]
 set -euo pipefail
 meshtrain=$1 tokens=$2 out=$3 batch=${4:-4}
@@ -14,7 +15,7 @@ common=(--training.device=cuda:0 --training.steps=8 --training.log_every=1 --tra
 "$meshtrain" train "$root/examples/gpt-bench-gpt2.toml" "${common[@]}" --training.batch_size=$((2 * batch)) \
   --training.out_dir="$out/one" > "$out/one.log" 2>&1
 "$meshtrain" launch --nproc 2 -- "$meshtrain" train "$root/examples/gpt-bench-gpt2.toml" "${common[@]}" \
-  --parallel.workers=2 --parallel.data=allreduce --parallel.timeout_s=120 --training.batch_size=$((2 * batch)) \
+  --parallel.workers=2 --parallel.data=allreduce --parallel.timeout_s=120 --training.batch_size="$batch" \
   --training.out_dir="$out/staged" > "$out/staged.log" 2>&1
 "${PYTHON:-python3}" - "$out/one/metrics.jsonl" "$out/staged/metrics.jsonl" "$batch" <<'PY'
 import json, statistics, sys

@@ -23,13 +23,15 @@ one() {  # one NAME ARGS...: one process on GPU 0
 one one
 one one-moe "${moe[@]}"
 
-layouts=("dp2:2:one:--parallel.data=allreduce"
-         "zero1:2:one:--parallel.data=allreduce --parallel.zero_stage=1"
-         "zero3:2:one:--parallel.data=allreduce --parallel.zero_stage=3"
+# training.batch_size is a worker's: 2 on each of 2 data ways, one process's 4.
+half=--training.batch_size=2
+layouts=("dp2:2:one:--parallel.data=allreduce $half"
+         "zero1:2:one:--parallel.data=allreduce --parallel.zero_stage=1 $half"
+         "zero3:2:one:--parallel.data=allreduce --parallel.zero_stage=3 $half"
          "tp2:2:one:--parallel.tensor=2 --parallel.sequence_parallel=true"
          "pp2:2:one:--parallel.pipeline=2 --parallel.micro_batches=2"
-         "ep2:2:one-moe:--parallel.data=allreduce --parallel.expert=2 ${moe[*]}")
-[ "$gpus" -ge 4 ] && layouts+=("dp2-tp2:4:one:--parallel.data=allreduce --parallel.tensor=2"
+         "ep2:2:one-moe:--parallel.data=allreduce --parallel.expert=2 ${moe[*]} $half")
+[ "$gpus" -ge 4 ] && layouts+=("dp2-tp2:4:one:--parallel.data=allreduce --parallel.tensor=2 $half"
                                 "pp2-tp2:4:one:--parallel.pipeline=2 --parallel.tensor=2 --parallel.micro_batches=2")
 for layout in "${layouts[@]}"; do
   IFS=: read -r name workers baseline rest <<< "$layout"; read -r -a args <<< "$rest"

@@ -54,13 +54,17 @@ done
 # Two workers sharing the GPU (cuda:0 for both), their collectives staged through host memory and
 # run by the host's: data parallelism's gradient buckets, ZeRO-3's gathers and reduce-scatters,
 # tensor parallelism's activations and its vocabulary-parallel loss (kernels/cuda/vocab_shard.hpp),
-# the pipeline's sends, a mixture of experts' routed rows: as two workers on the CPU, within the
-# one-GPU tolerance.
-for layout in "dp2:--parallel.data=allreduce" "zero3:--parallel.data=allreduce --parallel.zero_stage=3" \
-              "tp2:--parallel.tensor=2 --parallel.sequence_parallel=true" \
-              "pp2:--parallel.pipeline=2 --parallel.micro_batches=2" \
-              "ep2:--parallel.data=allreduce --parallel.expert=2 --model.n_expert=4 --model.top_k=2"; do
-  name=${layout%%:*}; read -r -a args <<< "${layout#*:}"
+# the pipeline's sends, a mixture of experts' routed rows: as two workers on the CPU, and as one
+# GPU process on the same global batch (a worker's batch is 4, so 8 where there are 2 data ways),
+# within the one-GPU tolerance.
+train gpu-b4 cuda --training.batch_size=4 --training.log_every=1
+train gpu-b8 cuda --training.batch_size=8 --training.log_every=1
+train gpu-moe-b8 cuda --training.batch_size=8 --training.log_every=1 --model.n_expert=4 --model.top_k=2
+for layout in "dp2:gpu-b8:--parallel.data=allreduce" "zero3:gpu-b8:--parallel.data=allreduce --parallel.zero_stage=3" \
+              "tp2:gpu-b4:--parallel.tensor=2 --parallel.sequence_parallel=true" \
+              "pp2:gpu-b4:--parallel.pipeline=2 --parallel.micro_batches=2" \
+              "ep2:gpu-moe-b8:--parallel.data=allreduce --parallel.expert=2 --model.n_expert=4 --model.top_k=2"; do
+  IFS=: read -r name one rest <<< "$layout"; read -r -a args <<< "$rest"
   for device in cpu cuda:0; do
     "$MESHTRAIN" launch --nproc 2 -- "$MESHTRAIN" train job.toml --parallel.workers=2 "${args[@]}" \
       --parallel.timeout_s=60 --training.device="$device" --training.batch_size=4 --training.log_every=1 \
@@ -69,7 +73,9 @@ for layout in "dp2:--parallel.data=allreduce" "zero3:--parallel.data=allreduce -
   done
   compare_losses "$WORK/$name-cpu/metrics.jsonl" "$WORK/$name-cuda/metrics.jsonl" 1e-3 ||
     fail "$name sharing one GPU: losses differ from the CPU's"
-  echo "$name sharing the GPU, host-staged: as on the CPU"
+  compare_losses "$WORK/$one/metrics.jsonl" "$WORK/$name-cuda/metrics.jsonl" 1e-3 ||
+    fail "$name sharing one GPU: losses differ from one GPU process's on the same global batch"
+  echo "$name sharing the GPU, host-staged: as on the CPU and as one GPU process"
 done
 # parallel.device_collectives = "auto" chose the host-staged path for them, saying why; "nccl"
 # refuses the shared GPU before training (exit status 3), naming the workers.

@@ -1,6 +1,7 @@
 # Watching a job's metrics and killing one of its processes at a given step;
 # sourced by chaos_kill.sh, run_restart.sh, ps_server_restart.sh,
-# heartbeat_hang.sh, ps_worker_rejoin.sh and bench/chaos.sh. Needs MESHTRAIN,
+# heartbeat_hang.sh, ps_worker_rejoin.sh, gpu_restart.sh, nccl_parity.sh
+# and bench/chaos.sh. Needs MESHTRAIN,
 # WORK and fail(); chaos_job also lib.sh's make_text and tiny_config.
 
 # chaos_job: the job the chaos tests run and kill, in job.toml (the tiny
@@ -52,4 +53,25 @@ kill_at() {
 # final_params OUT_DIR STEP FILE: the parameters of the job's checkpoint at STEP in one file.
 final_params() {
   "$MESHTRAIN" consolidate "$1/checkpoints/$(printf 'step_%08d' "$2")" "$3" > /dev/null || fail "consolidate $1 step $2"
+}
+
+# killed_same_bits NAME STEPS AT RANK ARGS...: `meshtrain run job.toml ARGS` (a job of STEPS
+# steps) once straight, once with its process of RANK=RANK killed -9 after step AT; the whole job
+# restarts, resumes from its newest checkpoint, and must end on the straight run's bits. Prints
+# the step the kill landed after.
+killed_same_bits() {
+  local name=$1 steps=$2 at=$3 rank=$4 run_pid killed_at
+  shift 4
+  "$MESHTRAIN" run job.toml "$@" --training.out_dir="$WORK/$name-straight" > "$name-straight.log" 2>&1 ||
+    { cat "$name-straight.log" >&2; fail "$name: the uninterrupted job"; return 1; }
+  "$MESHTRAIN" run job.toml "$@" --training.out_dir="$WORK/$name" > "$name.log" 2>&1 &
+  run_pid=$!
+  killed_at=$(kill_at "$run_pid" "$WORK/$name/metrics.jsonl" "$at" "$rank") || { cat "$name.log" >&2; return 1; }
+  wait "$run_pid" || { cat "$name.log" >&2; fail "$name: the job failed after rank $rank died"; return 1; }
+  grep -q "restarting the whole job" "$name.log" || { cat "$name.log" >&2; fail "$name: no restart after the kill"; return 1; }
+  final_params "$WORK/$name-straight" "$steps" "$name-straight.safetensors"
+  final_params "$WORK/$name" "$steps" "$name.safetensors"
+  cmp "$name-straight.safetensors" "$name.safetensors" ||
+    { fail "$name: rank $rank killed after step $killed_at: parameters differ from the uninterrupted run"; return 1; }
+  echo "$killed_at"
 }

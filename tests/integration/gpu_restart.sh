@@ -28,17 +28,6 @@ compare_losses "$WORK/one/metrics.jsonl" "$WORK/four/metrics.jsonl" 1e-3 ||
 echo "four workers sharing the GPU (2 data x 2 tensor, host-staged) train as one GPU process does"
 
 # 40 steps: on a GPU a step of the chaos model is short, and the kill must land before the end.
-args=(--nproc 2 --parallel.data=allreduce "${common[@]}" --checkpoint.every=4 --checkpoint.keep=5
-      --training.steps=40 "${CHAOS_MODEL[@]}")
-"$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/straight" > straight.log 2>&1 ||
-  { cat straight.log; fail "the uninterrupted job on the GPU"; }
-"$MESHTRAIN" run job.toml "${args[@]}" --training.out_dir="$WORK/killed" > killed.log 2>&1 &
-run_pid=$!
-killed_at=$(kill_at "$run_pid" "$WORK/killed/metrics.jsonl" 6 1) || { cat killed.log; exit 1; }
-wait "$run_pid" || { cat killed.log; fail "the job failed after its worker died"; }
-grep -q "restarting the whole job" killed.log || { cat killed.log; fail "no restart after the kill"; }
-final_params "$WORK/straight" 40 straight.safetensors
-final_params "$WORK/killed" 40 killed.safetensors
-cmp straight.safetensors killed.safetensors ||
-  fail "worker 1 killed after step $killed_at: parameters differ from the uninterrupted run"
+killed_at=$(killed_same_bits gpu-kill 40 6 1 --nproc 2 --parallel.data=allreduce "${common[@]}" --checkpoint.every=4 \
+  --checkpoint.keep=5 --training.steps=40 "${CHAOS_MODEL[@]}") || exit 1
 echo "worker 1 killed with -9 after step $killed_at on the GPU: restarted, resumed to the same bits"

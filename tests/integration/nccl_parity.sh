@@ -45,16 +45,7 @@ for layout in "${layouts[@]}"; do
 done
 
 # kill -9 of a worker mid-run; the restarted job resumes to an uninterrupted run's bits.
-chaos_args=(--nproc 2 --parallel.data=allreduce --training.device=cuda --parallel.device_collectives=nccl
-            --checkpoint.every=4 --training.steps=20 "${CHAOS_MODEL[@]}" --parallel.timeout_s=120)
-"$MESHTRAIN" run job.toml "${chaos_args[@]}" --training.out_dir="$WORK/straight" > straight.log 2>&1 ||
-  { cat straight.log; fail "the uninterrupted NCCL job"; }
-"$MESHTRAIN" run job.toml "${chaos_args[@]}" --training.out_dir="$WORK/killed" > killed.log 2>&1 &
-run_pid=$!
-killed_at=$(kill_at "$run_pid" "$WORK/killed/metrics.jsonl" 8 1) || { cat killed.log; exit 1; }
-wait "$run_pid" || { cat killed.log; fail "the NCCL job failed after its worker died"; }
-grep -q "restarting the whole job" killed.log || { cat killed.log; fail "no restart after the kill"; }
-final_params "$WORK/straight" 20 straight.safetensors
-final_params "$WORK/killed" 20 killed.safetensors
-cmp straight.safetensors killed.safetensors || fail "killed at step $killed_at: parameters differ from the uninterrupted run"
+killed_at=$(killed_same_bits nccl-kill 20 8 1 --nproc 2 --parallel.data=allreduce --training.device=cuda \
+  --parallel.device_collectives=nccl --checkpoint.every=4 --training.steps=20 "${CHAOS_MODEL[@]}" \
+  --parallel.timeout_s=120) || exit 1
 echo "worker 1 killed after step $killed_at over NCCL: restarted, resumed to the same bits"

@@ -14,7 +14,8 @@
 namespace meshtrain::kernels::cuda {
 
 // One run of elements to update, as optim/chunks.hpp's UpdateChunk resolved
-// to device pointers: param, grad, m, v each hold `size` elements.
+// to device pointers: param, grad, m, v each hold `size` elements. No
+// implicit padding, so a table of them compares bytewise (chunk_table.hpp).
 struct AdamWChunk {
   float* param;
   const float* grad;
@@ -22,6 +23,7 @@ struct AdamWChunk {
   float* v;  // second moment (exp_avg_sq)
   int64_t size;
   int32_t weight_decay;  // nonzero: the tensor decays (decay_factor), else 1
+  int32_t unused = 0;    // the padding, spelled out and zero
 };
 
 // Every chunk of chunks (n_chunks, in device memory) in one launch;

@@ -1,6 +1,6 @@
 #pragma once
-// An optimizer's chunk table (kernels/momentum_math.hpp's MomentumChunk,
-// lamb_math.hpp's LambChunk) in device memory, where its kernels read it.
+// An optimizer's chunk table (cuda/adamw.hpp's AdamWChunk, momentum_math.hpp's
+// MomentumChunk, lamb_math.hpp's LambChunk) in device memory, where its kernels read it.
 // Uploaded again only when the chunks change (ZeRO rebinding moves the
 // buffers), not every step: an upload waits for the device.
 #include <algorithm>

@@ -319,42 +319,21 @@ class CudaBackend final : public Backend {
   DeviceBuffer<std::byte> encoder_scratch_, layernorm_scratch_, embedding_scratch_, column_scratch_, norm_scratch_;
   DeviceBuffer<std::byte> loss_scratch_;  // the loss's rows again (2N)
   DeviceBuffer<std::byte> factors_scratch_;  // per_view's
+  // The optimizers' chunk tables on the GPU, uploaded again only when the
+  // chunks change (chunk_table.hpp).
+  std::vector<cuda::AdamWChunk> adamw_chunks_;  // adamw_update's, in the kernel's layout
+  ChunkTable<cuda::AdamWChunk> adamw_table_;
   ChunkTable<MomentumChunk> momentum_table_;  // SGD's and LARS's
   ChunkTable<LambChunk> lamb_table_;
   CublasLtContext* matmul_ = nullptr;
-  // The AdamW chunk table as the kernel reads it, uploaded again only when
-  // the chunks' pointers change (ZeRO rebinding), not every step: the
-  // upload waits for the device.
-  std::vector<cuda::AdamWChunk> table_;
-  DeviceBuffer<cuda::AdamWChunk> table_on_device_;
-  int64_t max_chunk_ = 0;
 };
 
-bool same_table(const std::vector<cuda::AdamWChunk>& a, const std::vector<cuda::AdamWChunk>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].param != b[i].param || a[i].grad != b[i].grad || a[i].m != b[i].m || a[i].v != b[i].v ||
-        a[i].size != b[i].size || a[i].weight_decay != b[i].weight_decay)
-      return false;
-  return true;
-}
-
 void CudaBackend::adamw_update(std::span<const kernels::AdamWChunk> chunks, const AdamWStep& step) {
-  std::vector<cuda::AdamWChunk> table;
-  table.reserve(chunks.size());
-  int64_t max_chunk = 0;
-  for (const kernels::AdamWChunk& c : chunks) {
-    table.push_back({c.param, c.grad, c.m, c.v, int64_t(c.size), c.weight_decay ? 1 : 0});
-    max_chunk = std::max(max_chunk, int64_t(c.size));
-  }
-  if (!same_table(table, table_)) {
-    table_on_device_ = DeviceBuffer<cuda::AdamWChunk>(memory_, table.size(), MemoryKind::OptimizerState);
-    table_on_device_.upload(table);
-    table_ = std::move(table);
-    max_chunk_ = max_chunk;
-  }
-  if (table_.empty()) return;
-  cuda::adamw_update(table_on_device_.ptr().raw(), int64_t(table_.size()), max_chunk_, step, nullptr, stream_);
+  adamw_chunks_.clear();
+  for (const kernels::AdamWChunk& c : chunks)
+    adamw_chunks_.push_back({c.param, c.grad, c.m, c.v, int64_t(c.size), c.weight_decay ? 1 : 0});
+  const cuda::AdamWChunk* table = adamw_table_.on_device(adamw_chunks_, memory_);
+  cuda::adamw_update(table, int64_t(adamw_chunks_.size()), adamw_table_.max_size(), step, nullptr, stream_);
 }
 
 }  // namespace

@@ -86,9 +86,9 @@ class CudaBackend final : public Backend {
   void adamw_update(std::span<const kernels::AdamWChunk> chunks, const AdamWStep& step) override;
   void momentum_squares(std::span<const MomentumChunk> chunks, double* sums) override {
     const MomentumChunk* table = momentum_table_.on_device(chunks, memory_);
-    auto* on_device = static_cast<double*>(scratch(norm_scratch_, 2 * chunks.size() * sizeof(double)));
-    cuda::momentum_squares(table, int64_t(chunks.size()), on_device, stream_);
-    memory_.download(sums, on_device, 2 * chunks.size() * sizeof(double));
+    chunk_sums_to_host(chunks.size(), sums, [&](double* on_device) {
+      cuda::momentum_squares(table, int64_t(chunks.size()), on_device, stream_);
+    });
   }
   void momentum_update(std::span<const MomentumChunk> chunks, std::span<const float> trusts,
                        const MomentumStep& step) override {
@@ -98,9 +98,9 @@ class CudaBackend final : public Backend {
   }
   void lamb_moments(std::span<const LambChunk> chunks, const LambStep& step, double* sums) override {
     const LambChunk* table = lamb_table_.on_device(chunks, memory_);
-    auto* on_device = static_cast<double*>(scratch(norm_scratch_, 2 * chunks.size() * sizeof(double)));
-    cuda::lamb_moments(table, int64_t(chunks.size()), step, on_device, stream_);
-    memory_.download(sums, on_device, 2 * chunks.size() * sizeof(double));
+    chunk_sums_to_host(chunks.size(), sums, [&](double* on_device) {
+      cuda::lamb_moments(table, int64_t(chunks.size()), step, on_device, stream_);
+    });
   }
   void lamb_apply(std::span<const LambChunk> chunks, std::span<const float> scales, const LambStep& step) override {
     const LambChunk* table = lamb_table_.on_device(chunks, memory_);
@@ -291,6 +291,15 @@ class CudaBackend final : public Backend {
   void* scratch(DeviceBuffer<std::byte>& buffer, size_t bytes) {
     if (buffer.size() < bytes) buffer = DeviceBuffer<std::byte>(memory_, bytes, MemoryKind::Other);
     return buffer.ptr().raw();
+  }
+  // `launch` writes two sums per chunk into device scratch; they come to
+  // `sums` on the host (the optimizer's one wait).
+  template <class Launch>
+  void chunk_sums_to_host(size_t chunks, double* sums, Launch launch) {
+    const size_t bytes = 2 * chunks * sizeof(double);
+    auto* on_device = static_cast<double*>(scratch(norm_scratch_, bytes));
+    launch(on_device);
+    memory_.download(sums, on_device, bytes);
   }
   // A step's factors, one per view (LARS's trust ratios, LAMB's scales),
   // uploaded from the host; null for none.

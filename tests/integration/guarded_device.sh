@@ -297,6 +297,37 @@ print(f"plan --config, a 2-stage pipeline on cpu-guarded: stages' activations {[
       f" bytes (the CPU's {[c['activations_bytes'] for c in cpu['stages']]} and the tokens)")
 PY
 
+# Data parallelism's collectives in a forecast: on devices they run on a stream of their own, the
+# buckets behind the backward still to come and ZeRO-3's prefetched gathers behind the block
+# before, so part of them hides; on the CPU, where every core computes, none does. ZeRO-3 gathers
+# and reduce-scatters the blocks again for each micro-batch.
+dp=(--parallel.workers=2 --parallel.data=allreduce --parallel.bucket_mb=0.02)  # ~7 buckets of this model
+for dev in cpu cpu-guarded; do
+  for zero in "0 1" "3 1" "3 2"; do
+    read -r stage mb <<< "$zero"
+    "$MESHTRAIN" plan --config job.toml --training.device="$dev" "${dp[@]}" --parallel.zero_stage="$stage" \
+      --parallel.micro_batches="$mb" --json > "plan-dp-$dev-$stage-$mb.json" 2> plan-dp.log ||
+      { cat plan-dp.log; fail "plan --config: data parallelism on $dev"; }
+  done
+done
+python3 - <<'PY' || fail "plan --config: the hidden part of data parallelism's collectives"
+import json
+plan = {(d, z, m): json.load(open(f"plan-dp-{d}-{z}-{m}.json")) for d in ("cpu", "cpu-guarded") for z, m in ((0, 1), (3, 1), (3, 2))}
+for (dev, zero, mb), f in plan.items():
+    s = f["step_s"]
+    assert abs(s["total"] - (s["forward_backward"] + s["update"] + s["communication"] - s["communication_hidden"])) < 1e-9, s
+    if dev == "cpu":
+        assert s["communication_hidden"] == 0 and s["communication"] > 0, (dev, zero, mb, s)
+    else:
+        assert 0 < s["communication_hidden"] < s["communication"], (dev, zero, mb, s)
+for dev in ("cpu", "cpu-guarded"):
+    one, two = plan[(dev, 3, 1)], plan[(dev, 3, 2)]
+    assert two["comm_bytes_per_step"] > 1.5 * one["comm_bytes_per_step"], (one["comm_bytes_per_step"], two["comm_bytes_per_step"])
+g = plan[("cpu-guarded", 0, 1)]["step_s"]
+print(f"plan --config, 2 workers on cpu-guarded: {g['communication_hidden'] / g['communication']:.0%} of DP's "
+      f"{g['communication'] * 1e3:.3f} ms hidden; on the CPU none")
+PY
+
 # plan --config forecasts the job on its own device: the probe's model lives in the device's
 # memory, its activations are counted there, and its times wait for the device.
 for dev in cpu cpu-guarded; do

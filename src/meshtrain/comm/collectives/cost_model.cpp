@@ -107,4 +107,9 @@ AllReduceAlgorithm choose_all_reduce(const CostTable& table, size_t bytes, int r
   return best;
 }
 
+double exposed_seconds(double piece_s, int pieces, double window_s) {
+  if (pieces <= 0 || piece_s <= 0) return 0.0;
+  return piece_s + (pieces - 1) * std::max(0.0, piece_s - window_s / pieces);
+}
+
 }  // namespace meshtrain::comm

@@ -57,4 +57,13 @@ double all_gather_seconds(const CostTable& table, size_t bytes, int ranks);
 // The algorithm with the smallest estimate (never Auto).
 AllReduceAlgorithm choose_all_reduce(const CostTable& table, size_t bytes, int ranks);
 
+// What `pieces` collectives of `piece_s` seconds each add to a compute
+// window of `window_s` when they run one after another on a stream of their
+// own: piece i is ready at i / pieces of the window (a block's gradients
+// after its backward), or needed at (i - 1) / pieces of it (a prefetched
+// gather before its block), and only the time past the window counts:
+//   piece_s + (pieces - 1) max(0, piece_s - window_s / pieces)
+// The first piece (gather) or the last (reduction) never hides.
+double exposed_seconds(double piece_s, int pieces, double window_s);
+
 }  // namespace meshtrain::comm

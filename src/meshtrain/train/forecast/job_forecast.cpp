@@ -25,6 +25,7 @@
 #include "meshtrain/train/engine/model_factory.hpp"
 #include "meshtrain/nn/gpt.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
+#include "meshtrain/train/forecast/data_parallel_comm.hpp"
 #include "meshtrain/train/forecast/expert_forecast.hpp"
 #include "meshtrain/train/forecast/job_links.hpp"
 #include "meshtrain/train/forecast/pipeline_forecast.hpp"
@@ -36,6 +37,7 @@ using Clock = std::chrono::steady_clock;
 
 struct StepTimes {
   double forward_backward_s = 0, update_s = 0;
+  double forward_s = 0;  // of forward_backward_s, the forwards
 };
 
 // The stand-ins a probe model's collectives talk to (they have no peers here).
@@ -79,16 +81,20 @@ StepTimes time_steps(const JobConfig& config, Model& model, int workers, int ran
   // activations are one micro-batch's (train_step.hpp).
   const int64_t micro_batches = config.parallel.micro_batches;
   Batch batch, micro_batch;
-  std::vector<double> fwd_bwd, update;
+  std::vector<double> fwd_bwd, update, forward;
   constexpr int kWarmup = 2;
   for (int i = 0; i < kWarmup + steps; ++i) {
     loader.next_batch(batch);
     const auto t0 = Clock::now();
+    double t_f = 0;
     model.store().zero_grads();
     for (int64_t m = 0; m < micro_batches; ++m) {
       const int64_t size = batch.batch_size / micro_batches;
       if (micro_batches > 1) copy_samples(batch, m * size, size, micro_batch);
+      const auto tm = Clock::now();
       model.forward(micro_batches > 1 ? micro_batch : batch);
+      backend.finish();  // the forward's own time: what a prefetched gather hides behind
+      t_f += seconds_since(tm);
       model.backward();
     }
     backend.finish();
@@ -97,9 +103,9 @@ StepTimes time_steps(const JobConfig& config, Model& model, int workers, int ran
     gradient_norm(model.store(), config.optimizer.grad_clip);
     optimizer->step(model.store(), static_cast<float>(config.optimizer.lr * 1e-3));
     backend.finish();
-    if (i >= kWarmup) fwd_bwd.push_back(t_fb), update.push_back(seconds_since(t1));
+    if (i >= kWarmup) fwd_bwd.push_back(t_fb), update.push_back(seconds_since(t1)), forward.push_back(t_f);
   }
-  return {median(fwd_bwd), median(update)};
+  return {median(fwd_bwd), median(update), median(forward)};
 }
 
 struct Probe {
@@ -180,41 +186,6 @@ void add_tensor_parallel_comm(const JobConfig& config, const std::vector<ExpertL
   }
   f.tensor_comm_s = per_micro_batch * double(config.parallel.micro_batches);
   f.tensor_comm_bytes = 2.0 * (f.tensor - 1) / f.tensor * summed * double(config.parallel.micro_batches);
-}
-
-// The data-parallel collectives of a step over `n` > 1 ways (job_forecast.hpp's
-// comm term) at f.zero_stage, plus the loss and norm sums. Under expert
-// parallelism (X = f.expert > 1, stage 0 only) the experts' gradients are
-// all-reduced apart, over the n / X data ranks holding the same experts
-// (on `expert_links`).
-void add_data_parallel_comm(comm::AllReduceAlgorithm algorithm, const ParamStore& store, int n,
-                            const comm::CostTable& links, const comm::CostTable& expert_links, JobForecast& f) {
-  size_t expert_bytes = 0;
-  if (f.expert > 1)
-    for (const ParamView& v : store.views())
-      if (v.expert) expert_bytes += v.numel * sizeof(float);
-  const size_t grad_bytes = store.flat_size() * sizeof(float) - expert_bytes;
-  if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
-  f.algorithm = std::string(comm::algorithm_name(algorithm));
-  const comm::AlgorithmCost& ring = links.row(comm::AllReduceAlgorithm::Ring);
-  const double units = double(store.units().size()), bytes = double(grad_bytes);
-  // One gather (or reduce-scatter) per unit: the bytes once, the latency per unit.
-  const double gather = comm::all_gather_seconds(links, grad_bytes, n) + (units - 1) * (n - 1) * ring.alpha_s;
-  const double gather_bytes = double(n - 1) / n * bytes;
-  const double all_reduce = comm::all_reduce_seconds(links, algorithm, grad_bytes, n);
-  switch (f.zero_stage) {
-    case 0: f.comm_s = all_reduce, f.comm_bytes = 2 * gather_bytes; break;
-    case 1: f.comm_s = all_reduce + gather, f.comm_bytes = 3 * gather_bytes; break;
-    case 2: f.comm_s = 2 * gather, f.comm_bytes = 2 * gather_bytes; break;
-    default: f.comm_s = 3 * gather, f.comm_bytes = 3 * gather_bytes; break;
-  }
-  f.comm_s += 2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), n);
-  const int holders = n / f.expert;
-  if (expert_bytes > 0 && holders > 1) {
-    const comm::AllReduceAlgorithm chosen = comm::choose_all_reduce(expert_links, expert_bytes, holders);
-    f.comm_s += comm::all_reduce_seconds(expert_links, chosen, expert_bytes, holders);
-    f.comm_bytes += 2.0 * (holders - 1) / holders * double(expert_bytes);
-  }
 }
 
 // One activation (or its gradient) between two stages: a micro-batch's
@@ -338,6 +309,9 @@ struct ProbedJob {
   std::unique_ptr<Model> model;  // a pipeline's stage with the most gradients: the data-parallel terms run on it
   std::vector<std::unique_ptr<Model>> stages;  // pipeline jobs' stages (the one moved to `model` is null)
   std::vector<ExpertLayerTraffic> traffic;
+  // One micro-batch's forward and backward, which a device's communication
+  // stream runs behind (0 where nothing hides: the CPU, pipelines).
+  double forward_s = 0, backward_s = 0;
 };
 
 ProbedJob probe_pipeline_stages(const JobConfig& config, int data_ways, int steps,
@@ -368,6 +342,11 @@ ProbedJob probe_worker(const JobConfig& config, int data_ways, int steps, int k,
   f.alone_forward_backward_s = probe.alone.forward_backward_s;
   f.forward_backward_s = probe.contended.forward_backward_s;
   f.update_s = f.zero_stage >= 1 ? probe.contended.update_s / data_ways : probe.contended.update_s;
+  if (!f.shared_host) {
+    const double M = double(config.parallel.micro_batches);
+    probed.forward_s = probe.alone.forward_s / M;
+    probed.backward_s = std::max(0.0, probe.alone.forward_backward_s - probe.alone.forward_s) / M;
+  }
   return probed;
 }
 
@@ -400,8 +379,13 @@ void add_mesh_comm(const JobConfig& config, const ProbedJob& probed, int data_wa
     f.tensor_comm_bytes /= f.pipeline;
   }
   if (data_ways > 1)
-    add_data_parallel_comm(config.parallel.all_reduce, probed.model->store(), data_ways,
-                           groups.link("data", comm::MeshAxis::Data),
+    add_data_parallel_comm({.algorithm = config.parallel.all_reduce,
+                            .ways = data_ways,
+                            .micro_batches = int(config.parallel.micro_batches),
+                            .bucket_bytes = size_t(config.parallel.bucket_mb * (1 << 20)),
+                            .forward_s = probed.forward_s,
+                            .backward_s = probed.backward_s},
+                           probed.model->store(), groups.link("data", comm::MeshAxis::Data),
                            groups.links.group("expert data", groups.mesh.expert_data_ranks(0)), f);
   else
     f.algorithm = "none";

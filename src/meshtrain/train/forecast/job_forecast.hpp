@@ -23,9 +23,16 @@
 //             that plus an all-gather of the parameters per unit; stage 2 a
 //             reduce-scatter and an all-gather per unit; stage 3 two
 //             all-gathers (forward, backward) and a reduce-scatter per unit;
-//             plus the loss and norm sums. None of it counts as hidden: every
-//             core computes, so the communicator thread's copying and adding
-//             takes core time from compute.
+//             plus the loss and norm sums, with gradient accumulation each
+//             micro-batch's reduce-scatters and stage 3's gathers
+//             (data_parallel_comm.hpp). On the CPU none of it counts as
+//             hidden: every core computes, so the communicator thread's
+//             copying and adding takes core time from compute. Workers on
+//             devices run them on a stream of their own: the buckets and a
+//             block's reduce-scatter hide behind the backward still to
+//             come, stage 3's prefetched gathers behind the block before
+//             (the probe's forward and backward, spread evenly over the
+//             blocks); the report gives the hidden part.
 //   tensor    with parallel.tensor = T, the compute is one tensor rank's
 //             shards (the probe runs a rank's layout with its collectives
 //             left out), the data-parallel terms above run over workers / T
@@ -108,6 +115,7 @@ struct JobForecast {
   size_t activations = 0, data = 0, checkpoint_copies = 0;
   int probe_steps = 0;
   double forward_backward_s = 0, update_s = 0, comm_s = 0;
+  double comm_hidden_s = 0;  // of comm_s, behind forward and backward (workers on devices)
   double alone_forward_backward_s = 0;  // the probe with one worker running, for comparison
   double comm_bytes = 0;  // sent per worker per step
   double tensor_comm_s = 0, tensor_comm_bytes = 0;  // the tensor axis's all-reduces inside the layers
@@ -129,7 +137,7 @@ struct JobForecast {
 
   size_t memory_total() const { return model_state.total() + activations + data + checkpoint_copies; }
   double step_s() const {
-    return forward_backward_s + update_s + comm_s + tensor_comm_s + pipeline_comm_s + expert_comm_s;
+    return forward_backward_s + update_s + comm_s - comm_hidden_s + tensor_comm_s + pipeline_comm_s + expert_comm_s;
   }
 };
 

@@ -104,6 +104,9 @@ std::string format_job_forecast(const JobForecast& f) {
   out += "  clip+update       " + ms(f.update_s) + (f.zero_stage >= 1 ? "   (the worker's shard)\n" : "\n");
   std::snprintf(line, sizeof line, "   (%.2f MB sent per worker)\n", f.comm_bytes / 1e6);
   out += "  communication     " + ms(f.comm_s) + line;
+  if (f.comm_hidden_s > 0)
+    out += "    of it hidden    " + ms(f.comm_hidden_s) +
+           "   (on the devices' communication stream, behind forward and backward)\n";
   if (f.tensor > 1) {
     std::snprintf(line, sizeof line, "   (%.2f MB sent per worker, inside the layers)\n", f.tensor_comm_bytes / 1e6);
     out += "  tensor all-reduce " + ms(f.tensor_comm_s) + line;
@@ -167,6 +170,7 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
             {"forward_backward_alone", f.alone_forward_backward_s},
             {"update", f.update_s},
             {"communication", f.comm_s},
+            {"communication_hidden", f.comm_hidden_s},
             {"tensor_communication", f.tensor_comm_s},
             {"pipeline_communication", f.pipeline_comm_s},
             {"expert_communication", f.expert_comm_s},

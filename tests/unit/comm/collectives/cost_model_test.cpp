@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace meshtrain::comm {
 namespace {
 
@@ -34,6 +36,27 @@ TEST(CostModelTest, OneLinkKeepsTheAlgorithmsCrossovers) {
   EXPECT_EQ(choose_all_reduce(link, 4096, 2), AllReduceAlgorithm::RecursiveDoubling);
   EXPECT_DOUBLE_EQ(link.row(AllReduceAlgorithm::Ring).beta_s_per_byte, 2e-10);
   EXPECT_DOUBLE_EQ(link.row(AllReduceAlgorithm::RecursiveDoubling).alpha_s, 20e-6);
+}
+
+// The stream played out piece by piece: piece i starts when it is ready
+// (i / k of the window) and the stream is free; what ends past the window
+// is exposed.
+double stream_past_window(double piece_s, int pieces, double window_s) {
+  double free_at = 0;
+  for (int i = 1; i <= pieces; ++i) free_at = std::max(free_at, i * window_s / pieces) + piece_s;
+  return free_at - window_s;
+}
+
+TEST(CostModelTest, ExposedTimeIsWhatTheStreamRunsPastTheWindow) {
+  for (const int pieces : {1, 2, 7, 12})
+    for (const double piece_s : {0.1e-3, 1e-3, 3e-3, 10e-3})
+      for (const double window_s : {0.0, 5e-3, 20e-3, 80e-3})
+        EXPECT_NEAR(exposed_seconds(piece_s, pieces, window_s), stream_past_window(piece_s, pieces, window_s), 1e-12)
+            << pieces << " pieces of " << piece_s << " s behind " << window_s << " s";
+  // Fast links hide all but the last piece; with no window nothing hides.
+  EXPECT_DOUBLE_EQ(exposed_seconds(1e-3, 10, 100e-3), 1e-3);
+  EXPECT_DOUBLE_EQ(exposed_seconds(1e-3, 10, 0), 10e-3);
+  EXPECT_EQ(exposed_seconds(1e-3, 0, 1), 0.0);
 }
 
 }  // namespace

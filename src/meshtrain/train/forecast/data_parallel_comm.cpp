@@ -1,0 +1,95 @@
+#include "meshtrain/train/forecast/data_parallel_comm.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace meshtrain {
+namespace {
+
+// The units as ZeRO moves them: the blocks, one after another through
+// forward and backward, and the whole-step units, each once a step.
+struct UnitSplit {
+  size_t block_bytes = 0, whole_bytes = 0;
+  int blocks = 0, wholes = 0;
+};
+
+UnitSplit split_units(const ParamStore& store, size_t grad_bytes) {
+  UnitSplit split;
+  for (const ParamUnit& u : store.units()) {
+    const size_t bytes = u.size() * sizeof(float);
+    if (u.whole_step) split.whole_bytes += bytes, ++split.wholes;
+    else split.block_bytes += bytes, ++split.blocks;
+  }
+  if (split.blocks + split.wholes == 0) split.whole_bytes = grad_bytes, split.wholes = 1;  // one flat unit
+  return split;
+}
+
+// One ring all-gather (or reduce-scatter) per unit of `units` holding
+// `bytes` together: the bytes once, the latency per unit.
+double per_unit_seconds(const comm::CostTable& links, size_t bytes, int units, int n) {
+  if (units == 0) return 0.0;
+  return comm::all_gather_seconds(links, bytes, n) +
+         (units - 1) * (n - 1) * links.row(comm::AllReduceAlgorithm::Ring).alpha_s;
+}
+
+struct StageComm {
+  double seconds = 0, exposed_s = 0, bytes = 0;
+};
+
+// The ZeRO stage's collectives (data_parallel_comm.hpp's table) and what
+// of them runs past the compute windows.
+StageComm stage_comm(const DataParallelStep& step, int stage, const UnitSplit& units, size_t grad_bytes,
+                     const comm::CostTable& links, comm::AllReduceAlgorithm algorithm) {
+  const int n = step.ways, k = std::max(1, units.blocks);
+  const double M = step.micro_batches, share = double(n - 1) / n;
+  const double blocks_s = per_unit_seconds(links, units.block_bytes, units.blocks, n);
+  const double whole_s = per_unit_seconds(links, units.whole_bytes, units.wholes, n);
+  const double flat_s = blocks_s + whole_s, flat_bytes = share * double(grad_bytes);
+  if (stage <= 1) {
+    // Equal buckets, each paying its latency.
+    const size_t bucket = std::max<size_t>(1, step.bucket_bytes);
+    const int buckets = int(std::max<size_t>(1, (grad_bytes + bucket - 1) / bucket));
+    const double all_reduce = buckets * comm::all_reduce_seconds(links, algorithm, grad_bytes / buckets, n);
+    const double gather = stage == 1 ? flat_s : 0.0;
+    return {all_reduce + gather, comm::exposed_seconds(all_reduce / buckets, buckets, step.backward_s) + gather,
+            (stage == 1 ? 3 : 2) * flat_bytes};
+  }
+  if (stage == 2)
+    return {M * flat_s + flat_s, M * (comm::exposed_seconds(blocks_s / k, k, step.backward_s) + whole_s) + flat_s,
+            (M + 1) * flat_bytes};
+  const double block_share = share * double(units.block_bytes), whole_share = share * double(units.whole_bytes);
+  return {M * (3 * blocks_s + whole_s) + whole_s,
+          M * (comm::exposed_seconds(blocks_s / k, k, step.forward_s) +
+               comm::exposed_seconds(2 * blocks_s / k, k, step.backward_s) + whole_s) +
+              whole_s,
+          M * (3 * block_share + whole_share) + whole_share};
+}
+
+}  // namespace
+
+void add_data_parallel_comm(const DataParallelStep& step, const ParamStore& store, const comm::CostTable& links,
+                            const comm::CostTable& expert_links, JobForecast& f) {
+  const int n = step.ways;
+  size_t expert_bytes = 0;
+  if (f.expert > 1)
+    for (const ParamView& v : store.views())
+      if (v.expert) expert_bytes += v.numel * sizeof(float);
+  const size_t grad_bytes = store.flat_size() * sizeof(float) - expert_bytes;
+  comm::AllReduceAlgorithm algorithm = step.algorithm;
+  if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
+  f.algorithm = std::string(comm::algorithm_name(algorithm));
+  const StageComm stage = stage_comm(step, f.zero_stage, split_units(store, grad_bytes), grad_bytes, links, algorithm);
+  f.comm_s = stage.seconds;
+  f.comm_bytes = stage.bytes;
+  // Nothing hides without a window (the CPU): exactly 0, not the rounding of a sum and its parts.
+  f.comm_hidden_s = step.backward_s > 0 ? std::max(0.0, stage.seconds - stage.exposed_s) : 0.0;
+  f.comm_s += 2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), n);
+  const int holders = n / f.expert;
+  if (expert_bytes > 0 && holders > 1) {
+    const comm::AllReduceAlgorithm chosen = comm::choose_all_reduce(expert_links, expert_bytes, holders);
+    f.comm_s += comm::all_reduce_seconds(expert_links, chosen, expert_bytes, holders);
+    f.comm_bytes += 2.0 * (holders - 1) / holders * double(expert_bytes);
+  }
+}
+
+}  // namespace meshtrain

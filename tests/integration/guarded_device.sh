@@ -301,11 +301,11 @@ PY
 # buckets behind the backward still to come and ZeRO-3's prefetched gathers behind the block
 # before, so part of them hides; on the CPU, where every core computes, none does. ZeRO-3 gathers
 # and reduce-scatters the blocks again for each micro-batch.
-dp=(--parallel.workers=2 --parallel.data=allreduce --parallel.bucket_mb=0.02)  # ~7 buckets of this model
+dp_plan=(--parallel.workers=2 --parallel.data=allreduce --parallel.bucket_mb=0.02)  # ~7 buckets of this model
 for dev in cpu cpu-guarded; do
   for zero in "0 1" "3 1" "3 2"; do
     read -r stage mb <<< "$zero"
-    "$MESHTRAIN" plan --config job.toml --training.device="$dev" "${dp[@]}" --parallel.zero_stage="$stage" \
+    "$MESHTRAIN" plan --config job.toml --training.device="$dev" "${dp_plan[@]}" --parallel.zero_stage="$stage" \
       --parallel.micro_batches="$mb" --json > "plan-dp-$dev-$stage-$mb.json" 2> plan-dp.log ||
       { cat plan-dp.log; fail "plan --config: data parallelism on $dev"; }
   done

@@ -109,6 +109,18 @@ steps = [r["step_ms"] for r in map(json.loads, open(sys.argv[3])) if "step_ms" i
 print(f"plan --config on {gpu['device']}: activations {g['activations']} bytes (cpu {c['activations']}), "
       f"step {gpu['step_s']['total'] * 1e3:.2f} ms forecast, {statistics.median(steps):.2f} ms trained")
 PY
+# Two data-parallel workers with a GPU each, at ZeRO 3: part of their collectives hides behind the
+# forward and backward the probe timed apart on the GPU (train/forecast/data_parallel_comm.hpp).
+"$MESHTRAIN" plan --config job.toml --training.device=cuda --parallel.workers=2 --parallel.data=allreduce \
+  --parallel.zero_stage=3 --json > plan-cuda-zero3.json 2> plan-cuda-zero3.log ||
+  { cat plan-cuda-zero3.log; fail "plan --config: ZeRO-3 on GPUs"; }
+python3 - plan-cuda-zero3.json <<'PY' || fail "plan --config: ZeRO-3 on GPUs"
+import json, sys
+s = json.load(open(sys.argv[1]))["step_s"]
+assert 0 < s["communication_hidden"] < s["communication"], s
+print(f"plan --config, ZeRO-3 on 2 GPUs: {s['communication_hidden'] / s['communication']:.0%} of "
+      f"{s['communication'] * 1e3:.3f} ms of collectives hidden")
+PY
 # SGD with Nesterov momentum, LARS and LAMB on the GPU (kernels/cuda/momentum.cu, lamb.cu; LARS's
 # and LAMB's per-view norms from the GPU's per-chunk sums): one step's parameters as the CPU's.
 for opt in "sgd:--optimizer.momentum=0.9 --optimizer.nesterov=true" "lars:--optimizer.momentum=0.9" "lamb:"; do

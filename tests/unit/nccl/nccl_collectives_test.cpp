@@ -4,6 +4,8 @@
 // all-gather and broadcast bitwise, timed, stream-ordered).
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
 #include <vector>
 
 #include "meshtrain/comm/nccl/nccl_collectives.hpp"
@@ -86,6 +88,39 @@ TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
                       {{0, Buffer(arrived.ptr().raw(), in.size(), comm::DataType::F32)}})
       ->wait();
   EXPECT_EQ(to_host(arrived), in);
+}
+
+// The overlap report's exposed time (exposed_timer.hpp): a collective that
+// ended before the compute stream reached the mark is 0 s after it, and
+// asking leaves no error behind for the next launch to report (the
+// elapsed time of a pending event is cudaErrorNotReady, which the runtime
+// keeps as the thread's last error).
+TEST(NcclCollectives, WorkEndedBeforeTheMarkIsZeroSecondsAfterItAndLeavesNoError) {
+  MESHTRAIN_REQUIRE_GPU();
+  CudaAllocator alloc;
+  rendezvous::TcpStore store(rendezvous::StoreOptions{"127.0.0.1", 0, "t", "nccl-mark", 1, {}});
+  rendezvous::StoreClient client(
+      rendezvous::StoreClientOptions{{"127.0.0.1", store.port()}, "t", "nccl-mark", 0, 1, std::chrono::seconds(5)});
+  NcclCommunicator communicator = NcclCommunicator::join(client, "nccl/mark", 0, {0}, "data", 30.0);
+  NcclCollectives collectives(communicator, alloc.stream());
+  auto grads = to_device(alloc, std::vector<float>(1024, 1.0f));
+  const Buffer buffer(grads.ptr().raw(), 1024, comm::DataType::F32);
+
+  const std::shared_ptr<DeviceMark> before = collectives.mark_compute();
+  DeviceWorkHandle early = collectives.all_reduce_async(buffer, ReduceKind::Sum);
+  // Compute queued behind the collective: ~20 memsets of 1 GiB, tens of ms on an H100.
+  void* slow = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&slow, size_t(1) << 30, alloc.stream()), cudaSuccess);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(cudaMemsetAsync(slow, i, size_t(1) << 30, alloc.stream()), cudaSuccess);
+  const std::shared_ptr<DeviceMark> after = collectives.mark_compute();
+  ASSERT_TRUE(before && after);
+  EXPECT_EQ(early->seconds_after(*after), 0.0);
+  EXPECT_GE(early->seconds_after(*before), 0.0);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  early->wait();
+  ASSERT_EQ(cudaFreeAsync(slow, alloc.stream()), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(alloc.stream()), cudaSuccess);
+  EXPECT_EQ(to_host(grads), std::vector<float>(1024, 1.0f));
 }
 
 }  // namespace

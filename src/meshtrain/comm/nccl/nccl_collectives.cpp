@@ -1,11 +1,28 @@
 #include "meshtrain/comm/nccl/nccl_collectives.hpp"
 
+#include <algorithm>
+
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::nccl {
 namespace {
 
 constexpr const char* kWhere = "NCCL collectives";
+
+// Seconds from event `from` to event `to` once both have happened, 0 if
+// the device cannot say. Both are waited for first: cudaEventElapsedTime
+// answers cudaErrorNotReady for an event still pending, and the runtime
+// keeps that as the thread's last error, which the next kernel launch's
+// check would then report as its own. A failure here is cleared for that
+// reason: a report's timing must not fail the step.
+double elapsed_seconds(cudaEvent_t from, cudaEvent_t to) {
+  float ms = 0;
+  if (cudaEventSynchronize(from) == cudaSuccess && cudaEventSynchronize(to) == cudaSuccess &&
+      cudaEventElapsedTime(&ms, from, to) == cudaSuccess)
+    return ms / 1000.0;
+  (void)cudaGetLastError();
+  return 0.0;
+}
 
 // A timed event on the compute stream: where a work's seconds_after counts from.
 class NcclMark final : public DeviceMark {
@@ -43,23 +60,15 @@ class NcclWork final : public DeviceWork {
   // data parallelism's overlap report, just before the step's norm waits
   // for the device anyway).
   double busy_seconds() const override {
-    if (busy_s_ < 0) {
-      float ms = 0;
-      busy_s_ = cudaEventSynchronize(end_) == cudaSuccess && cudaEventElapsedTime(&ms, start_, end_) == cudaSuccess
-                    ? ms / 1000.0
-                    : 0.0;
-    }
+    if (busy_s_ < 0) busy_s_ = elapsed_seconds(start_, end_);
     return busy_s_;
   }
   // The mark's event and the end event are on one device, so their
-  // interval is the device's, across the two streams.
+  // interval is the device's, across the two streams (negative: the work
+  // ended before the mark).
   double seconds_after(const DeviceMark& mark) const override {
     const auto* nccl_mark = dynamic_cast<const NcclMark*>(&mark);
-    float ms = 0;
-    if (!nccl_mark || cudaEventSynchronize(end_) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, nccl_mark->event(), end_) != cudaSuccess)
-      return 0;
-    return ms > 0 ? ms / 1000.0 : 0.0;
+    return nccl_mark ? std::max(0.0, elapsed_seconds(nccl_mark->event(), end_)) : 0.0;
   }
 
  private:

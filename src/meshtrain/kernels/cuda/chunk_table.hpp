@@ -8,6 +8,7 @@
 #include <cstring>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "meshtrain/core/device_buffer.hpp"
@@ -25,9 +26,15 @@ class ChunkTable {
     const bool same = chunks.size() == host_.size() &&
                       (chunks.empty() || std::memcmp(chunks.data(), host_.data(), chunks.size_bytes()) == 0);
     if (!same) {
-      host_.assign(chunks.begin(), chunks.end());
-      device_ = DeviceBuffer<Chunk>(memory, host_.size(), MemoryKind::OptimizerState);
-      device_.upload(host_);
+      // Uploaded before it is remembered: if the allocation or the upload
+      // throws (the device's memory is full), the next call uploads again
+      // instead of taking the old table on the device for this one.
+      host_.clear();
+      std::vector<Chunk> table(chunks.begin(), chunks.end());
+      DeviceBuffer<Chunk> uploaded(memory, table.size(), MemoryKind::OptimizerState);
+      uploaded.upload(table);
+      device_ = std::move(uploaded);
+      host_ = std::move(table);
       max_size_ = 0;
       for (const Chunk& c : host_) max_size_ = std::max<int64_t>(max_size_, c.size);
     }

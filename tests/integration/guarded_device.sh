@@ -299,31 +299,33 @@ PY
 
 # Data parallelism's collectives in a forecast: on devices they run on a stream of their own, the
 # buckets behind the backward still to come and ZeRO-3's prefetched gathers behind the block
-# before, so part of them hides; on the CPU, where every core computes, none does. ZeRO-3 gathers
-# and reduce-scatters the blocks again for each micro-batch.
-dp_plan=(--parallel.workers=2 --parallel.data=allreduce --parallel.bucket_mb=0.02)  # ~7 buckets of this model
+# before (a pipeline's: its largest stage's behind the rank's last backward), so part of them
+# hides; on the CPU, where every core computes, none does. ZeRO-3 gathers and reduce-scatters the
+# blocks again for each micro-batch.
+dp_plan=(--parallel.data=allreduce --parallel.bucket_mb=0.02)  # ~7 buckets of this model
 for dev in cpu cpu-guarded; do
-  for zero in "0 1" "3 1" "3 2"; do
-    read -r stage mb <<< "$zero"
-    "$MESHTRAIN" plan --config job.toml --training.device="$dev" "${dp_plan[@]}" --parallel.zero_stage="$stage" \
-      --parallel.micro_batches="$mb" --json > "plan-dp-$dev-$stage-$mb.json" 2> plan-dp.log ||
-      { cat plan-dp.log; fail "plan --config: data parallelism on $dev"; }
+  for setting in "z0:2:0:1:1" "z3:2:3:1:1" "z3-micro:2:3:2:1" "pp:4:0:2:2"; do  # name:workers:stage:micro:pipeline
+    IFS=: read -r name workers stage mb pp <<< "$setting"
+    "$MESHTRAIN" plan --config job.toml --training.device="$dev" "${dp_plan[@]}" --parallel.workers="$workers" \
+      --parallel.zero_stage="$stage" --parallel.micro_batches="$mb" --parallel.pipeline="$pp" --json \
+      > "plan-dp-$dev-$name.json" 2> plan-dp.log || { cat plan-dp.log; fail "plan --config: $name on $dev"; }
   done
 done
 python3 - <<'PY' || fail "plan --config: the hidden part of data parallelism's collectives"
 import json
-plan = {(d, z, m): json.load(open(f"plan-dp-{d}-{z}-{m}.json")) for d in ("cpu", "cpu-guarded") for z, m in ((0, 1), (3, 1), (3, 2))}
-for (dev, zero, mb), f in plan.items():
+plan = {(d, n): json.load(open(f"plan-dp-{d}-{n}.json")) for d in ("cpu", "cpu-guarded") for n in ("z0", "z3", "z3-micro", "pp")}
+for (dev, name), f in plan.items():
     s = f["step_s"]
-    assert abs(s["total"] - (s["forward_backward"] + s["update"] + s["communication"] - s["communication_hidden"])) < 1e-9, s
+    parts = s["forward_backward"] + s["update"] + s["communication"] - s["communication_hidden"] + s["pipeline_communication"]
+    assert abs(s["total"] - parts) < 1e-9, s
     if dev == "cpu":
-        assert s["communication_hidden"] == 0 and s["communication"] > 0, (dev, zero, mb, s)
+        assert s["communication_hidden"] == 0 and s["communication"] > 0, (dev, name, s)
     else:
-        assert 0 < s["communication_hidden"] < s["communication"], (dev, zero, mb, s)
+        assert 0 < s["communication_hidden"] < s["communication"], (dev, name, s)
 for dev in ("cpu", "cpu-guarded"):
-    one, two = plan[(dev, 3, 1)], plan[(dev, 3, 2)]
-    assert two["comm_bytes_per_step"] > 1.5 * one["comm_bytes_per_step"], (one["comm_bytes_per_step"], two["comm_bytes_per_step"])
-g = plan[("cpu-guarded", 0, 1)]["step_s"]
+    one, two = plan[(dev, "z3")]["comm_bytes_per_step"], plan[(dev, "z3-micro")]["comm_bytes_per_step"]
+    assert two > 1.5 * one, (dev, one, two)
+g = plan[("cpu-guarded", "z0")]["step_s"]
 print(f"plan --config, 2 workers on cpu-guarded: {g['communication_hidden'] / g['communication']:.0%} of DP's "
       f"{g['communication'] * 1e3:.3f} ms hidden; on the CPU none")
 PY

@@ -23,7 +23,8 @@
 // reduce-scatter run behind the backward still to come and a block's
 // prefetched gather behind the one before it (cost_model.hpp's
 // exposed_seconds, with the pieces spread evenly over the probe's forward
-// or backward). The gathers after the update, the whole-step units, the
+// or backward of one micro-batch; a pipeline's, the largest stage's on one
+// chunk). The gathers after the update, the whole-step units, the
 // experts' all-reduce and the sums stay exposed.
 #include <cstddef>
 

@@ -310,7 +310,7 @@ struct ProbedJob {
   std::vector<std::unique_ptr<Model>> stages;  // pipeline jobs' stages (the one moved to `model` is null)
   std::vector<ExpertLayerTraffic> traffic;
   // One micro-batch's forward and backward, which a device's communication
-  // stream runs behind (0 where nothing hides: the CPU, pipelines).
+  // stream runs behind (0 where nothing hides: the CPU).
   double forward_s = 0, backward_s = 0;
 };
 
@@ -321,9 +321,17 @@ ProbedJob probe_pipeline_stages(const JobConfig& config, int data_ways, int step
   std::vector<Model*> all;
   for (auto& stage : probed.stages) all.push_back(stage.get());
   probed.traffic = expert_traffic(all, config.model, f.expert);
-  for (auto& stage : probed.stages)
-    if (!probed.model || stage->store().flat_size() > probed.model->store().flat_size())
-      probed.model = std::move(stage);
+  size_t largest = 0;
+  for (size_t s = 0; s < probed.stages.size(); ++s)
+    if (probed.stages[s]->store().flat_size() > probed.stages[largest]->store().flat_size()) largest = s;
+  probed.model = std::move(probed.stages[largest]);
+  // Its buckets run behind the rank's last backward (micro_batches.hpp): one
+  // micro-batch's on one chunk, its weight gradients' included.
+  if (!f.shared_host) {
+    const StageForecast& stage = f.stages[largest];
+    probed.forward_s = stage.forward_s;
+    probed.backward_s = stage.backward_s + stage.weight_s;
+  }
   return probed;
 }
 

@@ -34,14 +34,22 @@ TEST(NcclCollectives, MapsTheTypesAndReductionsNcclHasAndRefusesTheRest) {
   EXPECT_EQ(nccl_reduction(ReduceKind::Min), Reduction::Min);
 }
 
+// A one-rank communicator, joined through a store of its own, and its
+// collectives on the allocator's stream.
+struct OneRank {
+  CudaAllocator alloc;
+  rendezvous::TcpStore store{rendezvous::StoreOptions{"127.0.0.1", 0, "t", "nccl-test", 1, {}}};
+  rendezvous::StoreClient client{
+      rendezvous::StoreClientOptions{{"127.0.0.1", store.port()}, "t", "nccl-test", 0, 1, std::chrono::seconds(5)}};
+  NcclCommunicator communicator = NcclCommunicator::join(client, "nccl/collectives", 0, {0}, "data", 30.0);
+  NcclCollectives collectives{communicator, alloc.stream()};
+};
+
 TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
   MESHTRAIN_REQUIRE_GPU();
-  CudaAllocator alloc;
-  rendezvous::TcpStore store(rendezvous::StoreOptions{"127.0.0.1", 0, "t", "nccl-test", 1, {}});
-  rendezvous::StoreClient client(
-      rendezvous::StoreClientOptions{{"127.0.0.1", store.port()}, "t", "nccl-test", 0, 1, std::chrono::seconds(5)});
-  NcclCommunicator communicator = NcclCommunicator::join(client, "nccl/collectives", 0, {0}, "data", 30.0);
-  NcclCollectives collectives(communicator, alloc.stream());
+  OneRank one;
+  CudaAllocator& alloc = one.alloc;
+  NcclCollectives& collectives = one.collectives;
   EXPECT_EQ(collectives.size(), 1);
 
   std::vector<float> in(4099);
@@ -97,12 +105,9 @@ TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
 // keeps as the thread's last error).
 TEST(NcclCollectives, WorkEndedBeforeTheMarkIsZeroSecondsAfterItAndLeavesNoError) {
   MESHTRAIN_REQUIRE_GPU();
-  CudaAllocator alloc;
-  rendezvous::TcpStore store(rendezvous::StoreOptions{"127.0.0.1", 0, "t", "nccl-mark", 1, {}});
-  rendezvous::StoreClient client(
-      rendezvous::StoreClientOptions{{"127.0.0.1", store.port()}, "t", "nccl-mark", 0, 1, std::chrono::seconds(5)});
-  NcclCommunicator communicator = NcclCommunicator::join(client, "nccl/mark", 0, {0}, "data", 30.0);
-  NcclCollectives collectives(communicator, alloc.stream());
+  OneRank one;
+  CudaAllocator& alloc = one.alloc;
+  NcclCollectives& collectives = one.collectives;
   auto grads = to_device(alloc, std::vector<float>(1024, 1.0f));
   const Buffer buffer(grads.ptr().raw(), 1024, comm::DataType::F32);
 

@@ -301,19 +301,21 @@ PY
 # buckets behind the backward still to come and ZeRO-3's prefetched gathers behind the block
 # before (a pipeline's: its largest stage's behind the rank's last backward), so part of them
 # hides; on the CPU, where every core computes, none does. ZeRO-3 gathers and reduce-scatters the
-# blocks again for each micro-batch.
+# blocks again for each micro-batch. bf16 on the wire halves the gradients' bytes.
 dp_plan=(--parallel.data=allreduce --parallel.bucket_mb=0.02)  # ~7 buckets of this model
 for dev in cpu cpu-guarded; do
-  for setting in "z0:2:0:1:1" "z3:2:3:1:1" "z3-micro:2:3:2:1" "pp:4:0:2:2"; do  # name:workers:stage:micro:pipeline
-    IFS=: read -r name workers stage mb pp <<< "$setting"
+  for setting in "z0:2:0:1:1:fp32" "z0-bf16:2:0:1:1:bf16" "z3:2:3:1:1:fp32" "z3-micro:2:3:2:1:fp32" "pp:4:0:2:2:fp32"; do
+    IFS=: read -r name workers stage mb pp wire <<< "$setting"  # name:workers:stage:micro-batches:pipeline:wire
     "$MESHTRAIN" plan --config job.toml --training.device="$dev" "${dp_plan[@]}" --parallel.workers="$workers" \
-      --parallel.zero_stage="$stage" --parallel.micro_batches="$mb" --parallel.pipeline="$pp" --json \
+      --parallel.zero_stage="$stage" --parallel.micro_batches="$mb" --parallel.pipeline="$pp" \
+      --parallel.reduce_dtype="$wire" --json \
       > "plan-dp-$dev-$name.json" 2> plan-dp.log || { cat plan-dp.log; fail "plan --config: $name on $dev"; }
   done
 done
 python3 - <<'PY' || fail "plan --config: the hidden part of data parallelism's collectives"
 import json
-plan = {(d, n): json.load(open(f"plan-dp-{d}-{n}.json")) for d in ("cpu", "cpu-guarded") for n in ("z0", "z3", "z3-micro", "pp")}
+plan = {(d, n): json.load(open(f"plan-dp-{d}-{n}.json"))
+        for d in ("cpu", "cpu-guarded") for n in ("z0", "z0-bf16", "z3", "z3-micro", "pp")}
 for (dev, name), f in plan.items():
     s = f["step_s"]
     parts = s["forward_backward"] + s["update"] + s["communication"] - s["communication_hidden"] + s["pipeline_communication"]
@@ -325,6 +327,8 @@ for (dev, name), f in plan.items():
 for dev in ("cpu", "cpu-guarded"):
     one, two = plan[(dev, "z3")]["comm_bytes_per_step"], plan[(dev, "z3-micro")]["comm_bytes_per_step"]
     assert two > 1.5 * one, (dev, one, two)
+    fp32, bf16 = plan[(dev, "z0")], plan[(dev, "z0-bf16")]
+    assert bf16["reduce_dtype"] == "bf16" and bf16["comm_bytes_per_step"] == fp32["comm_bytes_per_step"] / 2, (fp32, bf16)
 g = plan[("cpu-guarded", "z0")]["step_s"]
 print(f"plan --config, 2 workers on cpu-guarded: {g['communication_hidden'] / g['communication']:.0%} of DP's "
       f"{g['communication'] * 1e3:.3f} ms hidden; on the CPU none")

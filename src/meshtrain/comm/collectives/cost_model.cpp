@@ -112,4 +112,12 @@ double exposed_seconds(double piece_s, int pieces, double window_s) {
   return piece_s + (pieces - 1) * std::max(0.0, piece_s - window_s / pieces);
 }
 
+double exposed_seconds(std::span<const double> piece_s, std::span<const double> ready_s, double window_s) {
+  if (piece_s.size() != ready_s.size()) throw CommError("exposed_seconds: one ready time per piece");
+  if (piece_s.empty()) return 0.0;
+  double free_at = 0;
+  for (size_t i = 0; i < piece_s.size(); ++i) free_at = std::max(free_at, ready_s[i]) + piece_s[i];
+  return std::max(0.0, free_at - window_s);
+}
+
 }  // namespace meshtrain::comm

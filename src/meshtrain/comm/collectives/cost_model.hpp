@@ -16,6 +16,7 @@
 // tree, then recursive doubling).
 #include <array>
 #include <cstddef>
+#include <span>
 
 #include "meshtrain/comm/collectives/algorithm.hpp"
 
@@ -65,5 +66,8 @@ AllReduceAlgorithm choose_all_reduce(const CostTable& table, size_t bytes, int r
 //   piece_s + (pieces - 1) max(0, piece_s - window_s / pieces)
 // The first piece (gather) or the last (reduction) never hides.
 double exposed_seconds(double piece_s, int pieces, double window_s);
+// The same for pieces of their own lengths, piece i ready ready_s[i]
+// seconds into the window (non-decreasing, as many as pieces).
+double exposed_seconds(std::span<const double> piece_s, std::span<const double> ready_s, double window_s);
 
 }  // namespace meshtrain::comm

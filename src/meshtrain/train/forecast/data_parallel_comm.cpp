@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
+
+#include "meshtrain/parallel/data_parallel/gradient_buckets.hpp"
 
 namespace meshtrain {
 namespace {
@@ -32,32 +35,64 @@ double per_unit_seconds(const comm::CostTable& links, size_t bytes, int units, i
          (units - 1) * (n - 1) * links.row(comm::AllReduceAlgorithm::Ring).alpha_s;
 }
 
+// Stages 0 and 1: GradientSync's buckets (gradient_buckets.hpp, planned as
+// the runtime plans them), each its own all-reduce; bucket i ready once
+// backward has made the gradients of buckets 0..i, taken as that share of
+// the window (compute in proportion to parameters). Expert buckets under
+// expert parallelism are reduced over other ranks (the expert term).
+struct Buckets {
+  std::vector<double> seconds, ready_s;
+  double total_s = 0;
+};
+
+Buckets dense_buckets(const DataParallelStep& step, const ParamStore& store, bool experts_apart, double wire,
+                      const comm::CostTable& links, comm::AllReduceAlgorithm algorithm) {
+  const size_t bucket_bytes = std::max<size_t>(1, step.bucket_bytes);
+  const auto plan = parallel::plan_gradient_buckets(store, bucket_bytes, std::min<size_t>(size_t{1} << 20, bucket_bytes));
+  size_t all = 0, done = 0;
+  for (const auto& b : plan) all += b.elements();
+  Buckets buckets;
+  for (const auto& b : plan) {
+    done += b.elements();
+    if (experts_apart && b.expert) continue;
+    const double s = comm::all_reduce_seconds(links, algorithm, size_t(double(b.elements() * sizeof(float)) * wire),
+                                              step.ways);
+    buckets.seconds.push_back(s);
+    buckets.ready_s.push_back(step.backward_s * double(done) / double(std::max<size_t>(1, all)));
+    buckets.total_s += s;
+  }
+  return buckets;
+}
+
 struct StageComm {
   double seconds = 0, exposed_s = 0, bytes = 0;
 };
 
 // The ZeRO stage's collectives (data_parallel_comm.hpp's table) and what
 // of them runs past the compute windows.
-StageComm stage_comm(const DataParallelStep& step, int stage, const UnitSplit& units, size_t grad_bytes,
-                     const comm::CostTable& links, comm::AllReduceAlgorithm algorithm) {
+StageComm stage_comm(const DataParallelStep& step, int stage, const ParamStore& store, bool experts_apart,
+                     size_t grad_bytes, const comm::CostTable& links, comm::AllReduceAlgorithm algorithm) {
+  const UnitSplit units = split_units(store, grad_bytes);
   const int n = step.ways, k = std::max(1, units.blocks);
-  const double M = step.micro_batches, share = double(n - 1) / n;
-  const double blocks_s = per_unit_seconds(links, units.block_bytes, units.blocks, n);
-  const double whole_s = per_unit_seconds(links, units.whole_bytes, units.wholes, n);
-  const double flat_s = blocks_s + whole_s, flat_bytes = share * double(grad_bytes);
+  const double M = step.micro_batches, share = double(n - 1) / n, w = step.bf16_wire ? 0.5 : 1.0;
+  // The updated parameters' gather (stages 1, 2) stays fp32; the gradients
+  // and ZeRO-3's gathers go in the wire's dtype.
+  const double flat_s = per_unit_seconds(links, units.block_bytes, units.blocks, n) +
+                        per_unit_seconds(links, units.whole_bytes, units.wholes, n);
+  const double blocks_s = per_unit_seconds(links, size_t(double(units.block_bytes) * w), units.blocks, n);
+  const double whole_s = per_unit_seconds(links, size_t(double(units.whole_bytes) * w), units.wholes, n);
+  const double flat_bytes = share * double(grad_bytes);
   if (stage <= 1) {
-    // Equal buckets, each paying its latency.
-    const size_t bucket = std::max<size_t>(1, step.bucket_bytes);
-    const int buckets = int(std::max<size_t>(1, (grad_bytes + bucket - 1) / bucket));
-    const double all_reduce = buckets * comm::all_reduce_seconds(links, algorithm, grad_bytes / buckets, n);
+    const Buckets buckets = dense_buckets(step, store, experts_apart, w, links, algorithm);
     const double gather = stage == 1 ? flat_s : 0.0;
-    return {all_reduce + gather, comm::exposed_seconds(all_reduce / buckets, buckets, step.backward_s) + gather,
-            (stage == 1 ? 3 : 2) * flat_bytes};
+    return {buckets.total_s + gather, comm::exposed_seconds(buckets.seconds, buckets.ready_s, step.backward_s) + gather,
+            2 * w * flat_bytes + (stage == 1 ? flat_bytes : 0.0)};
   }
   if (stage == 2)
-    return {M * flat_s + flat_s, M * (comm::exposed_seconds(blocks_s / k, k, step.backward_s) + whole_s) + flat_s,
-            (M + 1) * flat_bytes};
-  const double block_share = share * double(units.block_bytes), whole_share = share * double(units.whole_bytes);
+    return {M * (blocks_s + whole_s) + flat_s,
+            M * (comm::exposed_seconds(blocks_s / k, k, step.backward_s) + whole_s) + flat_s,
+            M * w * flat_bytes + flat_bytes};
+  const double block_share = w * share * double(units.block_bytes), whole_share = w * share * double(units.whole_bytes);
   return {M * (3 * blocks_s + whole_s) + whole_s,
           M * (comm::exposed_seconds(blocks_s / k, k, step.forward_s) +
                comm::exposed_seconds(2 * blocks_s / k, k, step.backward_s) + whole_s) +
@@ -76,9 +111,10 @@ void add_data_parallel_comm(const DataParallelStep& step, const ParamStore& stor
       if (v.expert) expert_bytes += v.numel * sizeof(float);
   const size_t grad_bytes = store.flat_size() * sizeof(float) - expert_bytes;
   comm::AllReduceAlgorithm algorithm = step.algorithm;
-  if (algorithm == comm::AllReduceAlgorithm::Auto) algorithm = comm::choose_all_reduce(links, grad_bytes, n);
+  if (algorithm == comm::AllReduceAlgorithm::Auto)
+    algorithm = comm::choose_all_reduce(links, step.bf16_wire ? grad_bytes / 2 : grad_bytes, n);
   f.algorithm = std::string(comm::algorithm_name(algorithm));
-  const StageComm stage = stage_comm(step, f.zero_stage, split_units(store, grad_bytes), grad_bytes, links, algorithm);
+  const StageComm stage = stage_comm(step, f.zero_stage, store, f.expert > 1, grad_bytes, links, algorithm);
   f.comm_s = stage.seconds;
   f.comm_bytes = stage.bytes;
   // Nothing hides without a window (the CPU): exactly 0, not the rounding of a sum and its parts.
@@ -87,8 +123,9 @@ void add_data_parallel_comm(const DataParallelStep& step, const ParamStore& stor
   const int holders = n / f.expert;
   if (expert_bytes > 0 && holders > 1) {
     const comm::AllReduceAlgorithm chosen = comm::choose_all_reduce(expert_links, expert_bytes, holders);
-    f.comm_s += comm::all_reduce_seconds(expert_links, chosen, expert_bytes, holders);
-    f.comm_bytes += 2.0 * (holders - 1) / holders * double(expert_bytes);
+    const double wire_bytes = double(expert_bytes) * (step.bf16_wire ? 0.5 : 1.0);
+    f.comm_s += comm::all_reduce_seconds(expert_links, chosen, size_t(wire_bytes), holders);
+    f.comm_bytes += 2.0 * (holders - 1) / holders * wire_bytes;
   }
 }
 

@@ -7,7 +7,8 @@
 // alpha-beta time, comm/collectives/cost_model.hpp; a unit's gather or
 // reduce-scatter one ring all-gather of its bytes):
 //   stage 0  an all-reduce of the gradients in the last micro-batch's
-//            backward, one per bucket of parallel.bucket_mb (GradientSync)
+//            backward, one per bucket as GradientSync plans them
+//            (parallel.bucket_mb; the first and the last 1 MiB)
 //   stage 1  that, and an all-gather of the parameters after the update
 //   stage 2  each micro-batch's reduce-scatter of every unit's gradients
 //            (grad_reducer.hpp), and the all-gather after the update
@@ -20,7 +21,8 @@
 // Hidden: on the CPU nothing (the communicator's copying and adding takes
 // core time from compute). Workers on devices run their collectives on a
 // stream of their own beside compute (NCCL), so the buckets and a block's
-// reduce-scatter run behind the backward still to come and a block's
+// reduce-scatter run behind the backward still to come (a bucket from when
+// backward has made its share of the parameters' gradients) and a block's
 // prefetched gather behind the one before it (cost_model.hpp's
 // exposed_seconds, with the pieces spread evenly over the probe's forward
 // or backward of one micro-batch; a pipeline's, the largest stage's on one
@@ -40,6 +42,9 @@ struct DataParallelStep {
   int ways = 1;  // data-parallel ranks
   int micro_batches = 1;
   size_t bucket_bytes = 0;  // GradientSync's buckets (stages 0 and 1)
+  // parallel.reduce_dtype = "bf16": the gradients' collectives and ZeRO-3's
+  // gathers carry 2 bytes an element (the updated parameters' gather, 4).
+  bool bf16_wire = false;
   // One micro-batch's forward and backward as probed, the compute the
   // collectives can hide behind; both 0: nothing hides (the CPU).
   double forward_s = 0, backward_s = 0;

@@ -56,13 +56,13 @@ double routing_imbalance(const std::vector<ExpertLayerTraffic>& layers) {
 
 ExpertComm expert_all_to_all_comm(const std::vector<ExpertLayerTraffic>& layers, int64_t rows, int64_t C,
                                   int64_t n_expert, int expert_ways, int64_t micro_batches,
-                                  const comm::CostTable& links) {
+                                  const comm::CostTable& links, size_t value_bytes) {
   ExpertComm c;
   const int X = expert_ways;
   if (X <= 1) return c;
   const size_t counts = size_t(n_expert) * sizeof(int64_t);  // X ranks x E / X experts each
   for (const ExpertLayerTraffic& l : layers) {
-    const double remote_bytes = l.remote * double(rows) * double(C) * sizeof(float);
+    const double remote_bytes = l.remote * double(rows) * double(C) * double(value_bytes);
     const size_t per_rank = size_t(remote_bytes * X / (X - 1));
     c.seconds += comm::all_gather_seconds(links, counts, X) + 4 * comm::all_gather_seconds(links, per_rank, X);
     c.bytes += double(counts) * (X - 1) / X + 4 * remote_bytes;

@@ -44,12 +44,13 @@ double routing_imbalance(const std::vector<ExpertLayerTraffic>& layers);
 // width C, a fixed all-to-all of the row counts and 2 row all-to-alls
 // forward (dispatch, return), 2 backward, over `expert_ways` ranks on
 // `links` (all-to-all of B bytes per rank: alpha + (X-1)/X B beta,
-// B = X/(X-1) x remote rows x C floats).
+// B = X/(X-1) x remote rows x C values of `value_bytes` each: 4, or 2 with
+// bf16 on the wire).
 struct ExpertComm {
   double seconds = 0, bytes = 0;
 };
 ExpertComm expert_all_to_all_comm(const std::vector<ExpertLayerTraffic>& layers, int64_t rows, int64_t C,
                                   int64_t n_expert, int expert_ways, int64_t micro_batches,
-                                  const comm::CostTable& links);
+                                  const comm::CostTable& links, size_t value_bytes = sizeof(float));
 
 }  // namespace meshtrain

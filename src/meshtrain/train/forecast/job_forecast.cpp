@@ -19,6 +19,11 @@
 namespace meshtrain {
 namespace {
 
+// Bytes a value takes between ranks: parallel.reduce_dtype's (docs/mixed_precision.md).
+size_t wire_value_bytes(const JobConfig& config) {
+  return config.parallel.reduce_dtype == Precision::Bf16 ? sizeof(uint16_t) : sizeof(float);
+}
+
 // The tensor axis's all-reduces, all on the critical path (a layer waits for
 // its sum): per micro-batch of N = rows x positions, each block's row-parallel
 // outputs (attention and MLP, forward) and column-parallel input gradients
@@ -34,7 +39,8 @@ void add_tensor_parallel_comm(const JobConfig& config, const std::vector<ExpertL
   const bool gpt = m.kind == ModelKind::Gpt;
   const int64_t positions = gpt ? m.block_size : (m.image_size / m.patch_size) * (m.image_size / m.patch_size);
   const int64_t rows = config.training.batch_size / config.parallel.micro_batches * positions;
-  const size_t wide = size_t(rows * m.n_embd) * sizeof(float), narrow = size_t(rows) * sizeof(float);
+  // The activations in the wire's dtype, the loss's statistics in fp32 (all_reduce_sum_fp32).
+  const size_t wide = size_t(rows * m.n_embd) * wire_value_bytes(config), narrow = size_t(rows) * sizeof(float);
   const int wide_count = int(4 * m.n_layer + (gpt ? 2 : 0)), narrow_count = gpt ? 3 : 0;
   const auto seconds = [&](size_t bytes) {
     return comm::all_reduce_seconds(links, comm::choose_all_reduce(links, bytes, f.tensor), bytes, f.tensor);
@@ -43,7 +49,8 @@ void add_tensor_parallel_comm(const JobConfig& config, const std::vector<ExpertL
   double summed = double(wide_count * wide + narrow_count * narrow);
   const int64_t local = m.n_expert / f.expert;
   for (const ExpertLayerTraffic& layer : experts) {
-    const size_t per_expert = size_t(layer.received * double(rows) / double(local)) * size_t(m.n_embd) * sizeof(float);
+    const size_t per_expert =
+        size_t(layer.received * double(rows) / double(local)) * size_t(m.n_embd) * wire_value_bytes(config);
     per_micro_batch += 2.0 * (double(local) * seconds(per_expert) - seconds(wide));
     summed += 2.0 * (double(local) * double(per_expert) - double(wide));
   }
@@ -57,7 +64,7 @@ size_t pipeline_message_bytes(const JobConfig& config) {
   const auto& m = config.model;
   const int64_t rows = config.training.batch_size / config.parallel.micro_batches * m.block_size;
   const int64_t seq = config.parallel.sequence_parallel ? config.parallel.tensor : 1;
-  return size_t(rows / seq * m.n_embd) * sizeof(float);
+  return size_t(rows / seq * m.n_embd) * wire_value_bytes(config);
 }
 
 // The pipeline's own terms beside the sends between stages (which the
@@ -66,7 +73,7 @@ size_t pipeline_message_bytes(const JobConfig& config) {
 void add_pipeline_comm(const JobConfig& config, const Model& last_stage, const comm::CostTable& links,
                        JobForecast& f) {
   const auto* gpt = dynamic_cast<const Gpt*>(&last_stage);
-  const size_t wte = gpt ? last_stage.store().view(gpt->head_wte_index()).numel * sizeof(float) : 0;
+  const size_t wte = gpt ? last_stage.store().view(gpt->head_wte_index()).numel * wire_value_bytes(config) : 0;
   f.pipeline_comm_s += comm::all_reduce_seconds(links, comm::choose_all_reduce(links, wte, 2), wte, 2) +
                        2 * comm::all_reduce_seconds(links, comm::AllReduceAlgorithm::Ring, sizeof(double), f.pipeline);
   f.pipeline_comm_bytes =
@@ -126,6 +133,7 @@ JobForecast job_shape(const JobConfig& config, const HostLayout& hosts) {
   // As the trainer does: training.threads, else this host's cores shared by its workers.
   f.threads = threads_for(config.training.threads, f.workers);
   f.batch_per_worker = config.training.batch_size;
+  f.bf16_wire = config.parallel.reduce_dtype == Precision::Bf16;
   f.experts = int(config.model.n_expert);
   f.expert = f.experts > 1 ? int(config.parallel.expert) : 1;
   f.hosts = hosts.hosts;
@@ -254,6 +262,7 @@ void add_mesh_comm(const JobConfig& config, const ProbedJob& probed, int data_wa
                             .ways = data_ways,
                             .micro_batches = int(config.parallel.micro_batches),
                             .bucket_bytes = size_t(config.parallel.bucket_mb * (1 << 20)),
+                            .bf16_wire = f.bf16_wire,
                             .forward_s = probed.forward_s,
                             .backward_s = probed.backward_s},
                            probed.model->store(), groups.link("data", comm::MeshAxis::Data),
@@ -275,7 +284,7 @@ void add_expert_comm(const JobConfig& config, const std::vector<ExpertLayerTraff
   const int64_t rows = config.training.batch_size / config.parallel.micro_batches * config.model.block_size;
   const comm::CostTable a2a_link = X > 1 ? groups.link("expert", comm::MeshAxis::Expert, true) : comm::CostTable{};
   const ExpertComm a2a = expert_all_to_all_comm(traffic, rows, config.model.n_embd, config.model.n_expert, X,
-                                                config.parallel.micro_batches, a2a_link);
+                                                config.parallel.micro_batches, a2a_link, wire_value_bytes(config));
   f.expert_comm_s = a2a.seconds * critical_path_share(f);
   f.expert_comm_bytes = a2a.bytes / f.pipeline;
   size_t sums = 0;

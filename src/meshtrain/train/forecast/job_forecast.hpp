@@ -111,6 +111,7 @@ struct JobForecast {
   int tensor = 1;  // tensor-parallel ways; data ways = workers / tensor
   int64_t batch_per_worker = 0;
   std::string algorithm;  // the all-reduce the job will use
+  bool bf16_wire = false;  // parallel.reduce_dtype = "bf16": half the bytes of what crosses it
   MemoryPrediction model_state;
   size_t activations = 0, data = 0, checkpoint_copies = 0;
   int probe_steps = 0;

@@ -34,9 +34,10 @@ std::string describe_job(const JobForecast& f) {
   std::string out;
   std::snprintf(line, sizeof line,
                 "job: %s, %zu parameters, %d worker%s x %d thread%s on %s, batch %lld per worker, ZeRO stage %d, "
-                "all-reduce %s\n",
+                "all-reduce %s%s\n",
                 f.model_kind.c_str(), f.parameters, f.workers, f.workers == 1 ? "" : "s", f.threads,
-                f.threads == 1 ? "" : "s", f.device.c_str(), (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str());
+                f.threads == 1 ? "" : "s", f.device.c_str(), (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str(),
+                f.bf16_wire ? ", bf16 on the wire" : "");
   out += line;
   if (f.tensor > 1 || f.pipeline > 1) {
     std::snprintf(line, sizeof line,
@@ -155,6 +156,7 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
           {"threads", f.threads},
           {"zero_stage", f.zero_stage},
           {"all_reduce", f.algorithm},
+          {"reduce_dtype", f.bf16_wire ? "bf16" : "fp32"},
           {"batch_per_worker", f.batch_per_worker},
           {"memory_bytes",
            {{"parameters", f.model_state.parameters},

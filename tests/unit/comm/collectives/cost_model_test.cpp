@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <vector>
+
+#include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm {
 namespace {
@@ -47,16 +50,32 @@ double stream_past_window(double piece_s, int pieces, double window_s) {
   return free_at - window_s;
 }
 
+// The general form (pieces of their own lengths and ready times) given the
+// uniform case.
+double exposed_by_general_form(double piece_s, int pieces, double window_s) {
+  std::vector<double> lengths(size_t(pieces), piece_s), ready;
+  for (int i = 1; i <= pieces; ++i) ready.push_back(i * window_s / pieces);
+  return exposed_seconds(lengths, ready, window_s);
+}
+
 TEST(CostModelTest, ExposedTimeIsWhatTheStreamRunsPastTheWindow) {
   for (const int pieces : {1, 2, 7, 12})
     for (const double piece_s : {0.1e-3, 1e-3, 3e-3, 10e-3})
       for (const double window_s : {0.0, 5e-3, 20e-3, 80e-3})
-        EXPECT_NEAR(exposed_seconds(piece_s, pieces, window_s), stream_past_window(piece_s, pieces, window_s), 1e-12)
-            << pieces << " pieces of " << piece_s << " s behind " << window_s << " s";
+        for (const double expected : {stream_past_window(piece_s, pieces, window_s), exposed_by_general_form(piece_s, pieces, window_s)})
+          EXPECT_NEAR(exposed_seconds(piece_s, pieces, window_s), expected, 1e-12)
+              << pieces << " pieces of " << piece_s << " s behind " << window_s << " s";
   // Fast links hide all but the last piece; with no window nothing hides.
   EXPECT_DOUBLE_EQ(exposed_seconds(1e-3, 10, 100e-3), 1e-3);
   EXPECT_DOUBLE_EQ(exposed_seconds(1e-3, 10, 0), 10e-3);
   EXPECT_EQ(exposed_seconds(1e-3, 0, 1), 0.0);
+  // Uneven pieces: a large bucket early, a small one at the end. The large
+  // one ends at 0.2 + 0.5 = 0.7 s, before the window's end; only the last
+  // (0.01 s, ready at 1 s) shows. Made late, the large one shows instead.
+  const std::vector<double> lengths{0.5, 0.01}, early{0.2, 1.0}, late{0.9, 1.0};
+  EXPECT_NEAR(exposed_seconds(lengths, early, 1.0), 0.01, 1e-12);
+  EXPECT_NEAR(exposed_seconds(lengths, late, 1.0), 0.9 + 0.5 + 0.01 - 1.0, 1e-12);
+  EXPECT_THROW(exposed_seconds(lengths, std::vector<double>{1.0}, 1.0), CommError);
 }
 
 }  // namespace

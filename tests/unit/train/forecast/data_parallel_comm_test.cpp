@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "meshtrain/parallel/data_parallel/gradient_buckets.hpp"
+
 namespace meshtrain {
 namespace {
 
@@ -27,13 +29,14 @@ struct DpForecast {
 };
 
 DpForecast dp_forecast(const ParamStore& store, const comm::CostTable& link, int stage, int micro_batches,
-                  double forward_s, double backward_s, size_t bucket_bytes = size_t(1) << 30) {
+                  double forward_s, double backward_s, size_t bucket_bytes = size_t(1) << 30, bool bf16 = false) {
   JobForecast f;
   f.zero_stage = stage;
   add_data_parallel_comm({.algorithm = comm::AllReduceAlgorithm::Ring,
                           .ways = 2,
                           .micro_batches = micro_batches,
                           .bucket_bytes = bucket_bytes,
+                          .bf16_wire = bf16,
                           .forward_s = forward_s,
                           .backward_s = backward_s},
                          store, link, link, f);
@@ -67,6 +70,12 @@ TEST(DataParallelComm, EachStageCountsTheRuntimesCollectives) {
     EXPECT_DOUBLE_EQ(f.bytes, M * (3 * 0.5 * kDpBlocks * kDpBlock * 4 + 0.5 * kDpWte * 4) + 0.5 * kDpWte * 4);
     EXPECT_EQ(f.hidden, 0.0);  // no window: the CPU
   }
+  // bf16 on the wire: half the gradients' and ZeRO-3's bytes; the updated parameters' gather stays fp32.
+  EXPECT_DOUBLE_EQ(dp_forecast(store, link, 0, 1, 0, 0, size_t(1) << 30, true).bytes, 0.5 * total);
+  EXPECT_DOUBLE_EQ(dp_forecast(store, link, 1, 1, 0, 0, size_t(1) << 30, true).bytes, 1.0 * total);
+  EXPECT_DOUBLE_EQ(dp_forecast(store, link, 2, 2, 0, 0, size_t(1) << 30, true).bytes, (2 * 0.25 + 0.5) * total);
+  EXPECT_DOUBLE_EQ(dp_forecast(store, link, 3, 1, 0, 0, size_t(1) << 30, true).bytes,
+                   0.5 * dp_forecast(store, link, 3, 1, 0, 0).bytes);
 }
 
 TEST(DataParallelComm, OnDevicesThePiecesHideBehindTheWindows) {
@@ -74,11 +83,19 @@ TEST(DataParallelComm, OnDevicesThePiecesHideBehindTheWindows) {
   declare_four_blocks(store);
   const comm::CostTable link = comm::CostTable::on_one_link(10e-6, 1e-9);
   const double block_s = 10e-6 + 0.5 * kDpBlock * 4 * 1e-9, wte_s = 10e-6 + 0.5 * kDpWte * 4 * 1e-9;
-  // A long backward hides all but the last bucket: 4 buckets of the gradients' all-reduce.
-  const size_t bytes = (kDpBlocks * kDpBlock + kDpWte) * 4;
-  DpForecast f = dp_forecast(store, link, 0, 1, 1.0, 1.0, bytes / 4);
-  const double bucket = comm::all_reduce_seconds(link, comm::AllReduceAlgorithm::Ring, bytes / 4, 2);
-  EXPECT_NEAR(f.hidden, 3 * bucket, 1e-12);
+  // A long backward hides all but the last bucket, planned as GradientSync plans them.
+  const size_t bucket_bytes = (kDpBlocks * kDpBlock + kDpWte) * 4 / 4;
+  const auto plan = parallel::plan_gradient_buckets(store, bucket_bytes, bucket_bytes);
+  ASSERT_GE(plan.size(), size_t(3));
+  double all = 0, last = 0;
+  for (const auto& b : plan)
+    all += last = comm::all_reduce_seconds(link, comm::AllReduceAlgorithm::Ring, b.elements() * 4, 2);
+  DpForecast f = dp_forecast(store, link, 0, 1, 1.0, 1.0, bucket_bytes);
+  EXPECT_NEAR(f.seconds - f.hidden, last + 2 * comm::all_reduce_seconds(link, comm::AllReduceAlgorithm::Ring,
+                                                                         sizeof(double), 2), 1e-12);
+  EXPECT_NEAR(f.hidden, all - last, 1e-12);
+  // With no backward to hide behind, the buckets run one after another past it.
+  EXPECT_EQ(dp_forecast(store, link, 0, 1, 0, 0, bucket_bytes).hidden, 0.0);
   // ZeRO-3, long windows: the first block's gather and the last one's backward pair show, and
   // the whole-step unit's reduce-scatter and once-a-step gather; per micro-batch.
   for (const int M : {1, 2}) {

@@ -48,7 +48,8 @@ struct Buckets {
 Buckets dense_buckets(const DataParallelStep& step, const ParamStore& store, bool experts_apart, double wire,
                       const comm::CostTable& links, comm::AllReduceAlgorithm algorithm) {
   const size_t bucket_bytes = std::max<size_t>(1, step.bucket_bytes);
-  const auto plan = parallel::plan_gradient_buckets(store, bucket_bytes, std::min<size_t>(size_t{1} << 20, bucket_bytes));
+  const size_t first_bytes = std::min<size_t>(size_t{1} << 20, bucket_bytes);  // as step_machinery.cpp sets it
+  const auto plan = parallel::plan_gradient_buckets(store, bucket_bytes, first_bytes);
   size_t all = 0, done = 0;
   for (const auto& b : plan) all += b.elements();
   Buckets buckets;

@@ -36,8 +36,8 @@ std::string describe_job(const JobForecast& f) {
                 "job: %s, %zu parameters, %d worker%s x %d thread%s on %s, batch %lld per worker, ZeRO stage %d, "
                 "all-reduce %s%s\n",
                 f.model_kind.c_str(), f.parameters, f.workers, f.workers == 1 ? "" : "s", f.threads,
-                f.threads == 1 ? "" : "s", f.device.c_str(), (long long)f.batch_per_worker, f.zero_stage, f.algorithm.c_str(),
-                f.bf16_wire ? ", bf16 on the wire" : "");
+                f.threads == 1 ? "" : "s", f.device.c_str(), (long long)f.batch_per_worker, f.zero_stage,
+                f.algorithm.c_str(), f.bf16_wire ? ", bf16 on the wire" : "");
   out += line;
   if (f.tensor > 1 || f.pipeline > 1) {
     std::snprintf(line, sizeof line,

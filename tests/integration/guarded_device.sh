@@ -253,14 +253,21 @@ echo "the guarded device refuses what it cannot run"
 # given; across hosts the network assumed with it.
 mesh4=(--parallel.workers=4 --parallel.data=allreduce --parallel.tensor=2 --parallel.expert=2 $moe
        --training.batch_size=64)  # messages of ~100 KB, where the links' bandwidth, not latency, decides
-for link in assumed nvlink4; do
+for link in assumed nvlink4 bf16; do
   flags=(); [ "$link" = nvlink4 ] && flags=(--hardware.intra_link=nvlink4 --hardware.nodes=2)
+  [ "$link" = bf16 ] && flags=(--parallel.reduce_dtype=bf16)
   "$MESHTRAIN" plan --config job.toml --training.device=cpu-guarded "${mesh4[@]}" "${flags[@]}" --json \
     > "plan-mesh-$link.json" 2> "plan-mesh-$link.log" || { cat "plan-mesh-$link.log"; fail "plan --config: $link"; }
 done
-python3 - plan-mesh-assumed.json plan-mesh-nvlink4.json <<'PY' || fail "plan --config of workers on a device"
+python3 - plan-mesh-assumed.json plan-mesh-nvlink4.json plan-mesh-bf16.json <<'PY' || fail "plan --config of workers on a device"
 import json, sys
-pcie, nvlink = (json.load(open(p)) for p in sys.argv[1:3])
+pcie, nvlink, bf16 = (json.load(open(p)) for p in sys.argv[1:4])
+# bf16 on the wire: the activations' all-reduces and all-to-alls at half the bytes (the tensor axis's
+# loss statistics stay fp32, so a little over half), the gradients' at half.
+for axis in ("tensor", "expert"):
+    fp, half = pcie[f"{axis}_comm_bytes_per_step"], bf16[f"{axis}_comm_bytes_per_step"]
+    assert 0.5 * fp <= half < 0.52 * fp, (axis, fp, half)
+assert bf16["comm_bytes_per_step"] == pcie["comm_bytes_per_step"] / 2, (pcie, bf16)
 assert pcie["interconnect"].startswith("pcie4 (31.5 GB/s") and "no profile" in pcie["interconnect"], pcie
 assert nvlink["interconnect"].startswith("nvlink4 (450.0 GB/s") and "as given" in nvlink["interconnect"], nvlink
 assert "ethernet-100g" in nvlink["interconnect"] and nvlink["hosts"] == 2, nvlink

@@ -177,7 +177,10 @@ nlohmann::json job_forecast_to_json(const JobForecast& f) {
             {"pipeline_communication", f.pipeline_comm_s},
             {"expert_communication", f.expert_comm_s},
             {"total", f.step_s()}}},
-          {"comm_bytes_per_step", f.comm_bytes},
+          {"comm_bytes_per_step", f.comm_bytes},  // the data-parallel group's; the other axes' below
+          {"tensor_comm_bytes_per_step", f.tensor_comm_bytes},
+          {"pipeline_comm_bytes_per_step", f.pipeline_comm_bytes},
+          {"expert_comm_bytes_per_step", f.expert_comm_bytes},
           {"probe_steps", f.probe_steps}};
 }
 

@@ -71,11 +71,12 @@ struct StageComm {
 
 // The ZeRO stage's collectives (data_parallel_comm.hpp's table) and what
 // of them runs past the compute windows.
+// `w`: the bytes on the wire per fp32 byte (1, or 0.5 with bf16 on it).
 StageComm stage_comm(const DataParallelStep& step, int stage, const ParamStore& store, bool experts_apart,
-                     size_t grad_bytes, const comm::CostTable& links, comm::AllReduceAlgorithm algorithm) {
+                     size_t grad_bytes, double w, const comm::CostTable& links, comm::AllReduceAlgorithm algorithm) {
   const UnitSplit units = split_units(store, grad_bytes);
   const int n = step.ways, k = std::max(1, units.blocks);
-  const double M = step.micro_batches, share = double(n - 1) / n, w = step.bf16_wire ? 0.5 : 1.0;
+  const double M = step.micro_batches, share = double(n - 1) / n;
   // The updated parameters' gather (stages 1, 2) stays fp32; the gradients
   // and ZeRO-3's gathers go in the wire's dtype.
   const double flat_s = per_unit_seconds(links, units.block_bytes, units.blocks, n) +
@@ -111,11 +112,12 @@ void add_data_parallel_comm(const DataParallelStep& step, const ParamStore& stor
     for (const ParamView& v : store.views())
       if (v.expert) expert_bytes += v.numel * sizeof(float);
   const size_t grad_bytes = store.flat_size() * sizeof(float) - expert_bytes;
+  const double w = step.bf16_wire ? 0.5 : 1.0;
   comm::AllReduceAlgorithm algorithm = step.algorithm;
   if (algorithm == comm::AllReduceAlgorithm::Auto)
-    algorithm = comm::choose_all_reduce(links, step.bf16_wire ? grad_bytes / 2 : grad_bytes, n);
+    algorithm = comm::choose_all_reduce(links, size_t(double(grad_bytes) * w), n);
   f.algorithm = std::string(comm::algorithm_name(algorithm));
-  const StageComm stage = stage_comm(step, f.zero_stage, store, f.expert > 1, grad_bytes, links, algorithm);
+  const StageComm stage = stage_comm(step, f.zero_stage, store, f.expert > 1, grad_bytes, w, links, algorithm);
   f.comm_s = stage.seconds;
   f.comm_bytes = stage.bytes;
   // Nothing hides without a window (the CPU): exactly 0, not the rounding of a sum and its parts.
@@ -124,7 +126,7 @@ void add_data_parallel_comm(const DataParallelStep& step, const ParamStore& stor
   const int holders = n / f.expert;
   if (expert_bytes > 0 && holders > 1) {
     const comm::AllReduceAlgorithm chosen = comm::choose_all_reduce(expert_links, expert_bytes, holders);
-    const double wire_bytes = double(expert_bytes) * (step.bf16_wire ? 0.5 : 1.0);
+    const double wire_bytes = double(expert_bytes) * w;
     f.comm_s += comm::all_reduce_seconds(expert_links, chosen, size_t(wire_bytes), holders);
     f.comm_bytes += 2.0 * (holders - 1) / holders * wire_bytes;
   }

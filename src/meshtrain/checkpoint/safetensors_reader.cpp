@@ -55,6 +55,18 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : fd_(Fd
 }
 
 void SafetensorsReader::parse_header(std::string_view text, uint64_t data_bytes) {
+  const json header = parse_header_json(text);
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__")
+      read_metadata(value);
+    else
+      tensors_.push_back(parse_tensor(name, value, data_bytes));
+  }
+  check_tiling(data_bytes);
+  for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].name, i);
+}
+
+json SafetensorsReader::parse_header_json(std::string_view text) const {
   if (text.empty() || text.front() != '{') fail("header does not start with '{'");
   json header;
   std::set<std::string> root_keys;
@@ -74,58 +86,60 @@ void SafetensorsReader::parse_header(std::string_view text, uint64_t data_bytes)
     fail(std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) fail("header is not a JSON object");
+  return header;
+}
 
-  for (const auto& [name, value] : header.items()) {
-    if (name == "__metadata__") {
-      if (!value.is_object()) fail("__metadata__ is not an object");
-      for (const auto& [key, v] : value.items()) {
-        if (!v.is_string()) fail("__metadata__ value for '" + key + "' is not a string");
-        metadata_[key] = v.get<std::string>();
-      }
-      continue;
-    }
-    const std::string where = "tensor '" + name + "'";
-    if (!value.is_object()) fail(where + " is not an object");
-    if (value.size() != 3 || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
-      fail(where + " must have exactly the fields dtype, shape, data_offsets");
-    TensorInfo info;
-    info.name = name;
-    const json& dtype = value["dtype"];
-    if (!dtype.is_string()) fail(where + ": dtype is not a string");
-    auto parsed = parse_dtype(dtype.get<std::string>());
-    if (!parsed) fail(where + ": unknown dtype '" + dtype.get<std::string>() + "'");
-    info.dtype = *parsed;
-
-    const json& shape = value["shape"];
-    if (!shape.is_array()) fail(where + ": shape is not an array");
-    uint64_t count = 1;
-    for (const json& d : shape) {
-      uint64_t dim = 0;
-      if (!as_count(d, dim)) fail(where + ": shape holds " + d.dump() + ", not a dimension");
-      if (__builtin_mul_overflow(count, dim, &count)) fail(where + ": shape's element count overflows");
-      info.shape.push_back(static_cast<int64_t>(dim));
-    }
-    uint64_t expected_bytes = 0;
-    if (__builtin_mul_overflow(count, dtype_size(info.dtype), &expected_bytes))
-      fail(where + ": byte size overflows");
-
-    const json& offsets = value["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 || !as_count(offsets[0], info.begin) ||
-        !as_count(offsets[1], info.end))
-      fail(where + ": data_offsets is not [begin, end] of non-negative integers");
-    if (info.begin > info.end) fail(where + ": data_offsets begin " + std::to_string(info.begin) + " > end " +
-                                    std::to_string(info.end));
-    if (info.end > data_bytes)
-      fail(where + ": data_offsets end " + std::to_string(info.end) + " is past the data section's " +
-           std::to_string(data_bytes) + " bytes");
-    if (info.end - info.begin != expected_bytes)
-      fail(where + ": shape " + shape_string(info.shape) + " x " + std::string(dtype_name(info.dtype)) + " is " +
-           std::to_string(expected_bytes) + " bytes but data_offsets span " + std::to_string(info.end - info.begin));
-    tensors_.push_back(std::move(info));
+void SafetensorsReader::read_metadata(const json& value) {
+  if (!value.is_object()) fail("__metadata__ is not an object");
+  for (const auto& [key, v] : value.items()) {
+    if (!v.is_string()) fail("__metadata__ value for '" + key + "' is not a string");
+    metadata_[key] = v.get<std::string>();
   }
+}
 
-  // The tensors must tile the data section exactly: sorted by offset, each
-  // begins where the previous ended, the first at 0, the last at the end.
+TensorInfo SafetensorsReader::parse_tensor(const std::string& name, const json& value, uint64_t data_bytes) const {
+  const std::string where = "tensor '" + name + "'";
+  if (!value.is_object()) fail(where + " is not an object");
+  if (value.size() != 3 || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
+    fail(where + " must have exactly the fields dtype, shape, data_offsets");
+  TensorInfo info;
+  info.name = name;
+  const json& dtype = value["dtype"];
+  if (!dtype.is_string()) fail(where + ": dtype is not a string");
+  auto parsed = parse_dtype(dtype.get<std::string>());
+  if (!parsed) fail(where + ": unknown dtype '" + dtype.get<std::string>() + "'");
+  info.dtype = *parsed;
+
+  const json& shape = value["shape"];
+  if (!shape.is_array()) fail(where + ": shape is not an array");
+  uint64_t count = 1;
+  for (const json& d : shape) {
+    uint64_t dim = 0;
+    if (!as_count(d, dim)) fail(where + ": shape holds " + d.dump() + ", not a dimension");
+    if (__builtin_mul_overflow(count, dim, &count)) fail(where + ": shape's element count overflows");
+    info.shape.push_back(static_cast<int64_t>(dim));
+  }
+  uint64_t expected_bytes = 0;
+  if (__builtin_mul_overflow(count, dtype_size(info.dtype), &expected_bytes)) fail(where + ": byte size overflows");
+
+  const json& offsets = value["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !as_count(offsets[0], info.begin) ||
+      !as_count(offsets[1], info.end))
+    fail(where + ": data_offsets is not [begin, end] of non-negative integers");
+  if (info.begin > info.end)
+    fail(where + ": data_offsets begin " + std::to_string(info.begin) + " > end " + std::to_string(info.end));
+  if (info.end > data_bytes)
+    fail(where + ": data_offsets end " + std::to_string(info.end) + " is past the data section's " +
+         std::to_string(data_bytes) + " bytes");
+  if (info.end - info.begin != expected_bytes)
+    fail(where + ": shape " + shape_string(info.shape) + " x " + std::string(dtype_name(info.dtype)) + " is " +
+         std::to_string(expected_bytes) + " bytes but data_offsets span " + std::to_string(info.end - info.begin));
+  return info;
+}
+
+// The tensors must tile the data section exactly: sorted by offset, each
+// begins where the previous ended, the first at 0, the last at the end.
+void SafetensorsReader::check_tiling(uint64_t data_bytes) {
   std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
@@ -133,14 +147,11 @@ void SafetensorsReader::parse_header(std::string_view text, uint64_t data_bytes)
   const TensorInfo* previous = nullptr;
   for (const TensorInfo& t : tensors_) {
     if (t.begin < cursor) fail("tensor '" + t.name + "' overlaps tensor '" + previous->name + "'");
-    if (t.begin > cursor)
-      fail("hole of " + std::to_string(t.begin - cursor) + " bytes before tensor '" + t.name + "'");
+    if (t.begin > cursor) fail("hole of " + std::to_string(t.begin - cursor) + " bytes before tensor '" + t.name + "'");
     cursor = t.end;
     previous = &t;
   }
-  if (cursor != data_bytes)
-    fail(std::to_string(data_bytes - cursor) + " bytes of trailing data after the last tensor");
-  for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].name, i);
+  if (cursor != data_bytes) fail(std::to_string(data_bytes - cursor) + " bytes of trailing data after the last tensor");
 }
 
 const TensorInfo* SafetensorsReader::find(std::string_view name) const {

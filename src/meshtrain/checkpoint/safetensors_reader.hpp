@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,6 +63,10 @@ class SafetensorsReader {
  private:
   [[noreturn]] void fail(const std::string& problem) const;
   void parse_header(std::string_view text, uint64_t data_bytes);
+  nlohmann::json parse_header_json(std::string_view text) const;  // depth- and duplicate-checked
+  void read_metadata(const nlohmann::json& value);
+  TensorInfo parse_tensor(const std::string& name, const nlohmann::json& value, uint64_t data_bytes) const;
+  void check_tiling(uint64_t data_bytes);  // sorts tensors_ by offset; they must tile the data section
 
   Fd fd_;
   uint64_t data_start_ = 0;  // 8 + header length

@@ -5,6 +5,7 @@
 // holds the shared helpers, hang_findings.cpp the findings.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -125,6 +126,12 @@ class Analysis {
     }
   };
   static Signature signature(const RingRecord& r);
+  // The earliest scheduled collective, over all groups, whose views' records
+  // disagree (each group's first disagreement): (group, seq).
+  std::optional<std::pair<int, uint64_t>> first_mismatch() const;
+  // The views to blame among those at one sequence number (view, record):
+  // the one whose history deviates, else the minority under a majority.
+  std::vector<int> mismatch_culprits(const std::vector<std::pair<int, const RingRecord*>>& at) const;
   bool mismatch(Diagnosis& d);
 
   // ---- history ----------------------------------------------------------------
@@ -143,6 +150,17 @@ class Analysis {
     int target;  // global rank
   };
   std::vector<Edge> edges_from(int w) const;
+  // Follows the waits from `waiters` (views) breadth first, adding each to
+  // `edges`; returns the global ranks waited for that wait for nobody.
+  std::vector<int> waited_for_roots(const std::vector<int>& waiters, std::vector<Edge>& edges) const;
+  // Each root replaced by the stopped or killed members holding it up, if
+  // any; among several, only the stopped or killed ones, if any.
+  std::vector<int> holders_of(const std::vector<int>& roots) const;
+  // "rank R never entered/sent/received X, which ... wait(s) in".
+  std::string held_up_text(int root, const Edge& first, const std::vector<int>& waiting) const;
+  // "; rank R is stuck in / is outside any collective / exited ..."; adds
+  // its deviation from its own history to d.details.
+  std::string root_state_text(int root, Diagnosis& d) const;
   bool never_entered(const std::vector<int>& waiters, Diagnosis& d);
 
   // ---- 3. deviation -------------------------------------------------------------

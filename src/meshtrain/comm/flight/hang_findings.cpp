@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -18,22 +19,21 @@ Analysis::Signature Analysis::signature(const RingRecord& r) {
           r.step};
 }
 
-bool Analysis::mismatch(Diagnosis& d) {
+std::optional<std::pair<int, uint64_t>> Analysis::first_mismatch() const {
   // Per group: the records of each view by sequence number.
-  std::map<int, std::vector<std::pair<int, const std::map<uint64_t, const RingRecord*>*>>> by_group;
-  for (const auto& [key, seqs] : collectives_) by_group[key.second].push_back({key.first, &seqs});
-  int best_group = -1;
-  uint64_t best_seq = 0;
+  std::map<int, std::vector<const std::map<uint64_t, const RingRecord*>*>> by_group;
+  for (const auto& [key, seqs] : collectives_) by_group[key.second].push_back(&seqs);
+  std::optional<std::pair<int, uint64_t>> best;
   int64_t best_time = 0;
   for (const auto& [g, holders] : by_group) {
     if (holders.size() < 2 || groups_[size_t(g)].size < 2) continue;
     std::set<uint64_t> seqs;
-    for (const auto& h : holders)
-      for (const auto& s : *h.second) seqs.insert(s.first);
+    for (const auto* h : holders)
+      for (const auto& s : *h) seqs.insert(s.first);
     for (uint64_t seq : seqs) {
       std::vector<const RingRecord*> at;
-      for (const auto& h : holders)
-        if (auto it = h.second->find(seq); it != h.second->end()) at.push_back(it->second);
+      for (const auto* h : holders)
+        if (auto it = h->find(seq); it != h->end()) at.push_back(it->second);
       if (at.size() < 2) continue;
       bool same = true;
       int64_t when = at.front()->scheduled_ns;
@@ -42,45 +42,53 @@ bool Analysis::mismatch(Diagnosis& d) {
         when = std::min(when, r->scheduled_ns);
       }
       if (same) continue;
-      if (best_group < 0 || when < best_time) {
-        best_group = g;
-        best_seq = seq;
+      if (!best || when < best_time) {
+        best = {g, seq};
         best_time = when;
       }
       break;  // the group's first
     }
   }
-  if (best_group < 0) return false;
-  // Who disagrees, and with whom.
-  std::vector<std::pair<int, const RingRecord*>> at;  // view, record
-  for (const auto& h : by_group[best_group])
-    if (auto it = h.second->find(best_seq); it != h.second->end()) at.push_back({h.first, it->second});
+  return best;
+}
+
+std::vector<int> Analysis::mismatch_culprits(const std::vector<std::pair<int, const RingRecord*>>& at) const {
   std::vector<int> deviants;
   for (const auto& [v, r] : at)
     if (history(views_[size_t(v)], r->step) == History::Deviant) deviants.push_back(v);
-  std::vector<int> culprits;
-  if (deviants.size() == 1) {
-    culprits = deviants;
-  } else {
-    // The minority, when there is a majority.
-    std::vector<std::pair<Signature, std::vector<int>>> classes;
-    for (const auto& [v, r] : at) {
-      auto c = std::find_if(classes.begin(), classes.end(), [&](const auto& k) { return k.first == signature(*r); });
-      if (c == classes.end()) classes.push_back({signature(*r), {v}});
-      else c->second.push_back(v);
-    }
-    std::sort(classes.begin(), classes.end(),
-              [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
-    if (classes.size() > 1 && 2 * classes.front().second.size() > at.size())
-      for (size_t c = 1; c < classes.size(); ++c)
-        culprits.insert(culprits.end(), classes[c].second.begin(), classes[c].second.end());
+  if (deviants.size() == 1) return deviants;
+  // The minority, when there is a majority.
+  std::vector<std::pair<Signature, std::vector<int>>> classes;
+  for (const auto& [v, r] : at) {
+    auto c = std::find_if(classes.begin(), classes.end(), [&](const auto& k) { return k.first == signature(*r); });
+    if (c == classes.end()) classes.push_back({signature(*r), {v}});
+    else c->second.push_back(v);
   }
+  std::sort(classes.begin(), classes.end(),
+            [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  std::vector<int> culprits;
+  if (classes.size() > 1 && 2 * classes.front().second.size() > at.size())
+    for (size_t c = 1; c < classes.size(); ++c)
+      culprits.insert(culprits.end(), classes[c].second.begin(), classes[c].second.end());
+  return culprits;
+}
+
+bool Analysis::mismatch(Diagnosis& d) {
+  const auto found = first_mismatch();
+  if (!found) return false;
+  const auto [group, seq] = *found;
+  // Who disagrees, and with whom.
+  std::vector<std::pair<int, const RingRecord*>> at;  // view, record
+  for (const auto& [key, seqs] : collectives_)
+    if (key.second == group)
+      if (auto it = seqs.find(seq); it != seqs.end()) at.push_back({key.first, it->second});
+  const std::vector<int> culprits = mismatch_culprits(at);
   auto text_of = [&](int v, const RingRecord& r) {
     return op_text(views_[size_t(v)], r) + " (step " + std::to_string(r.step) + ", " +
            std::string(phase_name(r.phase)) + ")";
   };
   d.finding = Finding::Mismatch;
-  std::string what = "#" + std::to_string(best_seq) + " of " + group_text(best_group) + " is ";
+  std::string what = "#" + std::to_string(seq) + " of " + group_text(group) + " is ";
   if (culprits.empty()) {
     for (size_t i = 0; i < at.size(); ++i)
       what += std::string(i ? ", " : "") + text_of(at[i].first, *at[i].second) + " on rank " +
@@ -171,8 +179,7 @@ std::vector<Analysis::Edge> Analysis::edges_from(int w) const {
   return out;
 }
 
-bool Analysis::never_entered(const std::vector<int>& waiters, Diagnosis& d) {
-  std::vector<Edge> edges;
+std::vector<int> Analysis::waited_for_roots(const std::vector<int>& waiters, std::vector<Edge>& edges) const {
   std::set<int> seen;    // global ranks whose waits are followed
   std::set<int> judged;  // global ranks waited for, root or not
   std::deque<int> queue;
@@ -180,8 +187,6 @@ bool Analysis::never_entered(const std::vector<int>& waiters, Diagnosis& d) {
     seen.insert(views_[size_t(w)].rank);
     queue.push_back(w);
   }
-  // Roots: ranks waited for that wait for nobody themselves: outside any
-  // collective, or stuck in one that every other member entered.
   std::vector<int> roots;  // global ranks
   while (!queue.empty()) {
     const int w = queue.front();
@@ -194,10 +199,10 @@ bool Analysis::never_entered(const std::vector<int>& waiters, Diagnosis& d) {
       else if (seen.insert(e.target).second) queue.push_back(tv);
     }
   }
-  if (roots.empty()) return false;
-  // A root stuck in a collective that every member entered waits for a
-  // member the rings cannot name, unless that member's process is stopped
-  // or killed: then that one holds it (and everyone behind it) up.
+  return roots;
+}
+
+std::vector<int> Analysis::holders_of(const std::vector<int>& roots) const {
   std::vector<int> refined;
   for (int root : roots) {
     const int tv = view_of(root);
@@ -218,11 +223,61 @@ bool Analysis::never_entered(const std::vector<int>& waiters, Diagnosis& d) {
       if (view_of(r) >= 0 && frozen(view_of(r))) stuck.push_back(r);
     if (!stuck.empty()) refined = stuck;
   }
-  roots = refined;
+  return refined;
+}
+
+std::string Analysis::held_up_text(int root, const Edge& first, const std::vector<int>& waiting) const {
+  const View& wv = views_[size_t(first.waiter)];
+  const RingRecord& op = *first.op;
+  const std::string at = " of " + group_text(group_of(wv, op)) + " (" + std::to_string(op.bytes) + " B, step " +
+                         std::to_string(op.step) + ")";
+  std::string text = "rank " + std::to_string(root);
+  if (op.op == Op::Recv)
+    return text + " never sent message #" + std::to_string(op.seq) + " to rank " + std::to_string(wv.rank) + at +
+           ", which rank " + std::to_string(wv.rank) + " waits to receive";
+  if (op.op == Op::Send)
+    return text + " never received message #" + std::to_string(op.seq) + " from rank " + std::to_string(wv.rank) +
+           at + ", which rank " + std::to_string(wv.rank) + " waits to send";
+  return text + " never entered " + op_text(wv, op) + " #" + std::to_string(op.seq) + " of " +
+         group_text(group_of(wv, op)) + " (step " + std::to_string(op.step) + "), which " +
+         describe_rank_list(waiting) + " " + (waiting.size() == 1 ? "waits" : "wait") + " in";
+}
+
+std::string Analysis::root_state_text(int root, Diagnosis& d) const {
+  const int rv = view_of(root);
+  if (rv < 0) return "; rank " + std::to_string(root) + " has no flight ring (it never recorded, or its ring is unreadable)";
+  const View& c = views_[size_t(rv)];
+  std::string text = "; rank " + std::to_string(root);
+  if (c.blocked()) {
+    const RingRecord& r = *c.waiting.front();
+    text += " is stuck in " + op_text(c, r) + " #" + std::to_string(r.seq) + " of " + group_text(group_of(c, r)) +
+            " (step " + std::to_string(r.step) + "), which " +
+            (is_point_to_point(r.op)         ? "its peer matched"
+             : every_member_finished(rv, r) ? "every other member finished"
+                                             : "every other member entered");
+  } else {
+    text += (c.ring->closed ? " exited in " : " is outside any collective, in ") + where(c);
+  }
+  const std::string process = c.ring->closed ? "" : process_text(c);
+  if (!process.empty()) text += "; " + process;
+  const std::string deviates = deviation_text(c, c.last_step);
+  if (!deviates.empty()) d.details.push_back("rank " + std::to_string(root) + " " + deviates);
+  return text;
+}
+
+bool Analysis::never_entered(const std::vector<int>& waiters, Diagnosis& d) {
+  std::vector<Edge> edges;
+  // Roots: ranks waited for that wait for nobody themselves: outside any
+  // collective, or stuck in one that every other member entered. A root
+  // stuck in a collective that every member entered waits for a member the
+  // rings cannot name, unless that member's process is stopped or killed:
+  // then that one holds it (and everyone behind it) up.
+  const std::vector<int> roots = waited_for_roots(waiters, edges);
+  if (roots.empty()) return false;
   d.finding = Finding::NeverEntered;
-  d.culprits = roots;
+  d.culprits = holders_of(roots);
   std::vector<std::string> parts;
-  for (int root : roots) {
+  for (int root : d.culprits) {
     // The operation it holds up, and who waits in it.
     const Edge* first = nullptr;
     std::vector<int> waiting;
@@ -242,43 +297,7 @@ bool Analysis::never_entered(const std::vector<int>& waiters, Diagnosis& d) {
                       process_text(c));
       continue;
     }
-    const View& wv = views_[size_t(first->waiter)];
-    const RingRecord& op = *first->op;
-    const std::string at = " of " + group_text(group_of(wv, op)) + " (" + std::to_string(op.bytes) + " B, step " +
-                           std::to_string(op.step) + ")";
-    std::string text = "rank " + std::to_string(root);
-    if (op.op == Op::Recv)
-      text += " never sent message #" + std::to_string(op.seq) + " to rank " + std::to_string(wv.rank) + at +
-              ", which rank " + std::to_string(wv.rank) + " waits to receive";
-    else if (op.op == Op::Send)
-      text += " never received message #" + std::to_string(op.seq) + " from rank " + std::to_string(wv.rank) + at +
-              ", which rank " + std::to_string(wv.rank) + " waits to send";
-    else
-      text += " never entered " + op_text(wv, op) + " #" + std::to_string(op.seq) + " of " +
-              group_text(group_of(wv, op)) + " (step " + std::to_string(op.step) + "), which " +
-              describe_rank_list(waiting) + " " + (waiting.size() == 1 ? "waits" : "wait") + " in";
-    const int rv = view_of(root);
-    if (rv < 0) {
-      text += "; rank " + std::to_string(root) + " has no flight ring (it never recorded, or its ring is unreadable)";
-    } else {
-      const View& c = views_[size_t(rv)];
-      const std::string who = "; rank " + std::to_string(root);
-      if (c.blocked()) {
-        const RingRecord& r = *c.waiting.front();
-        text += who + " is stuck in " + op_text(c, r) + " #" + std::to_string(r.seq) + " of " +
-                group_text(group_of(c, r)) + " (step " + std::to_string(r.step) + "), which " +
-                (is_point_to_point(r.op)             ? "its peer matched"
-                 : every_member_finished(rv, r) ? "every other member finished"
-                                                     : "every other member entered");
-      } else {
-        text += who + (c.ring->closed ? " exited in " : " is outside any collective, in ") + where(c);
-      }
-      const std::string process = c.ring->closed ? "" : process_text(c);
-      if (!process.empty()) text += "; " + process;
-      const std::string deviates = deviation_text(c, c.last_step);
-      if (!deviates.empty()) d.details.push_back("rank " + std::to_string(root) + " " + deviates);
-    }
-    parts.push_back(text);
+    parts.push_back(held_up_text(root, *first, waiting) + root_state_text(root, d));
   }
   d.summary = "culprit: " + parts.front();
   for (size_t i = 1; i < parts.size(); ++i) d.summary += "; and " + parts[i];

@@ -27,17 +27,22 @@
 #   gpu_restart  tests/integration/gpu_restart.sh, in the time left: four
 #             workers sharing the GPU against one process, and a worker
 #             killed with -9 whose restarted job ends on the same bits
-# Everything lands in $OUT (default build/gpu-check): gpu-check.log, each
-# stage's .out and .err, unit_cuda.json (gtest), summary.json.
+# The stages work in a folder of their own under $TMPDIR (a GPT-2 run
+# leaves a checkpoint of 1.5 GB); what lands in $OUT (default
+# build/gpu-check) is three files, as the device tool brings back at most
+# eight: gpu-check.log, summary.json, and stages.tar.gz (each stage's .out
+# and .err, the gtest reports, facts, the step records; no file over 2 MB).
+# The whole summary.json is also printed last.
 # Exit status: 0 every stage passed, 1 a stage failed, 3 no GPU or no cuBLASLt.
 #
 # Usage: scripts/gpu-check.sh [BUNDLE]   BUNDLE: the folder or .tar.gz of
 # scripts/gpu-bundle.sh (default build/gpu-bundle, else build/gpu-bundle.tar.gz)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-out=${OUT:-$root/build/gpu-check}
-mkdir -p "$out"
-exec > >(tee "$out/gpu-check.log") 2>&1
+result=${OUT:-$root/build/gpu-check}
+mkdir -p "$result"
+out=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")  # the stages' files, packed into $result at the end
+exec > >(tee "$result/gpu-check.log") 2>&1
 
 deadline=420  # seconds for all stages; kill grace, summary and slack fill the rest of 8 minutes
 python=$(command -v python3 || command -v python || true)
@@ -110,9 +115,16 @@ gemm = last_json("gemm_rate.out")
 def meshtrain_gpt2():  # medians of the step records after 3 warm-up steps
     import statistics
     try:
-        rows = [json.loads(l) for l in open(os.path.join(out, "gpt2", "run", "metrics.jsonl"))]
-    except (OSError, ValueError):
+        with open(os.path.join(out, "gpt2", "run", "metrics.jsonl")) as f:
+            lines = f.read().splitlines()
+    except OSError:
         return None
+    rows = []
+    for line in lines:  # a run cut off by its limit may leave half a line last
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass
     steps = [r for r in rows if "tokens_per_s" in r][3:]
     if not steps:
         return None
@@ -157,7 +169,9 @@ summary = {
     "meshtrain_gpt2": meshtrain_run,
     "torch_gpt2": torch_runs,
     "staged_overhead": last_json("staged_overhead.out"),
-    "flop_count": "MFU counts 6*N_matmul + 12*L*C*T FLOPs per token, against 989 TFLOP/s (mfu_vs_989) "
+    "unit_nccl": facts.get("unit_nccl", "not run"),
+    "dev_shm": facts.get("dev_shm"),
+    "flop_count": "MFU counts 6*N_matmul + 12*L*C*T FLOPs per token, against 989 TFLOP/s (mfu_vs_datasheet) "
                   "and against this run's 8192^3 bf16 GEMM rate (mfu_vs_gemm_rate)",
     "stages": stages,
     "seconds": seconds,
@@ -173,11 +187,20 @@ PY
     printf '{"meshtrain_gpu_training": "not run", "exit_status": %d, "reason": "no Python on this machine"}\n' \
       "$status" > "$out/summary.json"
   fi
-  note "summary: $out/summary.json; exit status $status (${SECONDS} s)"
+  cp "$out/summary.json" "$result/summary.json" 2> /dev/null || true
+  (cd "$out" && find . -type f -size -2M ! -path '*/checkpoints/*' ! -name summary.json -print0 |
+    tar --null -czf "$result/stages.tar.gz" -T -) || note "stages.tar.gz could not be written"
+  echo "gpu-check: summary.json:"
+  cat "$result/summary.json" 2> /dev/null && echo || true
+  note "summary: $result/summary.json, each stage's output in $result/stages.tar.gz; exit status $status (${SECONDS} s)"
+  rm -rf "$out"
   if [ -n "${unpacked:-}" ]; then rm -rf "$unpacked"; fi
   exit "$status"
 }
 fact() { printf '%s=%s\n' "$1" "$2" >> "$out/facts.txt"; }
+# Stopped from outside (the device tool's limit, Ctrl-C): what the stages
+# left is still summed up and packed into $result.
+trap 'note "stopped by a signal"; finish 1' TERM INT
 no_go() {  # no_go REASON: nothing here can run; exit 3
   note "$1"
   fact reason "$1"
@@ -245,6 +268,8 @@ fact gpu_memory "${memory# }"
 fact cuda_driver_api "$(grep -o 'CUDA Version: [0-9.]*' "$out/nvidia_smi.out" | awk '{print $3}' || true)"
 glibc=$(getconf GNU_LIBC_VERSION 2> /dev/null | awk '{print $2}' || true)
 fact glibc "$glibc"
+# Workers sharing the GPU stage their gradients through shared memory.
+fact dev_shm "$(df -h /dev/shm 2> /dev/null | awk 'NR == 2 {print $2 " (" $4 " free)"}' || true)"
 built=$(cat "$bundle/GLIBC_VERSION")
 if [ -n "$glibc" ] && [ "$(printf '%s\n%s\n' "$built" "$glibc" | sort -V | head -n 1)" = "$built" ]; then
   fact bundle_runs "on this machine's glibc $glibc (built with $built)"
@@ -266,9 +291,11 @@ cat "$out/versions.out" >> "$out/facts.txt" || true
 # library NAME on this machine. CUDA 13 pip wheels keep them under
 # site-packages/nvidia (cu13/lib, nccl/lib; older layouts cublas/lib), else
 # the CUDA toolkit's lib64 or the loader's cache.
+# Prints one line at most: a second one into a closed `| head -n 1` would
+# end this script (SIGPIPE under pipefail).
 find_library() {
   local name=$1 d
-  timeout 30 "$python" - "$name" << 'PY' 2> /dev/null || true
+  d=$(timeout 30 "$python" - "$name" << 'PY' 2> /dev/null || true
 import glob, importlib.util, os, site, sys
 name = sys.argv[1]
 roots = []
@@ -287,6 +314,11 @@ for root in roots:
             print(os.path.dirname(os.path.realpath(hits[0])))
             sys.exit(0)
 PY
+  )
+  if [ -n "$d" ]; then
+    echo "$d"
+    return
+  fi
   for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
     /usr/lib/x86_64-linux-gnu /usr/lib64; do
     if [ -e "$d/$name" ]; then
@@ -298,7 +330,7 @@ PY
   if [ -n "$d" ]; then dirname "$d"; fi
 }
 note "== cublaslt"
-cublaslt_dir=$(find_library libcublasLt.so.13 | head -n 1)
+cublaslt_dir=$(find_library libcublasLt.so.13)
 if [ -z "$cublaslt_dir" ]; then
   no_go "libcublasLt.so.13 (cuBLASLt of CUDA 13) is not on this machine: not in Python's nvidia packages (pip nvidia-cublas for CUDA 13: site-packages/nvidia/cu13/lib), /usr/local/cuda*/lib64 or the loader's cache. A PyTorch built for CUDA 12 brings libcublasLt.so.12, which meshtrain's CUDA 13 build cannot use."
 fi
@@ -332,7 +364,7 @@ out_dir = "$probe/run"
 name = "adamw"
 lr = 1e-3
 TOML
-stage probe 20 330 "$bundle/bin/meshtrain" train "$probe/job.toml" --training.device=cuda || true
+stage probe 20 345 "$bundle/bin/meshtrain" train "$probe/job.toml" --training.device=cuda || true
 no_gpu=""
 if [ "$stage_rc" -eq 0 ] && grep -q "done: 2 steps" "$out/probe.out"; then
   note "meshtrain trained two steps on the GPU"
@@ -349,26 +381,26 @@ fact meshtrain_gpu_training "$([ "$stage_rc" -eq 0 ] && echo "trains (probe: two
 
 # ---- cuBLASLt's GEMM rate ---------------------------------------------------------
 if [ -z "$no_gpu" ]; then
-  stage gemm_rate 75 360 "$bundle/bin/gemm_rate" || true
+  stage gemm_rate 75 320 "$bundle/bin/gemm_rate" || true
   [ "$stage_rc" -eq 0 ] || failed=1
 fi
 
 # ---- the GPU tests ----------------------------------------------------------------
 if [ -z "$no_gpu" ]; then
-  stage unit_cuda 150 270 env MESHTRAIN_REQUIRE_GPU_TESTS=1 "$bundle/bin/unit_cuda" \
+  stage unit_cuda 150 290 env MESHTRAIN_REQUIRE_GPU_TESTS=1 "$bundle/bin/unit_cuda" \
     --gtest_output="json:$out/unit_cuda.json" || true
   [ "$stage_rc" -eq 0 ] || failed=1
   # NCCL's communicators of one rank (tests/unit/nccl/), where the machine has libnccl.so.2.
-  nccl_dir=$(find_library libnccl.so.2 | head -n 1)
+  nccl_dir=$(find_library libnccl.so.2)
   if [ -x "$bundle/bin/unit_nccl" ] && [ -n "$nccl_dir" ]; then
-    stage unit_nccl 30 300 env MESHTRAIN_REQUIRE_GPU_TESTS=1 LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH" \
+    stage unit_nccl 30 280 env MESHTRAIN_REQUIRE_GPU_TESTS=1 LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH" \
       "$bundle/bin/unit_nccl" --gtest_output="json:$out/unit_nccl.json" || true
     [ "$stage_rc" -eq 0 ] || failed=1
     fact unit_nccl "$([ "$stage_rc" -eq 0 ] && echo passed || echo "failed: see unit_nccl.out")"
   else
     fact unit_nccl "not run: $([ -x "$bundle/bin/unit_nccl" ] && echo "no libnccl.so.2 on this machine" || echo "not in the bundle")"
   fi
-  stage gpu_parity 115 210 bash "$root/tests/integration/gpu_parity.sh" "$bundle/bin/meshtrain" "$root" || true
+  stage gpu_parity 115 190 bash "$root/tests/integration/gpu_parity.sh" "$bundle/bin/meshtrain" "$root" || true
   [ "$stage_rc" -eq 0 ] || failed=1
 fi
 
@@ -382,13 +414,13 @@ if [ -z "$no_gpu" ] && [ -n "$python" ]; then
   "$python" -c 'import array, random, sys
 r = random.Random(5)
 array.array("H", (r.randrange(50257) for _ in range(1_000_000))).tofile(open(sys.argv[1], "wb"))' "$gpt2/tokens.bin"
-  stage meshtrain_gpt2 60 200 "$bundle/bin/meshtrain" train "$root/examples/gpt-bench-gpt2.toml" \
+  stage meshtrain_gpt2 60 160 "$bundle/bin/meshtrain" train "$root/examples/gpt-bench-gpt2.toml" \
     --training.device=cuda --training.batch_size=16 --training.steps=20 --training.threads=4 \
     --data.train_path="$gpt2/tokens.bin" --data.val_path="$gpt2/tokens.bin" --training.out_dir="$gpt2/run" || true
   [ "$stage_rc" -eq 0 ] || failed=1
   # The host-staged path's cost on one GPU: two workers sharing it against one with their batch.
   mkdir -p "$gpt2/staged"
-  stage staged_overhead 50 150 env PYTHON="$python" bash "$root/bench/gpu/staged_overhead.sh" \
+  stage staged_overhead 50 130 env PYTHON="$python" bash "$root/bench/gpu/staged_overhead.sh" \
     "$bundle/bin/meshtrain" "$gpt2/tokens.bin" "$gpt2/staged" || true
   [ "$stage_rc" -eq 0 ] || failed=1
 fi

@@ -1,7 +1,10 @@
 # The prepared device check (scripts/gpu-check.sh) on a machine without a
 # GPU, with a bundle made from this build (scripts/gpu-bundle.sh): it
 # unpacks the bundle, finds no driver, writes summary.json naming the
-# reason and exits 3, and takes its unpacked copy away. The check runs for
+# reason and exits 3, and takes its unpacked copy and its stages' folder
+# away, leaving in $OUT no more than the device tool brings back (8 files,
+# 16 MiB each, 2 folders down). Its stages keep time for the ones after
+# them in an order that never grows (else a later stage can get none). The check runs for
 # real only on a lent GPU machine, in a few minutes that a broken script
 # would waste; this runs its own plumbing (bundle, stage record, summary)
 # on every CI run.
@@ -28,5 +31,19 @@ assert s["stages"]["nvidia_smi"]["result"].startswith("failed"), s["stages"]
 assert s["versions"]["bundle"], s["versions"]  # the bundle's MANIFEST was read
 print(f"gpu-check.sh without a GPU: exit 3, summary.json: {s['reason']}")
 PY
-leftover=$(find "$WORK" -maxdepth 1 -name 'gpu-bundle.*' ! -name 'gpu-bundle.tar.gz')
-[ -z "$leftover" ] || fail "gpu-check.sh left its unpacked bundle: $leftover"
+leftover=$(find "$WORK" -maxdepth 1 \( -name 'gpu-bundle.*' ! -name 'gpu-bundle.tar.gz' \) -o -name 'gpu-check.*')
+[ -z "$leftover" ] || fail "gpu-check.sh left its unpacked bundle or its stages' folder: $leftover"
+files=$(cd "$WORK/check" && find . -type f | sort)
+[ "$files" = "$(printf './gpu-check.log\n./stages.tar.gz\n./summary.json')" ] ||
+  fail "gpu-check.sh's \$OUT holds more or other than its log, summary and packed stages: $files"
+[ -z "$(find "$WORK/check" -type f -size +16M)" ] || fail "a file in gpu-check.sh's \$OUT is over 16 MiB"
+tar -tzf "$WORK/check/stages.tar.gz" | grep -qx './nvidia_smi.err' ||
+  fail "stages.tar.gz lacks the nvidia_smi stage's output: $(tar -tzf "$WORK/check/stages.tar.gz" | tr '\n' ' ')"
+grep -q '"exit_status": 3' check.log || fail "gpu-check.sh did not print its whole summary.json last"
+python3 - "$SRC/scripts/gpu-check.sh" <<'PY' || fail "gpu-check.sh's stages keep time for later stages out of order"
+import re, sys
+kept = [(m.group(1), int(m.group(2))) for m in re.finditer(r"^\s*stage (\w+) \d+ (\d+) ", open(sys.argv[1]).read(), re.M)]
+assert len(kept) >= 10, kept
+for (a, x), (b, y) in zip(kept, kept[1:]):
+    assert x >= y, f"{a} keeps {x} s for the stages after it, {b} after it keeps {y}"
+PY

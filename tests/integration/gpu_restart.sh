@@ -27,7 +27,8 @@ compare_losses "$WORK/one/metrics.jsonl" "$WORK/four/metrics.jsonl" 1e-3 ||
   fail "2 x 2 workers sharing the GPU: losses differ from one GPU process's"
 echo "four workers sharing the GPU (2 data x 2 tensor, host-staged) train as one GPU process does"
 
-# 40 steps: on a GPU a step of the chaos model is short, and the kill must land before the end.
-killed_at=$(killed_same_bits gpu-kill 40 6 1 --nproc 2 --parallel.data=allreduce "${common[@]}" --checkpoint.every=4 \
-  --checkpoint.keep=5 --training.steps=40 "${CHAOS_MODEL[@]}") || exit 1
+# 120 steps: on a GPU a step of the chaos model takes milliseconds, and the kill (polled every
+# 50 ms) must land before the end.
+killed_at=$(killed_same_bits gpu-kill 120 6 1 --nproc 2 --parallel.data=allreduce "${common[@]}" --checkpoint.every=4 \
+  --checkpoint.keep=5 --training.steps=120 "${CHAOS_MODEL[@]}") || exit 1
 echo "worker 1 killed with -9 after step $killed_at on the GPU: restarted, resumed to the same bits"

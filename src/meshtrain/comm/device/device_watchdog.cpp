@@ -28,8 +28,11 @@ DeviceWatchdog::~DeviceWatchdog() {
   }
   wake_.notify_all();
   thread_.join();
+  // What is left is either done and not yet polled (a clean shutdown, up to
+  // one interval after the last operation) or still running: one last poll
+  // tells which, so the flight recorder marks only the latter failed.
   for (WatchedWork& w : queue_)
-    if (w.finished) w.finished(false);
+    if (w.finished) w.finished(!failed_ && w.poll && w.poll().done);
 }
 
 void DeviceWatchdog::watch(WatchedWork work) {

@@ -55,7 +55,12 @@ class NcclWork final : public DeviceWork {
   }
   // After the operation is enqueued.
   void mark_end() { check_cuda(cudaEventRecord(end_, communicator_.stream()), "cudaEventRecord", kWhere); }
-  void wait() override { communicator_.before_compute(compute_); }
+  // The compute stream waits for this operation's end only, not for what
+  // the communication stream took on after it (ZeRO-3's next prefetched
+  // gather, later buckets), which would take the overlap away.
+  void wait() override {
+    check_cuda(cudaStreamWaitEvent(compute_, end_, 0), "cudaStreamWaitEvent", kWhere);
+  }
   // Waits on the host for the operation's end (only a caller that asks:
   // data parallelism's overlap report, just before the step's norm waits
   // for the device anyway).

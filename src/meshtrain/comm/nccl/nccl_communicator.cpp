@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <thread>
 #include <utility>
@@ -63,10 +64,13 @@ ncclComm_t init_rank(const ncclUniqueId& id, int rank, int size, const std::stri
   const ncclResult_t status =
       bounded_join(name, rank, size, "joining (ncclCommInitRank)", timeout_s,
                    [&] { return nccl_library().CommInitRank(&comm, size, id, rank); });
-  if (status != ncclSuccess)
+  if (status != ncclSuccess) {
+    const char* last = nccl_library().GetLastError(nullptr);
     throw CommError("NCCL communicator '" + name + "': rank " + std::to_string(rank) + " of " + std::to_string(size) +
                     " could not join (ncclCommInitRank): " + nccl_status_text(status) +
-                    " (two ranks on one GPU are refused: docs/gpu.md)");
+                    (last && *last ? std::string("; NCCL says: ") + last : std::string()) +
+                    " (two ranks on one GPU are refused, and a small /dev/shm fails the join: docs/gpu.md)");
+  }
   return comm;
 }
 
@@ -137,12 +141,26 @@ NcclCommunicator::NcclCommunicator(NcclCommunicator&& o) noexcept
     : comm_(std::exchange(o.comm_, nullptr)), rank_(o.rank_), size_(o.size_), members_(std::move(o.members_)),
       name_(std::move(o.name_)), timeout_s_(o.timeout_s_), stream_(std::exchange(o.stream_, nullptr)),
       event_(std::exchange(o.event_, nullptr)), device_(o.device_), watchdog_(std::move(o.watchdog_)),
-      flight_group_(o.flight_group_), seq_(o.seq_),
+      flight_group_(o.flight_group_), seq_(o.seq_), issued_(o.issued_),
       in_flight_(std::move(o.in_flight_)), last_operation_(std::move(o.last_operation_)) {}
 
 NcclCommunicator::~NcclCommunicator() {
   watchdog_.reset();  // stops polling before the communicator goes
-  if (comm_) nccl_library().CommDestroy(comm_);
+  if (comm_) {
+    // ncclCommDestroy finalizes: it waits for the communicator's work and,
+    // within a node, for its peers. A communicator left by an error (being
+    // unwound, or work still on its stream) is aborted instead, so the
+    // error reaches the user and the restart rather than a hang; a clean
+    // one that still cannot finish (a peer died after its last operation)
+    // ends the process past parallel.timeout_s, as a join does.
+    const bool pending = cudaStreamQuery(stream_) != cudaSuccess;
+    (void)cudaGetLastError();  // a pending stream's answer is not an error of the next launch's
+    if (pending || std::uncaught_exceptions() > 0)
+      nccl_library().CommAbort(comm_);
+    else
+      bounded_join(name_, rank_, size_, "destroying the communicator (ncclCommDestroy)", timeout_s_,
+                   [comm = comm_] { return nccl_library().CommDestroy(comm); });
+  }
   if (event_) cudaEventDestroy(event_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -191,7 +209,8 @@ void NcclCommunicator::record(flight::Op op, size_t bytes, int peer) {
   const flight::Entry entry{.op = op, .peer = peer, .seq = seq_++, .bytes = bytes};
   const flight::Slot slot = flight::schedule(flight_group_, std::span(&entry, 1));
   flight::started(slot);
-  if (slot) in_flight_.push_back(slot);
+  if (slot) in_flight_.push_back(slot);  // no slot: no flight ring open (the watchdog still watches: issued_)
+  issued_ = true;
 }
 
 void NcclCommunicator::all_reduce(void* data, size_t count, DataType type, Reduction op) {
@@ -289,11 +308,13 @@ void NcclCommunicator::wait() {
   }
   for (const flight::Slot& slot : in_flight_) flight::finished(slot, true);
   in_flight_.clear();
+  issued_ = false;
 }
 
 void NcclCommunicator::watch_issued() {
   if (!comm_) throw CommError("NCCL communicator '" + name_ + "' was aborted by an earlier error");
-  if (in_flight_.empty()) return;
+  if (!issued_) return;
+  issued_ = false;
   const std::string where = "NCCL communicator '" + name_ + "' rank " + std::to_string(rank_);
   if (!watchdog_) {
     // Everything the thread needs is copied: a communicator may move.

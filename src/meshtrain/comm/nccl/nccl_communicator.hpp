@@ -132,7 +132,8 @@ class NcclCommunicator {
   std::unique_ptr<DeviceWatchdog> watchdog_;
   uint16_t flight_group_;
   uint64_t seq_ = 0;
-  std::vector<flight::Slot> in_flight_;  // started, not yet waited for
+  bool issued_ = false;                  // enqueued since the last wait() or watch_issued()
+  std::vector<flight::Slot> in_flight_;  // their flight-recorder entries (none without a ring)
   std::string last_operation_;           // for a timeout's message
 };
 

@@ -1,6 +1,7 @@
 #include "meshtrain/comm/nccl/nccl_library.hpp"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 
 #include <string>
 
@@ -21,6 +22,15 @@ void find(void* handle, F& function, const char* name) {
 }
 
 NcclLibrary load() {
+  // A worker has several communicators on one GPU, each with a stream of
+  // its own (the data group's buckets, the expert-data group's, the tensor
+  // axis's all-reduces), and NCCL's kernels wait for their peers: if two
+  // GPUs ran two communicators' kernels in different orders, each would
+  // wait for the other for ever. This makes NCCL keep the host's order of
+  // issue across the communicators of a device (NCCL 2.26 and later), and
+  // the host issues in the same order on every worker. Set before NCCL is
+  // loaded, so before it reads its settings; a user's own setting wins.
+  ::setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", /*overwrite=*/0);
   void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     throw CommError(std::string("NCCL could not be loaded: ") + dlerror() +

@@ -130,6 +130,23 @@ TEST(DeviceWatchdog, StopsWithWorkPendingAndRunsItsStartOnItsOwnThread) {
   EXPECT_EQ(log.all(), (std::vector<std::string>{"pending dropped"}));
 }
 
+// At a clean shutdown the last operations have often finished on the
+// device without the thread's next poll yet (it polls every interval):
+// those are retired as done, not as failed, so the flight recorder does
+// not show a clean run's last bucket failed; work still running is.
+TEST(DeviceWatchdog, AtShutdownFinishedButUnpolledWorkIsRetiredDoneAndRunningWorkDropped) {
+  Log log;
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  {
+    DeviceWatchdog watchdog(30.0, [](const std::string&) {}, {}, 10s);  // no second poll within the test
+    watchdog.watch(flagged("last bucket", finished, log));
+    watchdog.watch(flagged("still running", std::make_shared<std::atomic<bool>>(false), log));
+    std::this_thread::sleep_for(20ms);  // the thread polled "last bucket" once: not done
+    finished->store(true);
+  }
+  EXPECT_EQ(log.all(), (std::vector<std::string>{"last bucket ok", "still running dropped"}));
+}
+
 // run_watched, as NCCL's blocking joins use it: a call that returns in time
 // is not reported; one still running past the timeout is, once, named,
 // while it goes on (here until it sees the report).

@@ -185,6 +185,10 @@ class Backend {
   virtual void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V) = 0;
   virtual void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* logits, const float* mx,
                                        const int32_t* targets, int64_t N, int64_t V, int64_t v0) = 0;
+  virtual void shard_argmax_candidates(int32_t* arg, const float* local_max, const float* mx, int64_t N, int64_t v0,
+                                       int64_t V) = 0;
+  virtual void shard_loss_rows(float* lse, float* loss, float* hit, const float* mx, const float* sumexp,
+                               const float* target_logit, const int32_t* arg, const int32_t* targets, int64_t N) = 0;
 
   // Embedding shards and positions, image patches and pooling (embedding.hpp).
   virtual void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0,

@@ -190,6 +190,14 @@ class CpuBackend final : public Backend {
                                const int32_t* targets, int64_t N, int64_t V, int64_t v0) override {
     kernels::softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets, N, V, v0);
   }
+  void shard_argmax_candidates(int32_t* arg, const float* local_max, const float* mx, int64_t N, int64_t v0,
+                               int64_t V) override {
+    kernels::shard_argmax_candidates(arg, local_max, mx, N, v0, V);
+  }
+  void shard_loss_rows(float* lse, float* loss, float* hit, const float* mx, const float* sumexp,
+                       const float* target_logit, const int32_t* arg, const int32_t* targets, int64_t N) override {
+    kernels::shard_loss_rows(lse, loss, hit, mx, sumexp, target_logit, arg, targets, N);
+  }
 
   void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0, int64_t V_rows,
                               int64_t N, int64_t C) override {

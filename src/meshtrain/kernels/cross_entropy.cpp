@@ -4,6 +4,7 @@
 
 #include "meshtrain/core/cpu_dispatch.hpp"
 #include "meshtrain/kernels/fast_math.hpp"
+#include "meshtrain/kernels/vocab_shard_math.hpp"
 
 namespace meshtrain::kernels {
 
@@ -79,6 +80,20 @@ void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* lo
     sumexp[n] = sum;
     const int64_t t = targets[n] - v0;
     target_logit[n] = t >= 0 && t < V ? z[t] : 0.0f;
+  }
+}
+
+void shard_argmax_candidates(int32_t* arg, const float* local_max, const float* mx, int64_t N, int64_t v0, int64_t V) {
+  for (int64_t n = 0; n < N; ++n) arg[n] = shard_argmax_candidate(local_max[n], mx[n], arg[n], v0, V);
+}
+
+void shard_loss_rows(float* lse, float* loss, float* hit, const float* mx, const float* sumexp,
+                     const float* target_logit, const int32_t* arg, const int32_t* targets, int64_t N) {
+  for (int64_t n = 0; n < N; ++n) {
+    const ShardLossRow row = shard_loss_row(mx[n], sumexp[n], target_logit[n], arg[n], targets[n]);
+    lse[n] = row.lse;
+    loss[n] = row.loss;
+    hit[n] = row.hit;
   }
 }
 

@@ -35,5 +35,12 @@ void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int
 // forward above sums, so one shard of the whole vocabulary gives its bits.
 void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* logits, const float* mx,
                              const int32_t* targets, int64_t N, int64_t V, int64_t v0);
+// Between the all-reduces (vocab_shard_math.hpp): arg (N) = each row's
+// argmax candidate, from this shard's max and column (arg itself, in place)
+// and the row's max; then lse, loss and hit (N each) from the row's max,
+// exp sum and target logit and the argmax over every shard.
+void shard_argmax_candidates(int32_t* arg, const float* local_max, const float* mx, int64_t N, int64_t v0, int64_t V);
+void shard_loss_rows(float* lse, float* loss, float* hit, const float* mx, const float* sumexp,
+                     const float* target_logit, const int32_t* arg, const int32_t* targets, int64_t N);
 
 }  // namespace meshtrain::kernels

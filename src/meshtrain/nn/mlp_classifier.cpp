@@ -50,7 +50,8 @@ ForwardResult MlpClassifier::forward(const Batch& batch) {
     throw Error("mlp: batch needs pixels (" + std::to_string(B) + ", " + std::to_string(config_.input_dim) +
                 ") and targets (" + std::to_string(B) + ")");
   B_ = B;
-  const float* x = batch.pixels.data();  // (B, input_dim)
+  // (B, input_dim), where the kernels read it; the first layer's backward reads it again.
+  const float* x = nn::staged_input(nn::backend_of(store_), batch.pixels.data(), size_t(B * config_.input_dim), pixels_);
   for (size_t i = 0; i < fc_.size(); ++i) {
     const float* h = fc_[i]->forward(x, B);  // (B, hidden[i]) pre-activation
     act_[i].ensure(B * config_.hidden[i]);

@@ -45,6 +45,7 @@ class MlpClassifier final : public Model {
   std::vector<std::unique_ptr<nn::Linear>> fc_;  // hidden layers
   nn::Linear head_;
   nn::SoftmaxCrossEntropy xent_;
+  DeviceArray<float> pixels_{nn::memory_of(store_), MemoryKind::Activations};  // the batch's, off the CPU
   std::vector<DeviceArray<float>> act_;  // (B, hidden[i]) GELU outputs
   DeviceArray<float> dbuf_[2] = {DeviceArray<float>(nn::memory_of(store_), MemoryKind::Activations),
                                  DeviceArray<float>(nn::memory_of(store_), MemoryKind::Activations)};  // ping-pong gradients

@@ -76,7 +76,8 @@ ForwardResult Vit::forward(const Batch& batch) {
     throw Error("vit: batch needs " + std::to_string(need) + " pixels and " + std::to_string(B) + " targets");
   B_ = B;
   patches_.ensure(B * np_ * patch_dim_);
-  nn::backend_of(store_).patchify(patches_.raw(), batch.pixels.data(), B, config_.channels, S, S, config_.patch_size);
+  const float* pixels = nn::staged_input(nn::backend_of(store_), batch.pixels.data(), need, pixels_);
+  nn::backend_of(store_).patchify(patches_.raw(), pixels, B, config_.channels, S, S, config_.patch_size);
   float* x = patch_embed_.forward(patches_.raw(), B * np_);  // (B, NP, C)
   nn::backend_of(store_).position_add_forward(x, store_.param(pos_), B, np_, C);
   const float* h = x;

@@ -80,6 +80,7 @@ class Vit final : public Model {
   nn::Workspace ws_{nn::memory_of(store_)};
   int64_t B_ = 0;
   bool ready_ = false;
+  DeviceArray<float> pixels_{nn::memory_of(store_), MemoryKind::Activations};   // the batch's, off the CPU
   DeviceArray<float> patches_{nn::memory_of(store_), MemoryKind::Activations};  // (B, NP, ch*P*P)
   DeviceArray<float> pooled_{nn::memory_of(store_), MemoryKind::Activations};   // (B, C)
   DeviceArray<float> dpooled_{nn::memory_of(store_), MemoryKind::Activations};  // (B, C)

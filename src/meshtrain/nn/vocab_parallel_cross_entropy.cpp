@@ -1,12 +1,9 @@
 #include "meshtrain/nn/vocab_parallel_cross_entropy.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <limits>
 #include <string>
 
 #include "meshtrain/core/error.hpp"
-#include "meshtrain/kernels/cross_entropy.hpp"
 
 namespace meshtrain::nn {
 
@@ -29,47 +26,44 @@ ForwardResult VocabParallelCrossEntropy::forward(const float* logits, const int3
     if (targets[n] < 0 || targets[n] >= V_)
       throw Error("VocabParallelCrossEntropy: target " + std::to_string(targets[n]) + " at row " +
                   std::to_string(n) + " is outside [0, " + std::to_string(V_) + ")");
-  row_max_.ensure(N);
-  local_max_.ensure(N);
-  argmax_.ensure(N);
-  sums_.ensure(2 * N);
-  lse_.ensure(N);
-  logits_ = logits;
-  targets_ = targets;
-  N_ = N;
   const size_t rows = static_cast<size_t>(N);
-  float* local = local_max_.data();
-  float* mx = row_max_.data();
-  int32_t* arg = argmax_.data();
+  row_max_.ensure(rows);
+  local_max_.ensure(rows);
+  argmax_.ensure(rows);
+  sums_.ensure(2 * rows);
+  lse_.ensure(rows);
+  loss_hits_.ensure(2 * rows);
+  logits_ = logits;
+  targets_ = staged_input(backend_, targets, rows, targets_staged_);
+  N_ = N;
+  float* local = local_max_.raw();
+  float* mx = row_max_.raw();
+  int32_t* arg = argmax_.raw();
   backend_.row_max_argmax(local, arg, logits, N, V_cols_);
-  std::copy(local, local + N, mx);
+  backend_.copy(mx, local, rows);
   tp_->all_reduce_max(mx, rows);
-  // A shard whose max is the row's offers its first column holding it, the
-  // others V (past every column): the min is the serial argmax.
-  for (int64_t n = 0; n < N; ++n) arg[n] = local[n] == mx[n] ? static_cast<int32_t>(v0_ + arg[n]) : int32_t(V_);
+  backend_.shard_argmax_candidates(arg, local, mx, N, v0_, V_);
   tp_->all_reduce_min(arg, rows);
-  float* sumexp = sums_.data();
-  float* target_logit = sums_.data() + N;
-  backend_.softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets, N, V_cols_, v0_);
-  tp_->all_reduce_sum_fp32(sums_.data(), 2 * rows);
+  float* sumexp = sums_.raw();
+  float* target_logit = sums_.raw() + N;
+  backend_.softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets_, N, V_cols_, v0_);
+  tp_->all_reduce_sum_fp32(sums_.raw(), 2 * rows);
+  float* loss = loss_hits_.raw();
+  backend_.shard_loss_rows(lse_.raw(), loss, loss + N, mx, sumexp, target_logit, arg, targets_, N);
+  // Summed in row order in double, as SoftmaxCrossEntropy sums (the one wait for the device).
+  double sums[2];  // loss, hits
+  backend_.sums_in_order(loss, rows, 2, sums);
   ForwardResult r;
   r.count = N;
-  // Summed serially in double, as SoftmaxCrossEntropy sums.
-  double sum = 0;
-  for (int64_t n = 0; n < N; ++n) {
-    lse_[n] = mx[n] + std::log(sumexp[n]);
-    const float loss = lse_[n] - target_logit[n];
-    sum += loss;
-    r.correct += arg[n] == targets[n];
-  }
-  r.loss = static_cast<float>(sum / N);
+  r.correct = static_cast<int64_t>(sums[1]);
+  r.loss = static_cast<float>(sums[0] / N);
   return r;
 }
 
 void VocabParallelCrossEntropy::backward(float* dlogits) {
   if (!tp_) return serial_.backward(dlogits);
   if (!logits_) throw Error("VocabParallelCrossEntropy::backward called before forward");
-  backend_.softmax_xent_backward(dlogits, logits_, lse_.data(), targets_, N_, V_cols_, 1.0f / N_, v0_);
+  backend_.softmax_xent_backward(dlogits, logits_, lse_.raw(), targets_, N_, V_cols_, 1.0f / N_, v0_);
 }
 
 }  // namespace meshtrain::nn

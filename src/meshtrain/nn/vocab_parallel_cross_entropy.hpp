@@ -13,13 +13,16 @@
 // on every rank. The argmax is the serial one (first maximum wins): within a
 // shard the first maximum, across shards the lowest column, so accuracy
 // counts the same hits. Backward needs no communication: each rank writes
-// softmax - onehot for its own columns from the whole row's lse.
+// softmax - onehot for its own columns from the whole row's lse. Every
+// row's value stays on the logits' device (kernels between the all-reduces,
+// kernels/vocab_shard_math.hpp); the host reads only the loss and the hits,
+// summed in row order as the serial loss sums them.
 //
 // Without a group it is SoftmaxCrossEntropy, unchanged. With a group of one
 // the same kernels in the same order give the serial bits.
 #include <cstdint>
 
-#include "meshtrain/core/aligned_buffer.hpp"
+#include "meshtrain/core/device_array.hpp"
 #include "meshtrain/nn/cross_entropy.hpp"
 #include "meshtrain/nn/model.hpp"
 #include "meshtrain/nn/tensor_parallel.hpp"
@@ -52,13 +55,16 @@ class VocabParallelCrossEntropy {
   int64_t V_, v0_, V_cols_;
   SoftmaxCrossEntropy serial_;  // without a group
   const float* logits_ = nullptr;
-  const int32_t* targets_ = nullptr;
+  const int32_t* targets_ = nullptr;  // (N) the host's (on the CPU) or targets_staged_'s
   int64_t N_ = 0;
-  AlignedBuffer<float> row_max_{MemoryKind::Activations};    // (N) this shard's, then the whole row's
-  AlignedBuffer<float> local_max_{MemoryKind::Activations};  // (N) this shard's
-  AlignedBuffer<int32_t> argmax_{MemoryKind::Activations};   // (N) whole-vocabulary column
-  AlignedBuffer<float> sums_{MemoryKind::Activations};       // (2N) sum exp, then target logit
-  AlignedBuffer<float> lse_{MemoryKind::Activations};        // (N)
+  // In the backend's memory, as the logits are.
+  DeviceArray<float> row_max_{backend_.allocator(), MemoryKind::Activations};    // (N) the whole row's
+  DeviceArray<float> local_max_{backend_.allocator(), MemoryKind::Activations};  // (N) this shard's
+  DeviceArray<int32_t> argmax_{backend_.allocator(), MemoryKind::Activations};   // (N) whole-vocabulary column
+  DeviceArray<float> sums_{backend_.allocator(), MemoryKind::Activations};       // (2N) sum exp, then target logit
+  DeviceArray<float> lse_{backend_.allocator(), MemoryKind::Activations};        // (N)
+  DeviceArray<float> loss_hits_{backend_.allocator(), MemoryKind::Activations};  // (2N) each row's loss, then hit
+  DeviceArray<int32_t> targets_staged_{backend_.allocator(), MemoryKind::Activations};
 };
 
 }  // namespace meshtrain::nn

@@ -79,6 +79,7 @@ comm::DeviceCollectivesChoice use_device_collectives(comm::MeshGroups& groups, c
     auto* memory = dynamic_cast<kernels::cuda::CudaAllocator*>(&kernels::backend_for(device).allocator());
     if (!memory) throw DeviceError("the GPU's backend has no CUDA stream for NCCL to follow");
     comm::nccl::use_nccl(groups, memory->stream(), timeout_s);
+    choice.why += "; NCCL " + comm::nccl::nccl_version();
   }
 #else
   (void)timeout_s;

@@ -4,7 +4,9 @@
 // an odd width), N = 3 x 37 rows, targets inside and outside the shard, a
 // tie for the row max: the max and argmax bit for bit, the exp sums and the
 // gradient within 1e-5 relative (sums in another order), outputs poisoned
-// first, and a second run with the same bits.
+// first, and a second run with the same bits; the rows' steps between the
+// all-reduces (argmax candidates bit for bit; lse and loss within 1 ulp of
+// log's, hits exactly).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -105,6 +107,39 @@ TEST(CudaVocabShard, BackwardMatchesTheCpuInPlaceAndApart) {
   softmax_xent_shard_backward(d_logits.ptr().raw(), d_logits.ptr().raw(), d_lse.ptr().raw(), d_targets.ptr().raw(),
                               kRows, kShard, dloss, kFirst, nullptr);
   expect_same_bits(to_host(d_logits), to_host(d_apart), "in place: the same bits");
+}
+
+TEST(CudaVocabShard, TheRowsStepsBetweenTheAllReducesMatchTheCpu) {
+  MESHTRAIN_REQUIRE_GPU();
+  CudaAllocator alloc;
+  const Shard s = make_shard();
+  std::vector<float> local(kRows), sumexp(kRows), target(kRows);
+  std::vector<int32_t> arg(kRows);
+  kernels::row_max_argmax(local.data(), arg.data(), s.logits.data(), kRows, kShard);
+  std::vector<float> row_max = local;
+  for (int64_t n = 0; n < kRows; n += 3) row_max[n] += 1.0f;  // another shard holds these rows' max
+  kernels::softmax_xent_shard_sums(sumexp.data(), target.data(), s.logits.data(), row_max.data(), s.targets.data(),
+                                   kRows, kShard, kFirst);
+  std::vector<int32_t> want_arg = arg;
+  kernels::shard_argmax_candidates(want_arg.data(), local.data(), row_max.data(), kRows, kFirst, kWhole);
+  auto d_arg = to_device(alloc, arg);
+  auto d_local = to_device(alloc, local);
+  auto d_max = to_device(alloc, row_max);
+  shard_argmax_candidates(d_arg.ptr().raw(), d_local.ptr().raw(), d_max.ptr().raw(), kRows, kFirst, kWhole, nullptr);
+  expect_same_bits(to_host(d_arg), want_arg, "argmax candidates (V where another shard holds the max)");
+
+  std::vector<float> lse(kRows), loss(kRows), hit(kRows);
+  kernels::shard_loss_rows(lse.data(), loss.data(), hit.data(), row_max.data(), sumexp.data(), target.data(),
+                           want_arg.data(), s.targets.data(), kRows);
+  auto d_sum = to_device(alloc, sumexp);
+  auto d_target = to_device(alloc, target);
+  auto d_targets = to_device(alloc, s.targets);
+  auto d_lse = poisoned<float>(alloc, kRows), d_loss = poisoned<float>(alloc, kRows), d_hit = poisoned<float>(alloc, kRows);
+  shard_loss_rows(d_lse.ptr().raw(), d_loss.ptr().raw(), d_hit.ptr().raw(), d_max.ptr().raw(), d_sum.ptr().raw(),
+                  d_target.ptr().raw(), d_arg.ptr().raw(), d_targets.ptr().raw(), kRows, nullptr);
+  expect_close(to_host(d_lse), lse, 1e-6, "lse");
+  expect_close(to_host(d_loss), loss, 1e-5, "loss");
+  expect_same_bits(to_host(d_hit), hit, "hits");
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // The guarded device (training.device = "cpu-guarded"): its memory faults on
-// a host access outside a backend call or the allocator's own copies, and a
-// backend call computes what the CPU's computes.
+// a host access outside a backend call or the allocator's own copies, a
+// backend call computes what the CPU's computes, and a kernel or a copy
+// given host memory where a GPU's needs its own is refused, naming the call.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "meshtrain/core/device_array.hpp"
+#include "meshtrain/core/error.hpp"
 #include "meshtrain/kernels/backend.hpp"
 #include "meshtrain/kernels/guarded_backend.hpp"
 
@@ -37,6 +40,33 @@ TEST(GuardedBackend, KernelsSeeTheMemoryAndComputeTheCpusValues) {
   EXPECT_EQ(sums[0], 1.5 - 2.0);
   EXPECT_EQ(sums[1], 3.25 + 0.5);
   EXPECT_EQ(guarded.host_syncs() - syncs, 1);
+}
+
+TEST(GuardedBackend, AKernelOrACopyGivenHostMemoryForTheDevicesIsRefused) {
+  Backend& guarded = guarded_backend();
+  DeviceArray<float> a(guarded.allocator(), MemoryKind::Activations);
+  a.ensure(4);
+  std::vector<float> host(4, 1.0f);
+  const auto refused = [](auto&& call, const std::string& names) {
+    try {
+      call();
+    } catch (const DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "not refused: " << names;
+  };
+  refused([&] { guarded.gelu_forward(a.raw(), host.data(), 4); }, "gelu_forward's pointer argument 2 is host memory");
+  refused([&] { guarded.gelu_forward(host.data(), a.raw(), 4); }, "gelu_forward's pointer argument 1 is host memory");
+  refused([&] { guarded.allocator().upload(host.data(), a.raw(), 16); }, "upload's destination is host memory");
+  refused([&] { guarded.allocator().download(a.raw(), host.data(), 16); }, "download's source is host memory");
+  int32_t arg[4] = {};
+  refused([&] { guarded.shard_argmax_candidates(arg, a.raw(), a.raw(), 4, 0, 8); },
+          "shard_argmax_candidates's pointer argument 1");
+  // The host's results (a norm's sums) and optional pointers left null are not device pointers.
+  double sums[2];
+  guarded.sums_in_order(a.raw(), 2, 2, sums);
+  guarded.fill_rows(a.raw(), nullptr, nullptr, 2, 2);
 }
 
 TEST(GuardedBackendDeathTest, AHostReadOutsideAKernelFaults) {

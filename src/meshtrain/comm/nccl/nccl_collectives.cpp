@@ -49,7 +49,11 @@ class NcclWork final : public DeviceWork {
     check_cuda(cudaEventCreate(&end_), "cudaEventCreate", kWhere);
     check_cuda(cudaEventRecord(start_, communicator_.stream()), "cudaEventRecord", kWhere);
   }
+  // A work dropped unwaited (a step left by an exception, handles reset)
+  // still orders the compute stream after it: the buffers it reads and
+  // writes are freed or reused in that stream's order.
   ~NcclWork() override {
+    if (!waited_) (void)cudaStreamWaitEvent(compute_, end_, 0);
     cudaEventDestroy(start_);
     cudaEventDestroy(end_);
   }
@@ -60,6 +64,7 @@ class NcclWork final : public DeviceWork {
   // gather, later buckets), which would take the overlap away.
   void wait() override {
     check_cuda(cudaStreamWaitEvent(compute_, end_, 0), "cudaStreamWaitEvent", kWhere);
+    waited_ = true;
   }
   // Waits on the host for the operation's end (only a caller that asks:
   // data parallelism's overlap report, just before the step's norm waits
@@ -80,6 +85,7 @@ class NcclWork final : public DeviceWork {
   NcclCommunicator& communicator_;
   cudaStream_t compute_;
   cudaEvent_t start_ = nullptr, end_ = nullptr;
+  bool waited_ = false;
   mutable double busy_s_ = -1;  // not yet known
 };
 

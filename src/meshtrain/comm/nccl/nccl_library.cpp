@@ -37,6 +37,7 @@ NcclLibrary load() {
                     " (install NCCL, e.g. pip's nvidia-nccl-cu13, and put its lib/ on LD_LIBRARY_PATH)");
   NcclLibrary lib;
   find(handle, lib.GetUniqueId, "ncclGetUniqueId");
+  find(handle, lib.GetVersion, "ncclGetVersion");
   find(handle, lib.CommInitRank, "ncclCommInitRank");
   find(handle, lib.CommSplit, "ncclCommSplit");
   find(handle, lib.CommUserRank, "ncclCommUserRank");
@@ -61,6 +62,13 @@ NcclLibrary load() {
 const NcclLibrary& nccl_library() {
   static const NcclLibrary lib = load();  // a failed load throws, and the next call tries again
   return lib;
+}
+
+std::string nccl_version() {
+  int code = 0;
+  if (nccl_library().GetVersion(&code) != ncclSuccess) return "of an unknown version";
+  // NCCL_VERSION(X, Y, Z) is X * 10000 + Y * 100 + Z since 2.9.
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
 }
 
 }  // namespace meshtrain::comm::nccl

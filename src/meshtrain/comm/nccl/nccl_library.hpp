@@ -6,6 +6,8 @@
 // The functions are NCCL's own (nccl.h), found by name.
 #include <nccl.h>
 
+#include <string>
+
 namespace meshtrain::comm::nccl {
 
 struct NcclLibrary {
@@ -18,6 +20,7 @@ struct NcclLibrary {
   decltype(&::ncclCommGetAsyncError) CommGetAsyncError;
   decltype(&::ncclGetErrorString) GetErrorString;
   decltype(&::ncclGetLastError) GetLastError;
+  decltype(&::ncclGetVersion) GetVersion;
   decltype(&::ncclAllReduce) AllReduce;
   decltype(&::ncclAllGather) AllGather;
   decltype(&::ncclReduceScatter) ReduceScatter;
@@ -33,5 +36,9 @@ struct NcclLibrary {
 // loaded or lacks a function (an NCCL older than 2.18, which added
 // ncclCommSplit).
 const NcclLibrary& nccl_library();
+
+// The loaded library's version, "2.28.9" (for the job's log: which NCCL
+// ran decides, e.g., whether NCCL_LAUNCH_ORDER_IMPLICIT is honoured, 2.26+).
+std::string nccl_version();
 
 }  // namespace meshtrain::comm::nccl

@@ -243,6 +243,14 @@ class CudaBackend final : public Backend {
                                const int32_t* targets, int64_t N, int64_t V, int64_t v0) override {
     cuda::softmax_xent_shard_sums(sumexp, target_logit, logits, mx, targets, N, V, v0, stream_);
   }
+  void shard_argmax_candidates(int32_t* arg, const float* local_max, const float* mx, int64_t N, int64_t v0,
+                               int64_t V) override {
+    cuda::shard_argmax_candidates(arg, local_max, mx, N, v0, V, stream_);
+  }
+  void shard_loss_rows(float* lse, float* loss, float* hit, const float* mx, const float* sumexp,
+                       const float* target_logit, const int32_t* arg, const int32_t* targets, int64_t N) override {
+    cuda::shard_loss_rows(lse, loss, hit, mx, sumexp, target_logit, arg, targets, N, stream_);
+  }
   // Tensor parallelism's and the ViT's.
   void embedding_rows_forward(float* out, const int32_t* tokens, const float* wte_rows, int64_t v0, int64_t V_rows,
                               int64_t N, int64_t C) override {

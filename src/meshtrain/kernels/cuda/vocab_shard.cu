@@ -7,6 +7,7 @@
 #include "meshtrain/kernels/cuda/cuda_check.hpp"
 #include "meshtrain/kernels/cuda/kernel_util.cuh"
 #include "meshtrain/kernels/fast_math.hpp"
+#include "meshtrain/kernels/vocab_shard_math.hpp"
 
 namespace meshtrain::kernels::cuda {
 namespace {
@@ -88,6 +89,22 @@ void check_rows(const char* what, int64_t N, int64_t V) {
                       " logits; rows and the shard must each fit int32");
 }
 
+__global__ void argmax_candidates_kernel(int32_t* arg, const float* local_max, const float* mx, int64_t N, int64_t v0,
+                                         int64_t V) {
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N; n += int64_t(gridDim.x) * blockDim.x)
+    arg[n] = shard_argmax_candidate(local_max[n], mx[n], arg[n], v0, V);
+}
+
+__global__ void loss_rows_kernel(float* lse, float* loss, float* hit, const float* mx, const float* sumexp,
+                                 const float* target_logit, const int32_t* arg, const int32_t* targets, int64_t N) {
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N; n += int64_t(gridDim.x) * blockDim.x) {
+    const ShardLossRow row = shard_loss_row(mx[n], sumexp[n], target_logit[n], arg[n], targets[n]);
+    lse[n] = row.lse;
+    loss[n] = row.loss;
+    hit[n] = row.hit;
+  }
+}
+
 }  // namespace
 
 void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V, cudaStream_t stream) {
@@ -111,6 +128,24 @@ void softmax_xent_shard_backward(float* dlogits, const float* logits, const floa
   constexpr int kBlock = 256;
   shard_backward_kernel<<<detail::blocks_for(N * V, kBlock), kBlock, 0, stream>>>(dlogits, logits, lse, targets, N,
                                                                                   V, dloss, v0);
+  MESHTRAIN_CUDA_CHECK(cudaGetLastError());
+}
+
+void shard_argmax_candidates(int32_t* arg, const float* local_max, const float* mx, int64_t N, int64_t v0, int64_t V,
+                             cudaStream_t stream) {
+  if (N <= 0) return;
+  constexpr int kBlock = 256;
+  argmax_candidates_kernel<<<detail::blocks_for(N, kBlock), kBlock, 0, stream>>>(arg, local_max, mx, N, v0, V);
+  MESHTRAIN_CUDA_CHECK(cudaGetLastError());
+}
+
+void shard_loss_rows(float* lse, float* loss, float* hit, const float* mx, const float* sumexp,
+                     const float* target_logit, const int32_t* arg, const int32_t* targets, int64_t N,
+                     cudaStream_t stream) {
+  if (N <= 0) return;
+  constexpr int kBlock = 256;
+  loss_rows_kernel<<<detail::blocks_for(N, kBlock), kBlock, 0, stream>>>(lse, loss, hit, mx, sumexp, target_logit,
+                                                                         arg, targets, N);
   MESHTRAIN_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -27,4 +27,13 @@ void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* lo
 void softmax_xent_shard_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                                  int64_t N, int64_t V, float dloss, int64_t v0, cudaStream_t stream);
 
+// The rows' steps between the all-reduces (kernels/vocab_shard_math.hpp):
+// arg (N, in place) = each row's argmax candidate; then lse, loss and hit
+// (N each). One thread a row.
+void shard_argmax_candidates(int32_t* arg, const float* local_max, const float* mx, int64_t N, int64_t v0, int64_t V,
+                             cudaStream_t stream);
+void shard_loss_rows(float* lse, float* loss, float* hit, const float* mx, const float* sumexp,
+                     const float* target_logit, const int32_t* arg, const int32_t* targets, int64_t N,
+                     cudaStream_t stream);
+
 }  // namespace meshtrain::kernels::cuda

@@ -116,6 +116,15 @@ class Backend {
   // returned to the host: one of a step's two waits for the device (the
   // other is the loss). x[0, n) *= factor.
   virtual double squared_norm(const float* base, size_t begin, size_t end) = 0;
+  // The same for many ranges of base, out[i] = squared_norm(base, ranges[i])
+  // bit for bit, returned together: one wait for them all (a tensor-parallel
+  // norm's views by placement, a hundred or more a step).
+  struct Range {
+    size_t begin, end;
+  };
+  virtual void squared_norms(const float* base, std::span<const Range> ranges, double* out) {
+    for (size_t i = 0; i < ranges.size(); ++i) out[i] = squared_norm(base, ranges[i].begin, ranges[i].end);
+  }
   virtual void scale(float* x, size_t n, float factor) = 0;
   // sums[p] = x[p n] + x[p n + 1] + ... + x[p n + n - 1] in double, in that
   // order, for each of `parts` consecutive runs of n floats (a loss's rows

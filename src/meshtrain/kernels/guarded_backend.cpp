@@ -189,6 +189,11 @@ class GuardedBackend final : public Backend {
     ++memory_.host_syncs_;  // the host waits for the value, as on a GPU
     return cpu_.squared_norm(base, begin, end);
   }
+  void squared_norms(const float* base, std::span<const Range> ranges, double* out) override {
+    const Open open = enter("squared_norms", {base});
+    ++memory_.host_syncs_;  // one wait for them all, as on a GPU
+    cpu_.squared_norms(base, ranges, out);
+  }
   void scale(float* x, size_t n, float factor) override {
     const Open open = enter("scale", {x});
     cpu_.scale(x, n, factor);

@@ -529,6 +529,15 @@ TEST(CudaBackend, SquaredNormScaleAndSumHaveTheCpuBits) {
     }
   }
 
+  // Many ranges at once (one download): each range's bits, empty ones 0.
+  const std::vector<Backend::Range> ranges{{0, n}, {100, 9000}, {4096, 8192}, {7, 7}, {5, 6}, {8000, 12000}};
+  std::vector<double> norms(ranges.size(), -1.0);
+  gpu().squared_norms(dx.ptr().raw(), ranges, norms.data());
+  for (size_t i = 0; i < ranges.size(); ++i)
+    EXPECT_EQ(std::bit_cast<uint64_t>(norms[i]),
+              std::bit_cast<uint64_t>(cpu().squared_norm(x.data(), ranges[i].begin, ranges[i].end)))
+        << "squared_norms range " << i;
+
   const double want_sum = cpu().sum_in_order(x.data(), 1001);
   const double got_sum = gpu().sum_in_order(dx.ptr().raw(), 1001);
   EXPECT_EQ(std::bit_cast<uint64_t>(got_sum), std::bit_cast<uint64_t>(want_sum)) << got_sum << ", CPU " << want_sum;

@@ -69,6 +69,24 @@ TEST(GuardedBackend, AKernelOrACopyGivenHostMemoryForTheDevicesIsRefused) {
   guarded.fill_rows(a.raw(), nullptr, nullptr, 2, 2);
 }
 
+// A tensor-parallel norm's many ranges come back in one wait, each with
+// squared_norm's bits.
+TEST(GuardedBackend, ManySquaredNormsAreOneWaitWithEachRangesBits) {
+  Backend& guarded = guarded_backend();
+  std::vector<float> x(3 * 4096 + 123);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.001f * float(i % 997) - 0.4f;
+  DeviceArray<float> a(guarded.allocator(), MemoryKind::Activations);
+  a.ensure(x.size());
+  a.upload(x);
+  const std::vector<Backend::Range> ranges{{0, x.size()}, {100, 9000}, {7, 7}, {4096, 8192}};
+  std::vector<double> got(ranges.size(), -1.0);
+  const int64_t syncs = guarded.host_syncs();
+  guarded.squared_norms(a.raw(), ranges, got.data());
+  EXPECT_EQ(guarded.host_syncs() - syncs, 1);
+  for (size_t i = 0; i < ranges.size(); ++i)
+    EXPECT_EQ(got[i], cpu_backend().squared_norm(x.data(), ranges[i].begin, ranges[i].end)) << "range " << i;
+}
+
 TEST(GuardedBackendDeathTest, AHostReadOutsideAKernelFaults) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   DeviceArray<float> a(guarded_backend().allocator(), MemoryKind::Activations);

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <bit>
 #include <map>
 #include <memory>
@@ -119,6 +120,26 @@ class CudaBackend final : public Backend {
     double sum = 0;
     for (const double p : host) sum += p;
     return sum;
+  }
+  // Every range's chunk sums into one scratch, one download, each range's
+  // chunks added in order as squared_norm adds them.
+  void squared_norms(const float* base, std::span<const Range> ranges, double* out) override {
+    std::vector<int64_t> first(ranges.size() + 1, 0);
+    for (size_t i = 0; i < ranges.size(); ++i)
+      first[i + 1] = first[i] + squared_norm_chunks(ranges[i].begin, ranges[i].end);
+    if (first.back() == 0) return std::fill(out, out + ranges.size(), 0.0);
+    const size_t bytes = size_t(first.back()) * sizeof(double);
+    auto* partials = static_cast<double*>(scratch(norm_scratch_, bytes));
+    for (size_t i = 0; i < ranges.size(); ++i)
+      if (first[i + 1] > first[i])
+        chunk_sum_squares(partials + first[i], base, ranges[i].begin, ranges[i].end, stream_);
+    std::vector<double> host(size_t(first.back()));
+    memory_.download(host.data(), partials, bytes);
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      double sum = 0;
+      for (int64_t c = first[i]; c < first[i + 1]; ++c) sum += host[size_t(c)];
+      out[i] = sum;
+    }
   }
   void scale(float* x, size_t n, float factor) override { cuda::scale(x, int64_t(n), factor, stream_); }
   // A loss's rows and hits (a few thousand each): one download, added in

@@ -41,10 +41,11 @@
 # scripts/gpu-bundle.sh (default build/gpu-bundle, else build/gpu-bundle.tar.gz)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-result=${OUT:-$root/build/gpu-check}
-mkdir -p "$result"
-out=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")  # the stages' files, packed into $result at the end
-exec > >(tee "$result/gpu-check.log") 2>&1
+results_dir=${OUT:-$root/build/gpu-check}
+mkdir -p "$results_dir"
+out=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")  # the stages' files, packed into $results_dir at the end
+exec > >(tee "$results_dir/gpu-check.log") 2>&1
+tee_pid=$!
 
 deadline=420  # seconds for all stages; kill grace, summary and slack fill the rest of 8 minutes
 python=$(command -v python3 || command -v python || true)
@@ -61,20 +62,36 @@ finish() {
     printf '{"meshtrain_gpu_training": "not run", "exit_status": %d, "reason": "no Python on this machine"}\n' \
       "$status" > "$out/summary.json"
   fi
-  cp "$out/summary.json" "$result/summary.json" 2> /dev/null || true
-  (cd "$out" && find . -type f -size -2M ! -path '*/checkpoints/*' ! -name summary.json -print0 |
-    tar --null -czf "$result/stages.tar.gz" -T -) || note "stages.tar.gz could not be written"
+  cp "$out/summary.json" "$results_dir/summary.json" 2> /dev/null || true
+  (cd "$out" && find . -type f -size -2097153c ! -path '*/checkpoints/*' ! -name summary.json -print0 |
+    tar --null -czf "$results_dir/stages.tar.gz" -T -) || note "stages.tar.gz could not be written"
   echo "gpu-check: summary.json:"
-  cat "$result/summary.json" 2> /dev/null && echo || true
-  note "summary: $result/summary.json, each stage's output in $result/stages.tar.gz; exit status $status (${SECONDS} s)"
+  cat "$results_dir/summary.json" 2> /dev/null && echo || true
+  note "summary: $results_dir/summary.json, each stage's output in $results_dir/stages.tar.gz; exit status $status (${SECONDS} s)"
   rm -rf "$out"
   if [ -n "${unpacked:-}" ]; then rm -rf "$unpacked"; fi
+  exec > /dev/null 2>&1  # the log's tee ends once it has written everything
+  wait "$tee_pid" 2> /dev/null || true
   exit "$status"
 }
 fact() { printf '%s=%s\n' "$1" "$2" >> "$out/facts.txt"; }
 # Stopped from outside (the device tool's limit, Ctrl-C): what the stages
-# left is still summed up and packed into $result.
-trap 'note "stopped by a signal"; finish 1' TERM INT
+# left is still summed up and packed into $results_dir. The log goes straight to
+# its file then: the signal may have ended tee with the rest of the
+# pipeline, and a write to it would end this script. Stages run in the
+# background and are waited for, so the trap runs at once.
+running_stage=""  # the stage under way, and since when: for a signal's record
+running_since=0
+stopped() {
+  exec >> "$results_dir/gpu-check.log" 2>&1
+  tee_pid=""
+  if [ -n "$running_stage" ]; then
+    printf '%s\tstopped by a signal\t%d\t0\n' "$running_stage" $((SECONDS - running_since)) >> "$out/stages.tsv"
+  fi
+  note "stopped by a signal${running_stage:+ during $running_stage}"
+  finish 1
+}
+trap stopped TERM INT
 no_go() {  # no_go REASON: nothing here can run; exit 3
   note "$1"
   fact reason "$1"
@@ -99,7 +116,11 @@ stage() {
     stage_rc=124
   else
     note "== $name (limit ${limit} s)"
-    timeout --kill-after=5 "$limit" "$@" > "$out/$name.out" 2> "$out/$name.err" || stage_rc=$?
+    running_stage=$name
+    running_since=$SECONDS
+    timeout --kill-after=5 "$limit" "$@" > "$out/$name.out" 2> "$out/$name.err" &
+    wait $! || stage_rc=$?
+    running_stage=""
     case $stage_rc in
       0) result=passed ;;
       124 | 137) result="timed out after ${limit} s" ;;

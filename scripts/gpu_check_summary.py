@@ -35,32 +35,39 @@ for line in (read("stages.tsv") or "").splitlines():
     name, result, secs, limit = line.split("\t")
     stages[name] = {"result": result, "seconds": int(secs), "limit_s": int(limit)}
 
-tests = None
-report = None
-try:
-    with open(os.path.join(out, "unit_cuda.json")) as f:
-        report = json.load(f)
-except (OSError, ValueError):
-    pass
-if report is not None:
-    tests = {"passed": 0, "failed": 0, "skipped": 0, "failed_tests": [], "source": "gtest json"}
-    for suite in report.get("testsuites", []):
-        for t in suite.get("testsuite", []):
-            name = suite["name"] + "." + t["name"]
-            if t.get("failures"):
-                tests["failed"] += 1
-                tests["failed_tests"].append(name)
-            elif t.get("result") == "SKIPPED":
-                tests["skipped"] += 1
-            elif t.get("status") == "RUN":
-                tests["passed"] += 1
-elif read("unit_cuda.out") is not None:  # killed before gtest wrote its report: count its lines
-    log = read("unit_cuda.out")
-    tests = {"passed": len(re.findall(r"^\[       OK \] .* \(\d+ ms\)$", log, re.M)),
-             "failed": len(re.findall(r"^\[  FAILED  \] .* \(\d+ ms\)$", log, re.M)),
-             "skipped": len(re.findall(r"^\[  SKIPPED \] .* \(\d+ ms\)$", log, re.M)),
-             "failed_tests": re.findall(r"^\[  FAILED  \] (\S+) \(\d+ ms\)$", log, re.M),
-             "source": "log lines (no gtest report: the run was cut short)"}
+def gtest_counts(stage):
+    """A gtest stage's cases passed, failed and skipped: from its JSON report,
+    else (killed before gtest wrote it) from its log's lines; None if it did
+    not run."""
+    try:
+        with open(os.path.join(out, stage + ".json")) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        report = None
+    if report is not None:
+        tests = {"passed": 0, "failed": 0, "skipped": 0, "failed_tests": [], "source": "gtest json"}
+        for suite in report.get("testsuites", []):
+            for t in suite.get("testsuite", []):
+                name = suite["name"] + "." + t["name"]
+                if t.get("failures"):
+                    tests["failed"] += 1
+                    tests["failed_tests"].append(name)
+                elif t.get("result") == "SKIPPED":
+                    tests["skipped"] += 1
+                elif t.get("status") == "RUN":
+                    tests["passed"] += 1
+        return tests
+    log = read(stage + ".out")
+    if log is None:
+        return None
+    return {"passed": len(re.findall(r"^\[       OK \] .* \(\d+ ms\)$", log, re.M)),
+            "failed": len(re.findall(r"^\[  FAILED  \] .* \(\d+ ms\)$", log, re.M)),
+            "skipped": len(re.findall(r"^\[  SKIPPED \] .* \(\d+ ms\)$", log, re.M)),
+            "failed_tests": re.findall(r"^\[  FAILED  \] (\S+) \(\d+ ms\)$", log, re.M),
+            "source": "log lines (no gtest report: the run was cut short)"}
+
+tests = gtest_counts("unit_cuda")
+nccl_tests = gtest_counts("unit_nccl")
 
 gemm = last_json("gemm_rate.out")
 
@@ -92,9 +99,9 @@ square = (gemm or {}).get("square_8192", {}).get("forward_tflops")
 meshtrain_run = meshtrain_gpt2()
 def json_document(name):  # a stage's stdout that is one indented JSON document
     text = read(name) or ""
-    start = 0 if text.startswith("{") else text.find("\n{") + 1
+    start = 0 if text.startswith("{") else text.find("\n{") + 1  # 0 again when there is none
     try:
-        return json.loads(text[start:]) if start >= 0 and text else None
+        return json.loads(text[start:])
     except ValueError:
         return None
 
@@ -139,7 +146,7 @@ summary = {
     "torch_gpt2": torch_runs,
     "staged_overhead": last_json("staged_overhead.out"),
     "plan_gpt2_forecast": forecast,
-    "unit_nccl": facts.get("unit_nccl", "not run"),
+    "unit_nccl": nccl_tests if nccl_tests is not None else facts.get("unit_nccl", "not run"),
     "dev_shm": facts.get("dev_shm"),
     "flop_count": "MFU counts 6*N_matmul + 12*L*C*T FLOPs per token, against 989 TFLOP/s (mfu_vs_datasheet) "
                   "and against this run's 8192^3 bf16 GEMM rate (mfu_vs_gemm_rate)",

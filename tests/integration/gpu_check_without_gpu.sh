@@ -4,7 +4,8 @@
 # reason and exits 3, and takes its unpacked copy and its stages' folder
 # away, leaving in $OUT no more than the device tool brings back (8 files,
 # 16 MiB each, 2 folders down). Its stages keep time for the ones after
-# them in an order that never grows (else a later stage can get none). The check runs for
+# them in an order that never grows (else a later stage can get none). A
+# TERM mid-stage still leaves the summary and the packed stages. The check runs for
 # real only on a lent GPU machine, in a few minutes that a broken script
 # would waste; this runs its own plumbing (bundle, stage record, summary)
 # on every CI run.
@@ -47,3 +48,25 @@ assert len(kept) >= 10, kept
 for (a, x), (b, y) in zip(kept, kept[1:]):
     assert x >= y, f"{a} keeps {x} s for the stages after it, {b} after it keeps {y}"
 PY
+
+# Stopped from outside mid-stage (the device tool's limit sends TERM to the whole process group,
+# tee included): the check still sums up and packs what it has, naming the stage it was in. A
+# first stage that takes its time is needed for the signal to land inside one; `sleep` plays
+# nvidia-smi for that only (nothing here reads its output).
+mkdir -p "$WORK/slow-bin"
+printf '#!/bin/sh\nexec sleep 30\n' > "$WORK/slow-bin/nvidia-smi"
+chmod +x "$WORK/slow-bin/nvidia-smi"
+PATH="$WORK/slow-bin:$PATH" TMPDIR="$WORK" OUT="$WORK/stopped" setsid bash "$SRC/scripts/gpu-check.sh" \
+  "$WORK/gpu-bundle.tar.gz" > stopped.log 2>&1 &
+check_pid=$!
+for _ in $(seq 100); do grep -q "== nvidia_smi" "$WORK/stopped/gpu-check.log" 2> /dev/null && break; sleep 0.1; done
+kill -TERM -- "-$check_pid"
+wait "$check_pid" || true
+python3 - "$WORK/stopped/summary.json" <<'PY' || { cat stopped.log; fail "gpu-check.sh stopped by TERM"; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["exit_status"] == 1 and s["stages"]["nvidia_smi"]["result"] == "stopped by a signal", s
+PY
+[ -f "$WORK/stopped/stages.tar.gz" ] || fail "gpu-check.sh stopped by TERM packed no stages.tar.gz"
+[ -z "$(find "$WORK" -maxdepth 1 -name 'gpu-check.*')" ] || fail "gpu-check.sh stopped by TERM left its stages' folder"
+echo "gpu-check.sh stopped by TERM mid-stage: summary.json and stages.tar.gz written, the stage named"

@@ -114,7 +114,7 @@ class Backend {
                           const LambStep& step) = 0;
   // The sum of squares of base[begin, end) (norm.hpp's chunks on the CPU),
   // returned to the host: one of a step's two waits for the device (the
-  // other is the loss). x[0, n) *= factor.
+  // other is the loss).
   virtual double squared_norm(const float* base, size_t begin, size_t end) = 0;
   // The same for many ranges of base, out[i] = squared_norm(base, ranges[i])
   // bit for bit, returned together: one wait for them all (a tensor-parallel
@@ -125,6 +125,7 @@ class Backend {
   virtual void squared_norms(const float* base, std::span<const Range> ranges, double* out) {
     for (size_t i = 0; i < ranges.size(); ++i) out[i] = squared_norm(base, ranges[i].begin, ranges[i].end);
   }
+  // x[0, n) *= factor.
   virtual void scale(float* x, size_t n, float factor) = 0;
   // sums[p] = x[p n] + x[p n + 1] + ... + x[p n + n - 1] in double, in that
   // order, for each of `parts` consecutive runs of n floats (a loss's rows
@@ -194,6 +195,9 @@ class Backend {
   virtual void row_max_argmax(float* mx, int32_t* arg, const float* logits, int64_t N, int64_t V) = 0;
   virtual void softmax_xent_shard_sums(float* sumexp, float* target_logit, const float* logits, const float* mx,
                                        const int32_t* targets, int64_t N, int64_t V, int64_t v0) = 0;
+  // The vocabulary-parallel loss's rows between its all-reduces
+  // (cross_entropy.hpp, vocab_shard_math.hpp): each row's argmax candidate
+  // once the row max is known, then lse, loss and hit once the sums are.
   virtual void shard_argmax_candidates(int32_t* arg, const float* local_max, const float* mx, int64_t N, int64_t v0,
                                        int64_t V) = 0;
   virtual void shard_loss_rows(float* lse, float* loss, float* hit, const float* mx, const float* sumexp,

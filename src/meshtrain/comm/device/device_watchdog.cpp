@@ -28,11 +28,6 @@ DeviceWatchdog::~DeviceWatchdog() {
   }
   wake_.notify_all();
   thread_.join();
-  // What is left is either done and not yet polled (a clean shutdown, up to
-  // one interval after the last operation) or still running: one last poll
-  // tells which, so the flight recorder marks only the latter failed.
-  for (WatchedWork& w : queue_)
-    if (w.finished) w.finished(!failed_ && w.poll && w.poll().done);
 }
 
 void DeviceWatchdog::watch(WatchedWork work) {
@@ -67,7 +62,7 @@ void DeviceWatchdog::run(std::function<void()> on_thread_start) {
   std::unique_lock lock(mutex_);
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
+    if (stop_) break;
     if (!timing) {
       oldest_since = Clock::now();
       timing = true;
@@ -97,8 +92,17 @@ void DeviceWatchdog::run(std::function<void()> on_thread_start) {
       continue;
     }
     wake_.wait_for(lock, interval_, [&] { return stop_; });
-    if (stop_) return;
+    if (stop_) break;
   }
+  // Stopping: what is left is either done and not yet polled (a clean
+  // shutdown, within one interval of the last operation) or still running.
+  // One last poll, here on the thread the device was made current on, tells
+  // which, so the flight recorder marks only the latter failed.
+  std::deque<WatchedWork> left;
+  left.swap(queue_);
+  lock.unlock();
+  for (WatchedWork& w : left)
+    if (w.finished) w.finished(w.poll && w.poll().done);
 }
 
 void DeviceWatchdog::fail(const std::string& why) {

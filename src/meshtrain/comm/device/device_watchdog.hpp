@@ -38,7 +38,8 @@ class DeviceWatchdog {
   // made current there); may be empty.
   DeviceWatchdog(double timeout_s, OnFailure on_failure, std::function<void()> on_thread_start = {},
                  std::chrono::microseconds interval = std::chrono::microseconds(200));
-  // Stops polling; pending items are dropped (finished(false)).
+  // Stops polling; each pending item is polled once more on the thread and
+  // retired as done (finished(true)) if it is, else dropped (finished(false)).
   ~DeviceWatchdog();
   DeviceWatchdog(const DeviceWatchdog&) = delete;
   DeviceWatchdog& operator=(const DeviceWatchdog&) = delete;

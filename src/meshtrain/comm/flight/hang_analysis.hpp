@@ -158,9 +158,8 @@ class Analysis {
   std::vector<int> holders_of(const std::vector<int>& roots) const;
   // "rank R never entered/sent/received X, which ... wait(s) in".
   std::string held_up_text(int root, const Edge& first, const std::vector<int>& waiting) const;
-  // "; rank R is stuck in / is outside any collective / exited ..."; adds
-  // its deviation from its own history to d.details.
-  std::string root_state_text(int root, Diagnosis& d) const;
+  // "; rank R is stuck in / is outside any collective / exited ...".
+  std::string root_state_text(int root) const;
   bool never_entered(const std::vector<int>& waiters, Diagnosis& d);
 
   // ---- 3. deviation -------------------------------------------------------------

@@ -243,7 +243,7 @@ std::string Analysis::held_up_text(int root, const Edge& first, const std::vecto
          describe_rank_list(waiting) + " " + (waiting.size() == 1 ? "waits" : "wait") + " in";
 }
 
-std::string Analysis::root_state_text(int root, Diagnosis& d) const {
+std::string Analysis::root_state_text(int root) const {
   const int rv = view_of(root);
   if (rv < 0) return "; rank " + std::to_string(root) + " has no flight ring (it never recorded, or its ring is unreadable)";
   const View& c = views_[size_t(rv)];
@@ -260,8 +260,6 @@ std::string Analysis::root_state_text(int root, Diagnosis& d) const {
   }
   const std::string process = c.ring->closed ? "" : process_text(c);
   if (!process.empty()) text += "; " + process;
-  const std::string deviates = deviation_text(c, c.last_step);
-  if (!deviates.empty()) d.details.push_back("rank " + std::to_string(root) + " " + deviates);
   return text;
 }
 
@@ -297,7 +295,11 @@ bool Analysis::never_entered(const std::vector<int>& waiters, Diagnosis& d) {
                       process_text(c));
       continue;
     }
-    parts.push_back(held_up_text(root, *first, waiting) + root_state_text(root, d));
+    parts.push_back(held_up_text(root, *first, waiting) + root_state_text(root));
+    if (const int rv = view_of(root); rv >= 0) {
+      const std::string deviates = deviation_text(views_[size_t(rv)], views_[size_t(rv)].last_step);
+      if (!deviates.empty()) d.details.push_back("rank " + std::to_string(root) + " " + deviates);
+    }
   }
   d.summary = "culprit: " + parts.front();
   for (size_t i = 1; i < parts.size(); ++i) d.summary += "; and " + parts[i];

@@ -53,7 +53,8 @@ class NcclWork final : public DeviceWork {
   // still orders the compute stream after it: the buffers it reads and
   // writes are freed or reused in that stream's order.
   ~NcclWork() override {
-    if (!waited_) (void)cudaStreamWaitEvent(compute_, end_, 0);
+    if (!waited_ && cudaStreamWaitEvent(compute_, end_, 0) != cudaSuccess)
+      (void)cudaGetLastError();  // not the next kernel launch's error
     cudaEventDestroy(start_);
     cudaEventDestroy(end_);
   }

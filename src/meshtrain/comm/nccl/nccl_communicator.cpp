@@ -146,23 +146,38 @@ NcclCommunicator::NcclCommunicator(NcclCommunicator&& o) noexcept
 
 NcclCommunicator::~NcclCommunicator() {
   watchdog_.reset();  // stops polling before the communicator goes
-  if (comm_) {
-    // ncclCommDestroy finalizes: it waits for the communicator's work and,
-    // within a node, for its peers. A communicator left by an error (being
-    // unwound, or work still on its stream) is aborted instead, so the
-    // error reaches the user and the restart rather than a hang; a clean
-    // one that still cannot finish (a peer died after its last operation)
-    // ends the process past parallel.timeout_s, as a join does.
-    const bool pending = cudaStreamQuery(stream_) != cudaSuccess;
-    (void)cudaGetLastError();  // a pending stream's answer is not an error of the next launch's
-    if (pending || std::uncaught_exceptions() > 0)
-      nccl_library().CommAbort(comm_);
-    else
-      bounded_join(name_, rank_, size_, "destroying the communicator (ncclCommDestroy)", timeout_s_,
-                   [comm = comm_] { return nccl_library().CommDestroy(comm); });
-  }
+  if (comm_) end_communicator();
   if (event_) cudaEventDestroy(event_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+bool NcclCommunicator::idle_within(double seconds) const {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    const cudaError_t status = cudaStreamQuery(stream_);
+    if (status == cudaSuccess) return true;
+    (void)cudaGetLastError();  // a pending stream's answer is not the next launch's error
+    if (status != cudaErrorNotReady || std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// ncclCommDestroy finalizes: it waits for the communicator's work and,
+// within a node, for its peers. A communicator being unwound by an error,
+// or whose work does not end within parallel.timeout_s, is aborted
+// instead, so the error reaches the user and `meshtrain run` rather than a
+// hang; a clean one that still cannot finish (a peer died after its last
+// operation) ends the process past parallel.timeout_s, as a join does.
+void NcclCommunicator::end_communicator() noexcept {
+  try {
+    if (std::uncaught_exceptions() == 0 && idle_within(timeout_s_)) {
+      bounded_join(name_, rank_, size_, "destroying the communicator (ncclCommDestroy)", timeout_s_,
+                   [comm = comm_] { return nccl_library().CommDestroy(comm); });
+      return;
+    }
+  } catch (...) {  // no thread for the bound: abort below
+  }
+  nccl_library().CommAbort(comm_);
 }
 
 NcclCommunicator NcclCommunicator::split(int color, int key, std::vector<int> members, std::string name) const {

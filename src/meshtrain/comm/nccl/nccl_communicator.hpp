@@ -120,6 +120,10 @@ class NcclCommunicator {
   // Records the operation in the flight recorder as started.
   void record(flight::Op op, size_t bytes, int peer = -1);
   [[noreturn]] void abort_and_throw(const std::string& why);
+  // Whether the communication stream ran dry within `seconds`.
+  bool idle_within(double seconds) const;
+  // Destroys the communicator, or aborts it where that could hang (below).
+  void end_communicator() noexcept;
 
   ncclComm_t comm_ = nullptr;
   int rank_ = 0, size_ = 0;

@@ -127,7 +127,10 @@ class CudaBackend final : public Backend {
     std::vector<int64_t> first(ranges.size() + 1, 0);
     for (size_t i = 0; i < ranges.size(); ++i)
       first[i + 1] = first[i] + squared_norm_chunks(ranges[i].begin, ranges[i].end);
-    if (first.back() == 0) return std::fill(out, out + ranges.size(), 0.0);
+    if (first.back() == 0) {
+      std::fill(out, out + ranges.size(), 0.0);
+      return;
+    }
     const size_t bytes = size_t(first.back()) * sizeof(double);
     auto* partials = static_cast<double*>(scratch(norm_scratch_, bytes));
     for (size_t i = 0; i < ranges.size(); ++i)

@@ -33,7 +33,7 @@
 # leaves a checkpoint of 1.5 GB); what lands in $OUT (default
 # build/gpu-check) is three files, as the device tool brings back at most
 # eight: gpu-check.log, summary.json, and stages.tar.gz (each stage's .out
-# and .err, the gtest reports, facts, the step records; no file over 2 MB).
+# and .err, the gtest reports, facts, the step records; no token file, no file over 2 MiB).
 # The whole summary.json is also printed last.
 # Exit status: 0 every stage passed, 1 a stage failed, 3 no GPU or no cuBLASLt.
 #
@@ -63,7 +63,7 @@ finish() {
       "$status" > "$out/summary.json"
   fi
   cp "$out/summary.json" "$results_dir/summary.json" 2> /dev/null || true
-  (cd "$out" && find . -type f -size -2097153c ! -path '*/checkpoints/*' ! -name summary.json -print0 |
+  (cd "$out" && find . -type f -size -2097153c ! -path '*/checkpoints/*' ! -name '*.bin' ! -name summary.json -print0 |
     tar --null -czf "$results_dir/stages.tar.gz" -T -) || note "stages.tar.gz could not be written"
   echo "gpu-check: summary.json:"
   cat "$results_dir/summary.json" 2> /dev/null && echo || true

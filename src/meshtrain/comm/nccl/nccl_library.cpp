@@ -27,9 +27,10 @@ NcclLibrary load() {
   // axis's all-reduces), and NCCL's kernels wait for their peers: if two
   // GPUs ran two communicators' kernels in different orders, each would
   // wait for the other for ever. This makes NCCL keep the host's order of
-  // issue across the communicators of a device (NCCL 2.26 and later), and
-  // the host issues in the same order on every worker. Set before NCCL is
-  // loaded, so before it reads its settings; a user's own setting wins.
+  // issue across the communicators of a device (2.28.9's library knows it;
+  // a release without it ignores it), and the host issues in the same order
+  // on every worker. Set before NCCL is loaded, so before it reads its
+  // settings; a user's own setting wins.
   ::setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", /*overwrite=*/0);
   void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (!handle)

@@ -38,7 +38,7 @@ struct NcclLibrary {
 const NcclLibrary& nccl_library();
 
 // The loaded library's version, "2.28.9" (for the job's log: which NCCL
-// ran decides, e.g., whether NCCL_LAUNCH_ORDER_IMPLICIT is honoured, 2.26+).
+// ran decides, e.g., whether it knows NCCL_LAUNCH_ORDER_IMPLICIT).
 std::string nccl_version();
 
 }  // namespace meshtrain::comm::nccl

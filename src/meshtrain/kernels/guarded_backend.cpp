@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <initializer_list>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 
@@ -56,18 +56,26 @@ class GuardedMemory final : public DeviceAllocator {
     const auto* c = static_cast<const char*>(p);
     return c >= base_ && c < base_ + kReserve;
   }
+  // Throws where p is host memory (null: an optional pointer left out).
+  // `what` names it, made only on failure: kernels check every call.
+  template <class What>
+  void check_on_device(const void* p, What&& what) const {
+    if (p && !holds(p))
+      throw DeviceError("cpu-guarded: " + std::string(what()) +
+                        " is host memory, not the device's: a GPU would fault on it");
+  }
   void zero(void* p, size_t bytes) override {
-    check_on_device(p, "zero");
+    check_on_device(p, [] { return "zero's destination"; });
     const Open open(*this);
     std::memset(p, 0, bytes);
   }
   void upload(void* dst, const void* src, size_t bytes) override {
-    check_on_device(dst, "upload's destination");
+    check_on_device(dst, [] { return "upload's destination"; });
     const Open open(*this);
     std::memcpy(dst, src, bytes);
   }
   void download(void* dst, const void* src, size_t bytes) override {
-    check_on_device(src, "download's source");
+    check_on_device(src, [] { return "download's source"; });
     const Open open(*this);
     std::memcpy(dst, src, bytes);
     ++host_syncs_;
@@ -97,9 +105,6 @@ class GuardedMemory final : public DeviceAllocator {
 
  private:
   static constexpr size_t kReserve = size_t(64) << 30;
-  void check_on_device(const void* p, const char* what) const {
-    if (p && !holds(p)) throw DeviceError(std::string("cpu-guarded: ") + what + " is host memory, not the device's");
-  }
   static size_t round_up(size_t bytes) {
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
     return (bytes + page - 1) / page * page;
@@ -374,9 +379,7 @@ class GuardedBackend final : public Backend {
     int i = 0;
     for (const void* p : device_pointers) {
       ++i;
-      if (p && !memory_.holds(p))
-        throw DeviceError(std::string("cpu-guarded: ") + call + "'s pointer argument " + std::to_string(i) +
-                          " is host memory, not the device's: a GPU kernel would fault on it");
+      memory_.check_on_device(p, [&] { return std::string(call) + "'s pointer argument " + std::to_string(i); });
     }
   }
   Open enter(const char* call, std::initializer_list<const void*> device_pointers) {

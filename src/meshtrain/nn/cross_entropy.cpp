@@ -6,12 +6,26 @@
 
 namespace meshtrain::nn {
 
-void SoftmaxCrossEntropy::begin(const int32_t* targets, int64_t N, int64_t V) {
-  if (N <= 0) throw Error("SoftmaxCrossEntropy: no rows");
+void check_targets(const char* who, const int32_t* targets, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n)
     if (targets[n] < 0 || targets[n] >= V)
-      throw Error("SoftmaxCrossEntropy: target " + std::to_string(targets[n]) + " at row " + std::to_string(n) +
+      throw Error(std::string(who) + ": target " + std::to_string(targets[n]) + " at row " + std::to_string(n) +
                   " is outside [0, " + std::to_string(V) + ")");
+}
+
+ForwardResult mean_loss_and_hits(kernels::Backend& backend, const float* loss_hits, int64_t N) {
+  double sums[2];  // loss, hits
+  backend.sums_in_order(loss_hits, static_cast<size_t>(N), 2, sums);
+  ForwardResult r;
+  r.correct = static_cast<int64_t>(sums[1]);
+  r.count = N;
+  r.loss = static_cast<float>(sums[0] / N);
+  return r;
+}
+
+void SoftmaxCrossEntropy::begin(const int32_t* targets, int64_t N, int64_t V) {
+  if (N <= 0) throw Error("SoftmaxCrossEntropy: no rows");
+  check_targets("SoftmaxCrossEntropy", targets, N, V);
   lse_.ensure(N);
   loss_.ensure(2 * N);
   logits_ = nullptr;
@@ -20,16 +34,7 @@ void SoftmaxCrossEntropy::begin(const int32_t* targets, int64_t N, int64_t V) {
   V_ = V;
 }
 
-ForwardResult SoftmaxCrossEntropy::finish() const {
-  // Summed serially in double: the same loss whatever the thread count.
-  double sums[2];  // loss, hits
-  backend_.sums_in_order(loss_.raw(), static_cast<size_t>(N_), 2, sums);
-  ForwardResult r;
-  r.correct = static_cast<int64_t>(sums[1]);
-  r.count = N_;
-  r.loss = static_cast<float>(sums[0] / N_);
-  return r;
-}
+ForwardResult SoftmaxCrossEntropy::finish() const { return mean_loss_and_hits(backend_, loss_.raw(), N_); }
 
 ForwardResult SoftmaxCrossEntropy::forward(const float* logits, const int32_t* targets, int64_t N, int64_t V) {
   begin(targets, N, V);

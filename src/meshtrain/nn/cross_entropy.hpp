@@ -9,6 +9,15 @@
 
 namespace meshtrain::nn {
 
+// Throws Error naming `who` when a target is outside [0, V) (host memory).
+void check_targets(const char* who, const int32_t* targets, int64_t N, int64_t V);
+
+// The mean loss and the hits of N rows from loss_hits (2N, the backend's
+// memory: each row's loss, then its hit), summed in row order in double on
+// the host: the same loss whatever the thread count, and the forward's one
+// wait for the device.
+ForwardResult mean_loss_and_hits(kernels::Backend& backend, const float* loss_hits, int64_t N);
+
 class SoftmaxCrossEntropy {
  public:
   // Runs on `backend` (its model's store's: nn/backend.hpp).

@@ -22,10 +22,7 @@ VocabParallelCrossEntropy::VocabParallelCrossEntropy(kernels::Backend& backend, 
 ForwardResult VocabParallelCrossEntropy::forward(const float* logits, const int32_t* targets, int64_t N) {
   if (!tp_) return serial_.forward(logits, targets, N, V_);
   if (N <= 0) throw Error("VocabParallelCrossEntropy: no rows");
-  for (int64_t n = 0; n < N; ++n)
-    if (targets[n] < 0 || targets[n] >= V_)
-      throw Error("VocabParallelCrossEntropy: target " + std::to_string(targets[n]) + " at row " +
-                  std::to_string(n) + " is outside [0, " + std::to_string(V_) + ")");
+  check_targets("VocabParallelCrossEntropy", targets, N, V_);
   const size_t rows = static_cast<size_t>(N);
   row_max_.ensure(rows);
   local_max_.ensure(rows);
@@ -50,14 +47,7 @@ ForwardResult VocabParallelCrossEntropy::forward(const float* logits, const int3
   tp_->all_reduce_sum_fp32(sums_.raw(), 2 * rows);
   float* loss = loss_hits_.raw();
   backend_.shard_loss_rows(lse_.raw(), loss, loss + N, mx, sumexp, target_logit, arg, targets_, N);
-  // Summed in row order in double, as SoftmaxCrossEntropy sums (the one wait for the device).
-  double sums[2];  // loss, hits
-  backend_.sums_in_order(loss, rows, 2, sums);
-  ForwardResult r;
-  r.count = N;
-  r.correct = static_cast<int64_t>(sums[1]);
-  r.loss = static_cast<float>(sums[0] / N);
-  return r;
+  return mean_loss_and_hits(backend_, loss, N);  // as the serial loss sums them
 }
 
 void VocabParallelCrossEntropy::backward(float* dlogits) {

@@ -110,15 +110,9 @@ class CudaBackend final : public Backend {
   // The chunks' sums on the device, added in chunk order on the host (the
   // CPU's bits, norm.hpp): a wait for the device.
   double squared_norm(const float* base, size_t begin, size_t end) override {
-    const int64_t chunks = squared_norm_chunks(begin, end);
-    if (chunks == 0) return 0;
-    const size_t bytes = size_t(chunks) * sizeof(double);
-    auto* partials = static_cast<double*>(scratch(norm_scratch_, bytes));
-    chunk_sum_squares(partials, base, begin, end, stream_);
-    std::vector<double> host(static_cast<size_t>(chunks));
-    memory_.download(host.data(), partials, bytes);
+    const Range range{begin, end};
     double sum = 0;
-    for (const double p : host) sum += p;
+    squared_norms(base, {&range, 1}, &sum);
     return sum;
   }
   // Every range's chunk sums into one scratch, one download, each range's

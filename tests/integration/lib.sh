@@ -135,3 +135,28 @@ print(f"{field}: {len(a)} steps, worst relative difference {worst[0]:.3g} at ste
 sys.exit(0 if worst[0] <= rtol else 1)
 PY
 }
+
+# Asserts metrics.jsonl $1 of a ZeRO stage $2 job reports its communication
+# at every step: comm_ms (all above 0), comm_exposed_ms, comm_hidden_share
+# within [0, 1]; stage 3 also comm_gathers_on_demand, 0 from step 2 on
+# (the prefetch follows the first step's order).
+expect_zero_overlap_report() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+stage = int(sys.argv[2])
+steps = [r for r in map(json.loads, open(sys.argv[1])) if "loss" in r]
+assert steps, "no step records"
+for r in steps:
+    where = f"step {r['step']}"
+    assert r["comm_ms"] > 0, (where, "comm_ms", r.get("comm_ms"))
+    assert r["comm_exposed_ms"] >= 0, (where, "comm_exposed_ms")
+    assert 0 <= r["comm_hidden_share"] <= 1, (where, "comm_hidden_share", r["comm_hidden_share"])
+    if stage < 3:
+        assert "comm_gathers_on_demand" not in r, where
+    elif r["step"] >= 2:
+        assert r["comm_gathers_on_demand"] == 0, (where, "gathers on demand", r["comm_gathers_on_demand"])
+on_demand = [r.get("comm_gathers_on_demand") for r in steps[:3]]
+print(f"overlap report: {len(steps)} steps, comm_ms {steps[-1]['comm_ms']:.3g}, "
+      f"hidden {steps[-1]['comm_hidden_share']:.2f}, gathers on demand (first steps) {on_demand}")
+PY
+}

@@ -1,6 +1,6 @@
 #include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
 
-#include "meshtrain/comm/device/exposed_timer.hpp"
+#include "meshtrain/comm/device/overlap_ledger.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/nn/backend.hpp"
 #include "meshtrain/parallel/device_collectives.hpp"
@@ -118,12 +118,14 @@ GradientSyncStats GradientSync::finish_backward() {
   comm::DeviceCollectives* marker = nullptr;  // any bucket's: they share the compute stream
   for (size_t b = 0; b < buckets_.size() && !marker; ++b)
     if (work_[b]) marker = collectives_of(buckets_[b]);
-  comm::ExposedTimer exposed(marker);
+  // The buckets are waited for one after another just before the norm, which
+  // waits for the device anyway: settled here.
+  comm::OverlapLedger ledger;
+  if (marker) ledger.begin_waits(*marker);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (!work_[b]) continue;
     work_[b]->wait();
-    exposed.waited(*work_[b]);
-    stats.busy_s += work_[b]->busy_seconds();
+    ledger.waited(std::move(work_[b]));
     const GradientBucket& bucket = buckets_[b];
     if (!wire_.empty()) {  // the sum, averaged as Avg divides
       backend.widen_divided(wire_[b].raw(), kernel_grads(bucket), bucket.elements(),
@@ -132,9 +134,10 @@ GradientSyncStats GradientSync::finish_backward() {
     } else {
       stats.bytes += bucket.elements() * sizeof(float);
     }
-    work_[b].reset();
   }
-  stats.exposed_s = exposed.seconds();
+  const comm::CommTime time = ledger.settle();
+  stats.busy_s = time.busy_s;
+  stats.exposed_s = time.exposed_s;
   if (experts_.ways > 1) {
     const float share = 1.0f / static_cast<float>(experts_.ways);
     for (const GradientBucket& bucket : buckets_)

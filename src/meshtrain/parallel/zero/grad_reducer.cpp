@@ -6,7 +6,8 @@
 
 namespace meshtrain::parallel {
 
-GradReducer::GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, Precision wire)
+GradReducer::GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group,
+                         comm::OverlapLedger& ledger, Precision wire)
     : store_(store),
       layout_(layout),
       memory_(nn::memory_of(store)),
@@ -17,7 +18,8 @@ GradReducer::GradReducer(ParamStore& store, const ShardLayout& layout, comm::Pro
       whole_step_(memory_, MemoryKind::Communication),
       whole_step16_(memory_, MemoryKind::Communication),
       bf16_(wire == Precision::Bf16),
-      slots_{Slot(memory_), Slot(memory_)} {
+      slots_{Slot(memory_), Slot(memory_)},
+      ledger_(ledger) {
   for (auto& s : slots_) {
     s.data.ensure(layout.max_gathered_size(false));
     if (bf16_) s.data16.ensure(layout.max_gathered_size(false));
@@ -41,12 +43,11 @@ GradReducer::Pending GradReducer::reduce_scatter(const UnitShard& u, float* stag
           &u, mine};
 }
 
-void GradReducer::complete(Pending& pending, comm::ExposedTimer* exposed) {
+void GradReducer::complete(Pending& pending) {
   if (!pending.work) return;
-  auto work = std::move(pending.work);
+  pending.work->wait();
+  ledger_.waited(std::move(pending.work));
   pending.work = nullptr;
-  work->wait();
-  if (exposed) exposed->waited(*work);
   if (!pending.segment) return;
   // As Avg divides.
   backend_.widen_divided(pending.segment, target(*pending.unit), pending.unit->slice,
@@ -65,7 +66,10 @@ void GradReducer::start_backward(bool accumulate) {
 
 void GradReducer::acquire(size_t unit) {
   Slot& slot = slot_of(unit);
-  complete(slot.pending);
+  if (slot.pending.work) {  // the compute needs the buffer back: a wait of its own
+    ledger_.begin_waits(*collectives_);
+    complete(slot.pending);
+  }
   zero(slot.data.raw(), layout_.gathered_size(layout_.unit(unit)));
   store_.bind_unit_grads(unit, slot.data.raw(), /*zeroed=*/true);
 }
@@ -76,20 +80,19 @@ void GradReducer::reduce(size_t unit) {
   store_.bind_unit_grads(unit, nullptr);
 }
 
-double GradReducer::finish_backward() {
+void GradReducer::finish_backward() {
   std::vector<Pending> whole_step;
   for (const auto& u : layout_.units())
     if (u.whole_step)
       whole_step.push_back(reduce_scatter(u, whole_step_.raw() + u.whole_step_offset,
                                           bf16_ ? whole_step16_.raw() + u.whole_step_offset : nullptr));
-  comm::ExposedTimer exposed(collectives_.get());
-  for (auto& s : slots_) complete(s.pending, &exposed);
-  for (auto& p : whole_step) complete(p, &exposed);
+  ledger_.begin_waits(*collectives_);  // the rest, waited for one after another
+  for (auto& s : slots_) complete(s.pending);
+  for (auto& p : whole_step) complete(p);
   for (const auto& u : layout_.units())
     if (u.whole_step) store_.bind_unit_grads(u.unit, nullptr);
   // Every unit's slice of incoming_ was written (padding reduces to zeros).
   if (accumulate_) backend_.residual_forward(shard_.raw(), shard_.raw(), incoming_.raw(), int64_t(shard_.size()));
-  return exposed.seconds();
 }
 
 }  // namespace meshtrain::parallel

@@ -8,6 +8,9 @@
 // gradients over all of backward in staging of their own and are reduced at
 // the end.
 //
+// Every wait for a reduce-scatter goes into the step's OverlapLedger (the
+// overlap report's exposed time).
+//
 // Staging buffers are counted as MemoryKind::Communication: two of the
 // largest block's gathered size plus the whole-step units'.
 //
@@ -33,7 +36,7 @@
 #include <vector>
 
 #include "meshtrain/comm/device/device_collectives.hpp"
-#include "meshtrain/comm/device/exposed_timer.hpp"
+#include "meshtrain/comm/device/overlap_ledger.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/device_array.hpp"
@@ -45,8 +48,9 @@ namespace meshtrain::parallel {
 
 class GradReducer {
  public:
-  // Frees the store's flat gradients.
-  GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group,
+  // Frees the store's flat gradients. `ledger` (kept) takes every wait for
+  // a reduce-scatter.
+  GradReducer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, comm::OverlapLedger& ledger,
               Precision wire = Precision::Fp32);
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
@@ -67,8 +71,7 @@ class GradReducer {
   // After a block's backward: starts its reduce-scatter and unbinds it.
   void reduce(size_t unit);
   // After backward: reduces the whole-step units and waits for everything.
-  // Returns the seconds spent waiting (communication not hidden by backward).
-  double finish_backward();
+  void finish_backward();
 
  private:
   // A reduce-scatter in flight; under bf16, the rank's reduced segment
@@ -88,9 +91,9 @@ class GradReducer {
   Slot& slot_of(size_t unit) { return slots_[layout_.unit(unit).block_ordinal % 2]; }
   // Starts u's reduce-scatter from `staged` (clobbered; under bf16 through staged16).
   Pending reduce_scatter(const UnitShard& u, float* staged, Bf16* staged16);
-  // Waits for it and, under bf16, widens its segment into the shard.
-  // Waits for `pending` (its work into `exposed`, when given) and widens a bf16 sum.
-  void complete(Pending& pending, comm::ExposedTimer* exposed = nullptr);
+  // Waits for `pending` (in the ledger's open group) and, under bf16, widens
+  // its segment into the shard.
+  void complete(Pending& pending);
   float* target(const UnitShard& u) { return (accumulate_ ? incoming_.raw() : shard_.raw()) + u.local; }
   void zero(float* at, size_t count) { memory_.zero(at, count * sizeof(float)); }
 
@@ -106,6 +109,7 @@ class GradReducer {
   DeviceArray<Bf16> whole_step16_;  // bf16 only
   bool bf16_;
   std::array<Slot, 2> slots_;
+  comm::OverlapLedger& ledger_;
 };
 
 }  // namespace meshtrain::parallel

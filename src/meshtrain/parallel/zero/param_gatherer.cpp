@@ -9,8 +9,8 @@
 
 namespace meshtrain::parallel {
 
-ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, bool sharded,
-                             Precision wire)
+ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group,
+                             comm::OverlapLedger& ledger, bool sharded, Precision wire)
     : store_(store),
       layout_(layout),
       sharded_(sharded),
@@ -21,7 +21,8 @@ ParamGatherer::ParamGatherer(ParamStore& store, const ShardLayout& layout, comm:
       whole_step_(memory_, MemoryKind::Communication),
       whole_step16_(memory_, MemoryKind::Communication),
       bf16_(sharded && wire == Precision::Bf16),
-      slots_{Slot(memory_), Slot(memory_)} {
+      slots_{Slot(memory_), Slot(memory_)},
+      ledger_(ledger) {
   if (!sharded) {
     // Stages 1 and 2 gather every unit through the two slots.
     const size_t most = std::max(layout.max_gathered_size(true), layout.max_gathered_size(false));
@@ -65,7 +66,11 @@ void ParamGatherer::gather_whole_step() {
                           bf16_ ? whole_step16_.raw() + u.whole_step_offset : nullptr));
     store_.bind_unit_params(u.unit, whole_step_.raw() + u.whole_step_offset);
   }
-  for (auto& w : work) w->wait();
+  ledger_.begin_waits(*collectives_);
+  for (auto& w : work) {
+    w->wait();
+    ledger_.waited(std::move(w));
+  }
   for (const auto& u : layout_.units())
     if (u.whole_step)
       finish_gather(u, whole_step_.raw() + u.whole_step_offset,
@@ -87,36 +92,55 @@ void ParamGatherer::start_gather(size_t unit, Slot& slot) {
 }
 
 void ParamGatherer::wait(Slot& slot) {
-  if (slot.work) {
-    auto work = std::move(slot.work);
-    slot.work = nullptr;
-    work->wait();
-    if (slot.unit != npos) finish_gather(layout_.unit(slot.unit), slot.data.raw(), slot.data16.raw());
-  }
+  if (!slot.work) return;
+  ledger_.begin_waits(*collectives_);
+  slot.work->wait();
+  ledger_.waited(std::move(slot.work));
+  slot.work = nullptr;
+  if (slot.unit != npos) finish_gather(layout_.unit(slot.unit), slot.data.raw(), slot.data16.raw());
+}
+
+ParamGatherer::Slot* ParamGatherer::holding(size_t unit) {
+  for (auto& s : slots_)
+    if (s.unit == unit) return &s;
+  return nullptr;
+}
+
+ParamGatherer::Slot* ParamGatherer::free_slot(size_t keep) {
+  Slot* found = nullptr;
+  for (auto& s : slots_)
+    if (!s.in_use && (!found || found->unit == keep)) found = &s;
+  return found;
 }
 
 void ParamGatherer::acquire(size_t unit, size_t next) {
-  Slot& slot = slot_of(unit);
-  if (slot.unit != unit) {
-    if (slot.in_use)
-      throw Error("zero-3: unit " + store_.units()[unit].name + " needs the gather buffer that unit " +
-                  store_.units()[slot.unit].name + " still uses");
-    wait(slot);
-    start_gather(unit, slot);
+  Slot* slot = holding(unit);
+  if (!slot) {
+    slot = free_slot(next);
+    if (!slot)
+      throw Error("zero-3: unit " + store_.units()[unit].name + " needs a gather buffer, but units " +
+                  store_.units()[slots_[0].unit].name + " and " + store_.units()[slots_[1].unit].name +
+                  " still use both");
+    wait(*slot);  // a prefetch that was not needed after all
+    start_gather(unit, *slot);
+    ++gathers_on_demand_;
   }
-  wait(slot);
-  slot.in_use = true;
-  store_.bind_unit_params(unit, slot.data.raw());
-  if (next == npos) return;
-  Slot& ahead = slot_of(next);
-  if (ahead.unit == next || ahead.in_use) return;  // already there, or busy: gathered on demand
-  wait(ahead);
-  start_gather(next, ahead);
+  wait(*slot);
+  slot->in_use = true;
+  store_.bind_unit_params(unit, slot->data.raw());
+  if (next != npos && next != unit) prefetch(next);
+}
+
+void ParamGatherer::prefetch(size_t unit) {
+  if (holding(unit)) return;
+  Slot* slot = free_slot(npos);
+  if (!slot) return;  // both in use: gathered when needed
+  wait(*slot);
+  start_gather(unit, *slot);
 }
 
 void ParamGatherer::release(size_t unit) {
-  Slot& slot = slot_of(unit);
-  if (slot.unit == unit) slot.in_use = false;
+  if (Slot* slot = holding(unit)) slot->in_use = false;
   store_.bind_unit_params(unit, nullptr);
 }
 

@@ -5,10 +5,13 @@
 // parameters are all-gathered into a gather buffer just before its forward
 // and again before its backward, the store's views of the unit are pointed
 // at that buffer, and freed (unbound) after; while one block computes, the
-// next block's gather runs on the communication thread (prefetch). Blocks
-// share two gather buffers, alternating, so a prefetch never overwrites the
-// block in use. Whole-step units (embeddings, final norm) are gathered once
-// per step into buffers of their own.
+// next block's gather runs on the communication thread (prefetch; which
+// block is next: zero_engine.hpp). Blocks share two gather buffers, the one
+// in use and the one the prefetch fills, so a prefetch never overwrites the
+// block in use. A block whose gather was not prefetched is gathered when it
+// is needed, and counted (take_gathers_on_demand). Whole-step units
+// (embeddings, final norm) are gathered once per step into buffers of their
+// own.
 //
 // Stages 1 and 2: parameters stay whole; after each rank has updated its
 // owned slices, all_gather_flat() brings every rank's slices into the flat
@@ -21,14 +24,19 @@
 // staged through host memory (docs/gpu.md); copies and rounding run on the
 // store's backend.
 //
+// Every wait for a gather goes into the step's OverlapLedger (the overlap
+// report's exposed time).
+//
 // Gather buffers are counted as MemoryKind::Communication: two of the
 // largest block's gathered size, plus the whole-step units' (stage 3), or
 // two of the largest unit's (stages 1 and 2).
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 #include "meshtrain/comm/device/device_collectives.hpp"
+#include "meshtrain/comm/device/overlap_ledger.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/core/bf16.hpp"
 #include "meshtrain/core/device_array.hpp"
@@ -45,8 +53,9 @@ class ParamGatherer {
   // wire = Bf16 (stage 3 only): the slices travel as bf16 and every rank,
   // the owner included, computes with the same bf16-rounded parameters
   // (FSDP's param_dtype); the shard stays fp32.
-  ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, bool sharded,
-                Precision wire = Precision::Fp32);
+  // `ledger` (kept) takes every wait for a gather.
+  ParamGatherer(ParamStore& store, const ShardLayout& layout, comm::ProcessGroup& group, comm::OverlapLedger& ledger,
+                bool sharded, Precision wire = Precision::Fp32);
   ParamGatherer(const ParamGatherer&) = delete;
   ParamGatherer& operator=(const ParamGatherer&) = delete;
 
@@ -63,6 +72,10 @@ class ParamGatherer {
   // its gather and binds it. Then prefetches `next` (a block index, or
   // npos for none).
   void acquire(size_t unit, size_t next);
+  // Stage 3. Starts gathering block `unit` into the buffer not in use,
+  // unless it is there already (or both are in use: it is then gathered
+  // when needed).
+  void prefetch(size_t unit);
   // Stage 3. After a block's forward or backward: unbinds it. Its gathered
   // copy stays valid until its buffer is reused or release_all().
   void release(size_t unit);
@@ -70,6 +83,10 @@ class ParamGatherer {
   // Stages 1 and 2: every unit's owned slice, taken from each rank's flat
   // parameters, lands in every rank's flat parameters.
   void all_gather_flat();
+
+  // Stage 3: the gathers acquire() had to start itself (not prefetched)
+  // since the last call.
+  size_t take_gathers_on_demand() { return std::exchange(gathers_on_demand_, 0); }
 
   static constexpr size_t npos = size_t(-1);
 
@@ -83,7 +100,10 @@ class ParamGatherer {
     bool in_use = false;
     comm::DeviceWorkHandle work;  // the gather into it, while not yet waited for
   };
-  Slot& slot_of(size_t unit) { return slots_[layout_.unit(unit).block_ordinal % 2]; }
+  // The buffer holding (or receiving) `unit`'s gather; null: neither.
+  Slot* holding(size_t unit);
+  // A buffer not in use, one not holding `keep` if there is one; null: both in use.
+  Slot* free_slot(size_t keep);
   void start_gather(size_t unit, Slot& slot);
   void wait(Slot& slot);
   // Starts gathering u's slices from the shard into `out` (under bf16
@@ -102,6 +122,8 @@ class ParamGatherer {
   DeviceArray<Bf16> whole_step16_;  // bf16 wire only
   bool bf16_;
   std::array<Slot, 2> slots_;
+  comm::OverlapLedger& ledger_;
+  size_t gathers_on_demand_ = 0;
 };
 
 }  // namespace meshtrain::parallel

@@ -22,15 +22,19 @@ ZeroEngine::ZeroEngine(ParamStore& store, comm::ProcessGroup& group, int stage, 
       group_(group),
       stage_(checked_stage(stage)),
       layout_(store, group.rank(), group.size()),
-      params_(store, layout_, group, stage >= 3, wire) {
-  if (stage >= 2) grads_.emplace(store, layout_, group, wire);
+      params_(store, layout_, group, ledger_, stage >= 3, wire) {
+  if (stage >= 2) grads_.emplace(store, layout_, group, ledger_, wire);
   store.set_unit_observer(this);
 }
 
 ZeroEngine::~ZeroEngine() { store_.set_unit_observer(nullptr); }
 
 void ZeroEngine::begin_step() {
-  if (stage_ >= 3) params_.gather_whole_step();
+  if (stage_ >= 3) {
+    order_.begin_step();
+    params_.gather_whole_step();
+    if (const size_t first = order_.first(); first != BlockOrder::npos) params_.prefetch(first);
+  }
   if (grads_) grads_->start_backward();
 }
 
@@ -38,7 +42,9 @@ void ZeroEngine::begin_next_micro_batch() {
   if (grads_) grads_->start_backward(/*accumulate=*/true);
 }
 
-double ZeroEngine::finish_backward() { return grads_ ? grads_->finish_backward() : 0.0; }
+void ZeroEngine::finish_backward() {
+  if (grads_) grads_->finish_backward();
+}
 
 // On the store's device (the CPU's backend runs kernels/norm.hpp's sum and scale).
 double ZeroEngine::grad_squared_norm_local() {
@@ -76,11 +82,19 @@ void ZeroEngine::after_update() {
 }
 
 void ZeroEngine::begin_evaluation() {
+  evaluating_ = true;
   if (stage_ >= 3) params_.gather_whole_step();
 }
 
+// Evaluation's gathers are not a training step's: dropped from the report.
 void ZeroEngine::end_evaluation() {
   if (stage_ >= 3) params_.release_all();
+  communication();
+  evaluating_ = false;
+}
+
+ZeroCommunication ZeroEngine::communication() {
+  return {.time = ledger_.settle(), .gathers_on_demand = params_.take_gathers_on_demand()};
 }
 
 size_t ZeroEngine::next_block(size_t unit, UnitPass pass) const {
@@ -97,7 +111,10 @@ size_t ZeroEngine::next_block(size_t unit, UnitPass pass) const {
 
 void ZeroEngine::before_unit(size_t unit, UnitPass pass) {
   if (layout_.unit(unit).whole_step) return;  // gathered and staged for the whole step
-  if (stage_ >= 3) params_.acquire(unit, next_block(unit, pass));
+  if (stage_ >= 3) {
+    const size_t in_store_order = next_block(unit, pass);
+    params_.acquire(unit, evaluating_ ? in_store_order : order_.enter(unit, in_store_order));
+  }
   if (grads_ && pass == UnitPass::Backward) grads_->acquire(unit);
 }
 

@@ -18,20 +18,34 @@
 // A step: begin_step(), forward and backward (the engine, as the store's
 // UnitObserver, gathers and reduces around each unit), finish_backward(),
 // the gradient norm from grad_squared_norm(), update_buffers() for the
-// optimizer, after_update(). Evaluation brackets its forwards with
-// begin_evaluation() / end_evaluation().
+// optimizer, after_update(), then communication() for the overlap report.
+// Evaluation brackets its forwards with begin_evaluation() /
+// end_evaluation().
+//
+// Stage 3 prefetches the block that the last step entered next
+// (block_order.hpp); in the first step, and where a step leaves the last
+// one's order, the next block in the store's order (the previous one in
+// backward).
 #include <memory>
 #include <optional>
 #include <span>
 
+#include "meshtrain/comm/device/overlap_ledger.hpp"
 #include "meshtrain/comm/group/process_group.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/optim/optimizer.hpp"
+#include "meshtrain/parallel/zero/block_order.hpp"
 #include "meshtrain/parallel/zero/grad_reducer.hpp"
 #include "meshtrain/parallel/zero/param_gatherer.hpp"
 #include "meshtrain/parallel/zero/shard_layout.hpp"
 
 namespace meshtrain::parallel {
+
+// A step's communication, for the overlap report.
+struct ZeroCommunication {
+  comm::CommTime time;           // every gather and reduce-scatter, and the waits for them
+  size_t gathers_on_demand = 0;  // stage 3: block gathers the prefetch did not start
+};
 
 class ZeroEngine final : public UnitObserver {
  public:
@@ -58,8 +72,8 @@ class ZeroEngine final : public UnitObserver {
   // add its gradients to the shard. Stage 3's whole-step units stay gathered.
   void begin_next_micro_batch();
   // Stages 2 and 3, after backward: the rank's averaged gradient shard is
-  // complete. Returns the seconds waited for communication.
-  double finish_backward();
+  // complete.
+  void finish_backward();
   // Sum of squares of the rank's gradient shard (stages 2 and 3; sum it
   // over the ranks for the global norm).
   double grad_squared_norm_local();
@@ -74,6 +88,9 @@ class ZeroEngine final : public UnitObserver {
   // whole-step units, then unbinds everything.
   void begin_evaluation();
   void end_evaluation();
+  // The step's communication since the last call (after the update: over
+  // NCCL the host waits here for the step's last gathers, once).
+  ZeroCommunication communication();
 
   // Stage 3: the rank's parameters in the shard layout (what checkpoints
   // save and load); stages 1 and 2 keep them in the store's flat buffer.
@@ -94,8 +111,11 @@ class ZeroEngine final : public UnitObserver {
   comm::ProcessGroup& group_;
   int stage_;
   ShardLayout layout_;
+  comm::OverlapLedger ledger_;  // before the gatherer and reducer, which keep it
   ParamGatherer params_;
   std::optional<GradReducer> grads_;
+  BlockOrder order_;
+  bool evaluating_ = false;
 };
 
 }  // namespace meshtrain::parallel

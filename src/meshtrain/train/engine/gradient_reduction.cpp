@@ -1,6 +1,7 @@
 #include "meshtrain/train/engine/gradient_reduction.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace meshtrain {
 
@@ -23,7 +24,8 @@ class SoloGradients : public GradientReduction {
 
   void begin_step() override { store_.zero_grads(); }
   void begin_micro_batch(int64_t, bool) override {}
-  parallel::GradientSyncStats finish_backward() override { return {}; }
+  void finish_backward() override {}
+  parallel::GradientSyncStats communication() override { return {}; }
   HeldGradients gradients() override { return {store_.kernel_grads(), whole_, false}; }
   void update(Optimizer& optimizer, float lr) override { optimizer.step(store_, lr); }
 
@@ -41,10 +43,12 @@ class AllReduceGradients : public SoloGradients {
   void begin_micro_batch(int64_t, bool last) override {
     if (last) sync_.start_backward();
   }
-  parallel::GradientSyncStats finish_backward() override { return sync_.finish_backward(); }
+  void finish_backward() override { stats_ = sync_.finish_backward(); }
+  parallel::GradientSyncStats communication() override { return std::exchange(stats_, {}); }
 
  private:
   parallel::GradientSync& sync_;
+  parallel::GradientSyncStats stats_;  // this step's all-reduce
 };
 
 // What every ZeRO stage shares: the engine around the step and evaluation,
@@ -65,6 +69,14 @@ class ZeroUpdate {
     optimizer.update(zero_.update_buffers(), lr);
     zero_.after_update();
   }
+  // The engine's gathers and reduce-scatters, added to `stats`.
+  parallel::GradientSyncStats add_engine_communication(parallel::GradientSyncStats stats) {
+    const parallel::ZeroCommunication engine = zero_.communication();
+    stats.busy_s += engine.time.busy_s;
+    stats.exposed_s += engine.time.exposed_s;
+    if (zero_.stage() >= 3) stats.gathers_on_demand = int64_t(engine.gathers_on_demand);
+    return stats;
+  }
 
   parallel::ZeroEngine& zero_;
 };
@@ -81,6 +93,9 @@ class Zero1Gradients : public AllReduceGradients, ZeroUpdate {
     AllReduceGradients::begin_micro_batch(m, last);
   }
   void update(Optimizer& optimizer, float lr) override { update_shard(optimizer, lr); }
+  parallel::GradientSyncStats communication() override {
+    return add_engine_communication(AllReduceGradients::communication());
+  }
   void begin_evaluation() override { zero_.begin_evaluation(); }
   void end_evaluation() override { zero_.end_evaluation(); }
 };
@@ -91,21 +106,18 @@ class ShardedGradients : public GradientReduction, ZeroUpdate {
  public:
   ShardedGradients(ParamStore& store, parallel::ZeroEngine& zero) : ZeroUpdate(zero), store_(store) {}
 
-  void begin_step() override {
-    begin(store_);
-    exposed_s_ = 0;
-  }
+  void begin_step() override { begin(store_); }
   void begin_micro_batch(int64_t m, bool) override { next_micro_batch(m); }
-  void end_micro_batch() override { exposed_s_ += zero_.finish_backward(); }
-  parallel::GradientSyncStats finish_backward() override { return {.exposed_s = exposed_s_}; }
+  void end_micro_batch() override { zero_.finish_backward(); }
+  void finish_backward() override {}
   HeldGradients gradients() override { return {zero_.grad_shard(), zero_.layout().segments(), true}; }
   void update(Optimizer& optimizer, float lr) override { update_shard(optimizer, lr); }
+  parallel::GradientSyncStats communication() override { return add_engine_communication({}); }
   void begin_evaluation() override { zero_.begin_evaluation(); }
   void end_evaluation() override { zero_.end_evaluation(); }
 
  private:
   ParamStore& store_;
-  double exposed_s_ = 0;  // waited for this step's reduce-scatters
 };
 
 }  // namespace

@@ -26,6 +26,8 @@
 //   gradients()         what this rank holds: for the 1/M scale, the norm
 //                       and clipping
 //   update(optimizer, lr)
+//   communication()     the step's, for the overlap report (also after a
+//                       step that skips its update)
 // Evaluation brackets its forwards with begin_evaluation() and
 // end_evaluation() (stage 3 gathers the parameters there).
 #include <cstdint>
@@ -68,10 +70,13 @@ class GradientReduction {
   // After micro-batch m's backward.
   virtual void end_micro_batch() {}
   // After the last backward. Throws CommError when a peer fails.
-  virtual parallel::GradientSyncStats finish_backward() = 0;
+  virtual void finish_backward() = 0;
   virtual HeldGradients gradients() = 0;
   // The optimizer's update at `lr` on what this rank owns.
   virtual void update(Optimizer& optimizer, float lr) = 0;
+  // The step's communication so far (ZeRO's gathers after the update
+  // included), and starts over.
+  virtual parallel::GradientSyncStats communication() = 0;
 
   virtual void begin_evaluation() {}
   virtual void end_evaluation() {}

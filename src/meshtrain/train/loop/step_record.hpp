@@ -29,7 +29,8 @@ struct StepTiming {
 void add_step_fields(nlohmann::json& record, const StepResult& r);
 // The job's shape: workers and the ways of each axis, the ZeRO stage.
 void add_layout_fields(nlohmann::json& record, const comm::DeviceMesh& mesh, int zero_stage);
-// The data-parallel all-reduce's busy time and the share of it hidden behind backward.
+// The gradient exchange's busy time (data parallelism's all-reduce; ZeRO's gathers and
+// reduce-scatters) and the share of it hidden behind compute; ZeRO-3's gathers on demand.
 void add_overlap_fields(nlohmann::json& record, const parallel::GradientSyncStats& comm);
 // Peak tracked bytes of each kind so far in `tracker` (the job's device's,
 // MemoryTracker::of), in MiB, as peak_<kind>_mb; off the host also the

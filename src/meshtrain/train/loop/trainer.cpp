@@ -398,7 +398,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
     rec["comm_bytes"] = timing.comm_bytes;  // sent by this worker in the step (loss and norm sums included)
     rec["comm_exposed_ms"] = r.comm.exposed_s * 1e3;
   }
-  if (machinery_.sync) add_overlap_fields(rec, r.comm);
+  if (machinery_.sync || machinery_.zero) add_overlap_fields(rec, r.comm);
   if (timing.host_syncs >= 0) rec["host_syncs"] = timing.host_syncs;
   add_memory_peaks(rec, memory());
   rec.update(ranks);

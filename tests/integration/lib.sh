@@ -138,8 +138,10 @@ PY
 
 # Asserts metrics.jsonl $1 of a ZeRO stage $2 job reports its communication
 # at every step: comm_ms (all above 0), comm_exposed_ms, comm_hidden_share
-# within [0, 1]; stage 3 also comm_gathers_on_demand, 0 from step 2 on
-# (the prefetch follows the first step's order).
+# within [0, 1], some step with exposed time (host-staged waits block, and
+# the whole-step units' gathers hide behind nothing: a hidden share stuck at
+# 1 is the report missing waits); stage 3 also comm_gathers_on_demand, 0
+# from step 2 on (the prefetch follows the first step's order).
 expect_zero_overlap_report() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -155,6 +157,7 @@ for r in steps:
         assert "comm_gathers_on_demand" not in r, where
     elif r["step"] >= 2:
         assert r["comm_gathers_on_demand"] == 0, (where, "gathers on demand", r["comm_gathers_on_demand"])
+assert any(r["comm_exposed_ms"] > 0 and r["comm_hidden_share"] < 1 for r in steps), "no step waited for communication"
 on_demand = [r.get("comm_gathers_on_demand") for r in steps[:3]]
 print(f"overlap report: {len(steps)} steps, comm_ms {steps[-1]['comm_ms']:.3g}, "
       f"hidden {steps[-1]['comm_hidden_share']:.2f}, gathers on demand (first steps) {on_demand}")

@@ -67,9 +67,13 @@ pipe 1f1b-zero2-tp2 2 2 2 1f1b --parallel.zero_stage=2
 same one 1f1b-zero2-tp2
 pipe gpipe-zero3 4 1 2 gpipe --parallel.zero_stage=3
 same one gpipe-zero3
-# Across GPipe's micro-batches too, stage 3's prefetch follows the step's
-# order (stage 0's record, worker 0's).
-expect_zero_overlap_report "$WORK/gpipe-zero3/metrics.jsonl" 3 || fail "gpipe-zero3: overlap report"
+pipe 1f1b-zero3 2 1 2 1f1b --parallel.zero_stage=3
+same one 1f1b-zero3
+# Across GPipe's and 1F1B's micro-batches too, stage 3's prefetch follows
+# the step's order (stage 0's record: worker 0's metrics).
+for name in gpipe-zero3 1f1b-zero3; do
+  expect_zero_overlap_report "$WORK/$name/metrics.jsonl" 3 || fail "$name: overlap report"
+done
 pipe 1f1b-uneven 2 1 1 1f1b --parallel.stage_layers=[5,3]
 same one 1f1b-uneven
 

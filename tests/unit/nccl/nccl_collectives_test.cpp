@@ -98,7 +98,7 @@ TEST(NcclCollectives, OneRankReducesAndBroadcastsInPlaceBitForBit) {
   EXPECT_EQ(to_host(arrived), in);
 }
 
-// The overlap report's exposed time (exposed_timer.hpp): a collective that
+// The overlap report's exposed time (overlap_ledger.hpp): a collective that
 // ended before the compute stream reached the mark is 0 s after it, and
 // asking leaves no error behind for the next launch to report (the
 // elapsed time of a pending event is cudaErrorNotReady, which the runtime

@@ -14,8 +14,9 @@ void OverlapLedger::close_host_group() {
 }
 
 void OverlapLedger::begin_waits(DeviceCollectives& collectives) {
+  if (!recording_) return;
   close_host_group();
-  open_ = true;
+  group_open_ = true;
   if (auto mark = collectives.mark_compute()) {
     device_groups_.push_back({std::move(mark), {}});
     return;
@@ -25,8 +26,8 @@ void OverlapLedger::begin_waits(DeviceCollectives& collectives) {
 }
 
 void OverlapLedger::waited(DeviceWorkHandle work) {
-  if (!open_) throw Error("OverlapLedger: a work was waited for outside any group (begin_waits)");
-  if (!work) return;
+  if (!recording_ || !work) return;
+  if (!group_open_) throw Error("OverlapLedger: a work was waited for outside any group (begin_waits)");
   if (host_group_) {
     host_exposed_s_ = seconds_since(host_start_);
     settled_.busy_s += work->busy_seconds();
@@ -46,7 +47,7 @@ CommTime OverlapLedger::settle() {
     settled_.exposed_s += exposed;
   }
   device_groups_.clear();
-  open_ = false;
+  group_open_ = false;
   const CommTime step = settled_;
   settled_ = {};
   return step;

@@ -35,7 +35,12 @@ class OverlapLedger {
   // times are the device's until settle(); it reads the others now.
   void waited(DeviceWorkHandle work);
   // The busy and exposed seconds since the last settle(), and starts over.
+  // Over NCCL the host waits here for the device's events: call it where
+  // the step waits for the device anyway.
   CommTime settle();
+  // Off: waits are not accounted (evaluation's); their works are dropped
+  // unread.
+  void set_recording(bool on) { recording_ = on; }
 
  private:
   struct DeviceGroup {
@@ -46,7 +51,8 @@ class OverlapLedger {
 
   CommTime settled_;  // what the host already knows
   std::vector<DeviceGroup> device_groups_;
-  bool open_ = false;
+  bool recording_ = true;
+  bool group_open_ = false;  // since the last settle()
   bool host_group_ = false;
   std::chrono::steady_clock::time_point host_start_;
   double host_exposed_s_ = 0;  // the open host group's, so far

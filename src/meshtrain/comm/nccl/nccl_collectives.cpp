@@ -67,8 +67,8 @@ class NcclWork final : public DeviceWork {
     check_cuda(cudaStreamWaitEvent(compute_, end_, 0), "cudaStreamWaitEvent", kWhere);
     waited_ = true;
   }
-  // Waits on the host for the operation's end (only a caller that asks:
-  // data parallelism's overlap report, just before the step's norm waits
+  // Waits on the host for the operation's end (only a caller that asks: the
+  // overlap report's ledger, once a step, just before the step's norm waits
   // for the device anyway).
   double busy_seconds() const override {
     if (busy_s_ < 0) busy_s_ = elapsed_seconds(start_, end_);

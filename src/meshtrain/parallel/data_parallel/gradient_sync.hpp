@@ -44,15 +44,13 @@ struct GradientSyncOptions {
   Precision dtype = Precision::Fp32;
 };
 
-// Communication of one step, for the overlap report (ZeRO's too:
-// train/engine/gradient_reduction.hpp).
+// The all-reduce of one step's buckets, for the overlap report.
 struct GradientSyncStats {
   double busy_s = 0;     // time the communication thread spent on this step's buckets
-  double exposed_s = 0;  // how long they held up the step past backward (comm/device/exposed_timer.hpp):
+  double exposed_s = 0;  // how long they held up the step past backward (comm/device/overlap_ledger.hpp):
                          // host-staged, finish_backward()'s wait; over NCCL, the device's time from
                          // backward's end on the compute stream to the last bucket's end
   size_t bytes = 0;      // gradient bytes all-reduced by this rank
-  int64_t gathers_on_demand = -1;  // ZeRO-3: block gathers its prefetch did not start (-1: not ZeRO-3)
   double hidden_share() const { return busy_s > 0 ? 1.0 - std::min(1.0, exposed_s / busy_s) : 1.0; }
 };
 

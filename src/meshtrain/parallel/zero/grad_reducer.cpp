@@ -47,7 +47,6 @@ void GradReducer::complete(Pending& pending) {
   if (!pending.work) return;
   pending.work->wait();
   ledger_.waited(std::move(pending.work));
-  pending.work = nullptr;
   if (!pending.segment) return;
   // As Avg divides.
   backend_.widen_divided(pending.segment, target(*pending.unit), pending.unit->slice,

@@ -96,7 +96,6 @@ void ParamGatherer::wait(Slot& slot) {
   ledger_.begin_waits(*collectives_);
   slot.work->wait();
   ledger_.waited(std::move(slot.work));
-  slot.work = nullptr;
   if (slot.unit != npos) finish_gather(layout_.unit(slot.unit), slot.data.raw(), slot.data16.raw());
 }
 
@@ -107,9 +106,11 @@ ParamGatherer::Slot* ParamGatherer::holding(size_t unit) {
 }
 
 ParamGatherer::Slot* ParamGatherer::free_slot(size_t keep) {
+  // An empty buffer first, then one not holding `keep`.
+  auto cost = [&](const Slot& s) { return s.unit == npos ? 0 : s.unit == keep ? 2 : 1; };
   Slot* found = nullptr;
   for (auto& s : slots_)
-    if (!s.in_use && (!found || found->unit == keep)) found = &s;
+    if (!s.in_use && (!found || cost(s) < cost(*found))) found = &s;
   return found;
 }
 

@@ -102,7 +102,7 @@ class ParamGatherer {
   };
   // The buffer holding (or receiving) `unit`'s gather; null: neither.
   Slot* holding(size_t unit);
-  // A buffer not in use, one not holding `keep` if there is one; null: both in use.
+  // A buffer not in use: an empty one, else one not holding `keep`; null: both in use.
   Slot* free_slot(size_t keep);
   void start_gather(size_t unit, Slot& slot);
   void wait(Slot& slot);

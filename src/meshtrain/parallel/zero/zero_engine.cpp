@@ -81,15 +81,17 @@ void ZeroEngine::after_update() {
     params_.all_gather_flat();
 }
 
+// Evaluation's gathers are not a training step's: left out of the report.
 void ZeroEngine::begin_evaluation() {
   evaluating_ = true;
+  ledger_.set_recording(false);
   if (stage_ >= 3) params_.gather_whole_step();
 }
 
-// Evaluation's gathers are not a training step's: dropped from the report.
 void ZeroEngine::end_evaluation() {
   if (stage_ >= 3) params_.release_all();
-  communication();
+  params_.take_gathers_on_demand();
+  ledger_.set_recording(true);
   evaluating_ = false;
 }
 

@@ -17,8 +17,8 @@
 //
 // A step: begin_step(), forward and backward (the engine, as the store's
 // UnitObserver, gathers and reduces around each unit), finish_backward(),
-// the gradient norm from grad_squared_norm(), update_buffers() for the
-// optimizer, after_update(), then communication() for the overlap report.
+// communication() for the overlap report, the gradient norm from
+// grad_squared_norm(), update_buffers() for the optimizer, after_update().
 // Evaluation brackets its forwards with begin_evaluation() /
 // end_evaluation().
 //
@@ -88,8 +88,10 @@ class ZeroEngine final : public UnitObserver {
   // whole-step units, then unbinds everything.
   void begin_evaluation();
   void end_evaluation();
-  // The step's communication since the last call (after the update: over
-  // NCCL the host waits here for the step's last gathers, once).
+  // The communication since the last call: after the last backward, where
+  // the norm waits for the device anyway (over NCCL the host waits here for
+  // the device's events, once). Stages 1 and 2's gather after the update
+  // counts in the next call's. Evaluation's is not counted.
   ZeroCommunication communication();
 
   // Stage 3: the rank's parameters in the shard layout (what checkpoints

@@ -1,7 +1,6 @@
 #include "meshtrain/train/engine/gradient_reduction.hpp"
 
 #include <algorithm>
-#include <utility>
 
 namespace meshtrain {
 
@@ -25,7 +24,7 @@ class SoloGradients : public GradientReduction {
   void begin_step() override { store_.zero_grads(); }
   void begin_micro_batch(int64_t, bool) override {}
   void finish_backward() override {}
-  parallel::GradientSyncStats communication() override { return {}; }
+  StepCommunication communication() override { return {}; }
   HeldGradients gradients() override { return {store_.kernel_grads(), whole_, false}; }
   void update(Optimizer& optimizer, float lr) override { optimizer.step(store_, lr); }
 
@@ -43,12 +42,17 @@ class AllReduceGradients : public SoloGradients {
   void begin_micro_batch(int64_t, bool last) override {
     if (last) sync_.start_backward();
   }
-  void finish_backward() override { stats_ = sync_.finish_backward(); }
-  parallel::GradientSyncStats communication() override { return std::exchange(stats_, {}); }
+  void finish_backward() override {
+    const parallel::GradientSyncStats stats = sync_.finish_backward();
+    comm_ = {.busy_s = stats.busy_s, .exposed_s = stats.exposed_s, .gathers_on_demand = std::nullopt};
+  }
+  StepCommunication communication() override { return comm_; }
+
+ protected:
+  StepCommunication comm_;  // this step's, from finish_backward()
 
  private:
   parallel::GradientSync& sync_;
-  parallel::GradientSyncStats stats_;  // this step's all-reduce
 };
 
 // What every ZeRO stage shares: the engine around the step and evaluation,
@@ -69,13 +73,12 @@ class ZeroUpdate {
     optimizer.update(zero_.update_buffers(), lr);
     zero_.after_update();
   }
-  // The engine's gathers and reduce-scatters, added to `stats`.
-  parallel::GradientSyncStats add_engine_communication(parallel::GradientSyncStats stats) {
+  // The engine's gathers and reduce-scatters since its last read, added to `comm`.
+  void add_engine_communication(StepCommunication& comm) {
     const parallel::ZeroCommunication engine = zero_.communication();
-    stats.busy_s += engine.time.busy_s;
-    stats.exposed_s += engine.time.exposed_s;
-    if (zero_.stage() >= 3) stats.gathers_on_demand = int64_t(engine.gathers_on_demand);
-    return stats;
+    comm.busy_s += engine.time.busy_s;
+    comm.exposed_s += engine.time.exposed_s;
+    if (zero_.stage() >= 3) comm.gathers_on_demand = engine.gathers_on_demand;
   }
 
   parallel::ZeroEngine& zero_;
@@ -92,10 +95,11 @@ class Zero1Gradients : public AllReduceGradients, ZeroUpdate {
     next_micro_batch(m);
     AllReduceGradients::begin_micro_batch(m, last);
   }
-  void update(Optimizer& optimizer, float lr) override { update_shard(optimizer, lr); }
-  parallel::GradientSyncStats communication() override {
-    return add_engine_communication(AllReduceGradients::communication());
+  void finish_backward() override {
+    AllReduceGradients::finish_backward();
+    add_engine_communication(comm_);
   }
+  void update(Optimizer& optimizer, float lr) override { update_shard(optimizer, lr); }
   void begin_evaluation() override { zero_.begin_evaluation(); }
   void end_evaluation() override { zero_.end_evaluation(); }
 };
@@ -109,15 +113,19 @@ class ShardedGradients : public GradientReduction, ZeroUpdate {
   void begin_step() override { begin(store_); }
   void begin_micro_batch(int64_t m, bool) override { next_micro_batch(m); }
   void end_micro_batch() override { zero_.finish_backward(); }
-  void finish_backward() override {}
+  void finish_backward() override {
+    comm_ = {};
+    add_engine_communication(comm_);
+  }
   HeldGradients gradients() override { return {zero_.grad_shard(), zero_.layout().segments(), true}; }
   void update(Optimizer& optimizer, float lr) override { update_shard(optimizer, lr); }
-  parallel::GradientSyncStats communication() override { return add_engine_communication({}); }
+  StepCommunication communication() override { return comm_; }
   void begin_evaluation() override { zero_.begin_evaluation(); }
   void end_evaluation() override { zero_.end_evaluation(); }
 
  private:
   ParamStore& store_;
+  StepCommunication comm_;  // this step's, from finish_backward()
 };
 
 }  // namespace

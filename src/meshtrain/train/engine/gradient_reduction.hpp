@@ -27,11 +27,16 @@
 //                       and clipping
 //   update(optimizer, lr)
 //   communication()     the step's, for the overlap report (also after a
-//                       step that skips its update)
+//                       step that skips its update): read at
+//                       finish_backward(), where the norm waits for the
+//                       device anyway; ZeRO 1-2's gather after the update
+//                       counts in the next step's
 // Evaluation brackets its forwards with begin_evaluation() and
 // end_evaluation() (stage 3 gathers the parameters there).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -42,6 +47,15 @@
 #include "meshtrain/parallel/zero/zero_engine.hpp"
 
 namespace meshtrain {
+
+// A step's communication, for the overlap report: data parallelism's
+// all-reduce, ZeRO's gathers and reduce-scatters (comm/device/overlap_ledger.hpp).
+struct StepCommunication {
+  double busy_s = 0;     // the transport's time on it
+  double exposed_s = 0;  // how long the compute waited for it
+  std::optional<size_t> gathers_on_demand;  // ZeRO-3: block gathers its prefetch did not start
+  double hidden_share() const { return busy_s > 0 ? 1.0 - std::min(1.0, exposed_s / busy_s) : 1.0; }
+};
 
 // The gradients one rank holds after finish_backward().
 struct HeldGradients {
@@ -74,9 +88,8 @@ class GradientReduction {
   virtual HeldGradients gradients() = 0;
   // The optimizer's update at `lr` on what this rank owns.
   virtual void update(Optimizer& optimizer, float lr) = 0;
-  // The step's communication so far (ZeRO's gathers after the update
-  // included), and starts over.
-  virtual parallel::GradientSyncStats communication() = 0;
+  // This step's communication (as read at finish_backward()).
+  virtual StepCommunication communication() = 0;
 
   virtual void begin_evaluation() {}
   virtual void end_evaluation() {}

@@ -42,7 +42,7 @@ struct StepResult {
   float loss = 0;       // mean over the global batch
   float grad_norm = 0;  // before clipping
   double lr = 0;
-  parallel::GradientSyncStats comm;  // zero without data parallelism
+  StepCommunication comm;  // zero without data parallelism
   std::vector<MoeLayerReport> moe;   // the mixture-of-experts layers' routing; empty for a dense model
   const char* skipped = nullptr;     // why the update was left out ("spike", "skip_steps"); null: applied
 };

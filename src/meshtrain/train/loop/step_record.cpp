@@ -45,10 +45,10 @@ void add_layout_fields(nlohmann::json& record, const comm::DeviceMesh& mesh, int
   record["zero_stage"] = zero_stage;
 }
 
-void add_overlap_fields(nlohmann::json& record, const parallel::GradientSyncStats& comm) {
+void add_overlap_fields(nlohmann::json& record, const StepCommunication& comm) {
   record["comm_ms"] = comm.busy_s * 1e3;
   record["comm_hidden_share"] = comm.hidden_share();
-  if (comm.gathers_on_demand >= 0) record["comm_gathers_on_demand"] = comm.gathers_on_demand;
+  if (comm.gathers_on_demand) record["comm_gathers_on_demand"] = *comm.gathers_on_demand;
 }
 
 void add_memory_peaks(nlohmann::json& record, const MemoryTracker& tracker) {

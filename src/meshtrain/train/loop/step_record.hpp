@@ -9,7 +9,6 @@
 
 #include "meshtrain/comm/mesh/device_mesh.hpp"
 #include "meshtrain/core/memory.hpp"
-#include "meshtrain/parallel/data_parallel/gradient_sync.hpp"
 #include "meshtrain/train/engine/train_step.hpp"
 
 namespace meshtrain {
@@ -31,7 +30,7 @@ void add_step_fields(nlohmann::json& record, const StepResult& r);
 void add_layout_fields(nlohmann::json& record, const comm::DeviceMesh& mesh, int zero_stage);
 // The gradient exchange's busy time (data parallelism's all-reduce; ZeRO's gathers and
 // reduce-scatters) and the share of it hidden behind compute; ZeRO-3's gathers on demand.
-void add_overlap_fields(nlohmann::json& record, const parallel::GradientSyncStats& comm);
+void add_overlap_fields(nlohmann::json& record, const StepCommunication& comm);
 // Peak tracked bytes of each kind so far in `tracker` (the job's device's,
 // MemoryTracker::of), in MiB, as peak_<kind>_mb; off the host also the
 // host's total, peak_host_total_mb.

@@ -87,6 +87,22 @@ TEST(OverlapLedger, WithoutMarksEachGroupCostsTheHostsTimeToItsLastWait) {
   EXPECT_DOUBLE_EQ(step.busy_s, 0.5);
 }
 
+TEST(OverlapLedger, WhileNotRecordingWaitsAreDroppedUnread) {
+  MarkingCollectives nccl_like(true);
+  OverlapLedger ledger;
+  int reads = 0;
+  ledger.set_recording(false);
+  ledger.begin_waits(nccl_like);
+  ledger.waited(std::make_unique<EndedWork>(0.5, &reads));
+  ledger.set_recording(true);
+  ledger.begin_waits(nccl_like);
+  ledger.waited(std::make_unique<EndedWork>(0.002, &reads));
+  const CommTime step = ledger.settle();
+  EXPECT_EQ(reads, 1);
+  EXPECT_DOUBLE_EQ(step.exposed_s, 0.002);
+  EXPECT_DOUBLE_EQ(step.busy_s, 0.25);
+}
+
 TEST(OverlapLedger, AWaitOutsideAnyGroupIsRefused) {
   OverlapLedger ledger;
   int reads = 0;

@@ -78,6 +78,7 @@ struct Record {
   double squares[kSteps] = {};        // sum of squares of everything held (padding included)
   std::vector<float> params;          // the owned (or whole) parameters after the last step
   bool data_sharded = false;
+  StepCommunication comm[kSteps];     // what each step's communication() said
 };
 
 std::vector<float> nans(const ParamStore& s) { return std::vector<float>(s.flat_size(), kNan); }
@@ -216,6 +217,7 @@ Record run_rank(comm::ProcessGroup& group, Strategy how, int64_t micro_batches) 
     for (float& g : held.values) g *= 1.0f / float(micro_batches);
     record_held(s, held, rec, t);
     gradients->update(*optimizer, kLr[t]);
+    rec.comm[t] = gradients->communication();
   }
   rec.seen_forward[kSteps] = nans(s);
   gradients->begin_evaluation();
@@ -294,6 +296,19 @@ void expect_like_solo(Strategy how, int ranks, int64_t micro_batches) {
     // rank holds everything.
     EXPECT_EQ(held, sharded ? elements : elements * size_t(ranks));
     EXPECT_EQ(squares, sharded ? solo.squares[t] : solo.squares[t] * ranks);
+    // The overlap report: every strategy's collectives took time; ZeRO-3
+    // alone counts gathers on demand, none once its prefetch has the first
+    // step's order.
+    for (int r = 0; r < ranks; ++r) {
+      const StepCommunication& comm = recs[size_t(r)].comm[t];
+      if (ranks > 1) {
+        EXPECT_GT(comm.busy_s, 0.0) << "rank " << r;
+      }
+      ASSERT_EQ(comm.gathers_on_demand.has_value(), how.zero_stage == 3) << "rank " << r;
+      if (how.zero_stage == 3 && t > 0) {
+        EXPECT_EQ(*comm.gathers_on_demand, 0u) << "rank " << r;
+      }
+    }
   }
   size_t owned = 0;
   for (int r = 0; r < ranks; ++r) {

@@ -7,6 +7,7 @@
 
 #include "meshtrain/cli/commands.hpp"
 #include "meshtrain/cli/launched_job_config.hpp"
+#include "meshtrain/comm/nccl/environment.hpp"
 #include "meshtrain/core/error.hpp"
 #include "meshtrain/train/config/config_schema.hpp"
 #include "meshtrain/train/train.hpp"
@@ -46,6 +47,7 @@ void add_train_command(CLI::App& app, CommandSet& commands) {
   sub->allow_extras();
   sub->footer("Any config key can be overridden as --section.key=value:\n" + job_config_reference());
   commands.add(sub, [args, sub] {
+    comm::nccl::set_environment();  // before this process starts a thread
     JobConfig config = load_launched_job_config(args->config_path, sub->remaining());
     if (args->max_memory_mb > 0) config.training.max_memory_mb = args->max_memory_mb;
     if (!args->trace.empty()) config.metrics.trace = args->trace;

@@ -1,10 +1,10 @@
 #include "meshtrain/comm/nccl/nccl_library.hpp"
 
 #include <dlfcn.h>
-#include <stdlib.h>
 
 #include <string>
 
+#include "meshtrain/comm/nccl/environment.hpp"
 #include "meshtrain/core/error.hpp"
 
 namespace meshtrain::comm::nccl {
@@ -22,16 +22,7 @@ void find(void* handle, F& function, const char* name) {
 }
 
 NcclLibrary load() {
-  // A worker has several communicators on one GPU, each with a stream of
-  // its own (the data group's buckets, the expert-data group's, the tensor
-  // axis's all-reduces), and NCCL's kernels wait for their peers: if two
-  // GPUs ran two communicators' kernels in different orders, each would
-  // wait for the other for ever. This makes NCCL keep the host's order of
-  // issue across the communicators of a device (2.28.9's library knows it;
-  // a release without it ignores it), and the host issues in the same order
-  // on every worker. Set before NCCL is loaded, so before it reads its
-  // settings; a user's own setting wins.
-  ::setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", /*overwrite=*/0);
+  set_environment();  // before NCCL reads its settings (environment.hpp)
   void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     throw CommError(std::string("NCCL could not be loaded: ") + dlerror() +

@@ -2,9 +2,11 @@
 // CudaAllocator::staging_memory): page-locked host memory, as the CUDA
 // runtime reports it, that the host indexes and that device copies reach
 // both ways bit for bit; counted in the host's tracker, not the device's.
+// And the device memory's pool, which keeps what is freed.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -39,6 +41,25 @@ TEST(CudaPinnedMemory, IsPageLockedHostMemoryThatCopiesBothWays) {
   pinned.zero();
   device.download(pinned.data(), on_device.ptr().raw(), 4099 * sizeof(float));
   test::expect_same_bits(std::vector<float>(pinned.data(), pinned.data() + 4099), values, "round trip");
+}
+
+// Freed device memory stays in the default pool for the next step's
+// buffers rather than going back to the driver at each synchronisation.
+TEST(CudaAllocator, KeepsFreedMemoryInTheDevicesPool) {
+  MESHTRAIN_REQUIRE_GPU();
+  CudaAllocator device;
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
+  uint64_t threshold = 0;
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold), cudaSuccess);
+  EXPECT_EQ(threshold, UINT64_MAX);
+  {
+    DeviceBuffer<float> step(device, size_t(16) << 20, MemoryKind::Other);  // 64 MiB, freed below
+  }
+  ASSERT_EQ(cudaStreamSynchronize(device.stream()), cudaSuccess);
+  uint64_t reserved = 0;
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved), cudaSuccess);
+  EXPECT_GE(reserved, uint64_t(64) << 20) << "the freed buffer's memory went back to the driver";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "meshtrain/kernels/cuda/cuda_memory.hpp"
 
+#include <cstdint>
 #include <cstring>
 
 #include "meshtrain/core/error.hpp"
@@ -7,7 +8,17 @@
 
 namespace meshtrain::kernels::cuda {
 
-CudaAllocator::CudaAllocator(cudaStream_t stream) : stream_(stream) { MESHTRAIN_CUDA_CHECK(cudaGetDevice(&device_)); }
+// The device's default pool keeps what is freed instead of handing it back
+// to the driver at every synchronisation (its default threshold is 0, and
+// each download synchronises): the buffers that live one step (ZeRO's
+// gathers, scratch) would otherwise be mapped again every step.
+CudaAllocator::CudaAllocator(cudaStream_t stream) : stream_(stream) {
+  MESHTRAIN_CUDA_CHECK(cudaGetDevice(&device_));
+  cudaMemPool_t pool = nullptr;
+  MESHTRAIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+  uint64_t keep_all = UINT64_MAX;
+  MESHTRAIN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+}
 
 void* CudaAllocator::allocate(size_t bytes) {
   void* p = nullptr;

@@ -29,7 +29,8 @@ class PinnedHostMemory final : public DeviceAllocator {
 
 class CudaAllocator final : public DeviceAllocator {
  public:
-  // The current device's memory, ordered on `stream` (0: the legacy default stream).
+  // The current device's memory, ordered on `stream` (0: the legacy default
+  // stream), from its default pool, which keeps freed memory for reuse.
   explicit CudaAllocator(cudaStream_t stream = nullptr);
   void* allocate(size_t bytes) override;
   void release(void* p) noexcept override;

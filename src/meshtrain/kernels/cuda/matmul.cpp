@@ -371,7 +371,12 @@ std::unique_ptr<Plan> CublasLtContext::State::make_plan(const Call& call) {
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d,
                                                                plan->d, preference.pref, 1, &result, &found);
   const bool none = status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0);
-  if (none && key.form == Form::General && key.epilogue == Epilogue::Bias) {  // kept: gemm() adds the bias itself
+  // The general product with a bias has a way without cuBLASLt's epilogue
+  // (gemm() adds the bias itself), so any refusal takes it: a library may
+  // answer an fp32 bias on bf16 output with INVALID_VALUE, or a failed
+  // result, rather than NOT_SUPPORTED.
+  const bool refused = none || status != CUBLAS_STATUS_SUCCESS || result.state != CUBLAS_STATUS_SUCCESS;
+  if (refused && key.form == Form::General && key.epilogue == Epilogue::Bias) {
     plan->found = false;
     return plan;
   }

@@ -138,10 +138,10 @@ PY
 
 # Asserts metrics.jsonl $1 of a ZeRO stage $2 job reports its communication
 # at every step: comm_ms (all above 0), comm_exposed_ms, comm_hidden_share
-# within [0, 1], some step with exposed time (host-staged waits block, and
-# the whole-step units' gathers hide behind nothing: a hidden share stuck at
-# 1 is the report missing waits); stage 3 also comm_gathers_on_demand, 0
-# from step 2 on (the prefetch follows the first step's order).
+# within [0, 1], some step with exposed time (host-staged waits block the
+# host, so any wait the report holds shows; a hidden share stuck at 1 is a
+# report that holds none); stage 3 also comm_gathers_on_demand, 0 from step
+# 2 on (the prefetch follows the first step's order).
 expect_zero_overlap_report() {
   python3 - "$1" "$2" <<'PY'
 import json, sys

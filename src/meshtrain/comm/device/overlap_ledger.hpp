@@ -13,6 +13,7 @@
 //   there, once, instead of at every wait;
 // - elsewhere (host-staged, whose wait() blocks the host), the host's time
 //   from begin_waits() to the group's last wait.
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -22,8 +23,15 @@
 namespace meshtrain::comm {
 
 struct CommTime {
-  double busy_s = 0;
-  double exposed_s = 0;
+  double busy_s = 0;     // the transport's time on the works
+  double exposed_s = 0;  // how long the compute waited for them
+  CommTime& operator+=(const CommTime& other) {
+    busy_s += other.busy_s;
+    exposed_s += other.exposed_s;
+    return *this;
+  }
+  // The share of the busy time the compute did not wait for (1 with none).
+  double hidden_share() const { return busy_s > 0 ? 1.0 - std::min(1.0, exposed_s / busy_s) : 1.0; }
 };
 
 class OverlapLedger {

@@ -11,7 +11,8 @@ namespace meshtrain::kernels::cuda {
 // The device's default pool keeps what is freed instead of handing it back
 // to the driver at every synchronisation (its default threshold is 0, and
 // each download synchronises): the buffers that live one step (ZeRO's
-// gathers, scratch) would otherwise be mapped again every step.
+// gathers, scratch) would otherwise be mapped again every step. An
+// allocation that fails gives the pool's memory back and tries once more.
 CudaAllocator::CudaAllocator(cudaStream_t stream) : stream_(stream) {
   MESHTRAIN_CUDA_CHECK(cudaGetDevice(&device_));
   cudaMemPool_t pool = nullptr;
@@ -22,7 +23,17 @@ CudaAllocator::CudaAllocator(cudaStream_t stream) : stream_(stream) {
 
 void* CudaAllocator::allocate(size_t bytes) {
   void* p = nullptr;
-  const cudaError_t status = cudaMallocAsync(&p, bytes, stream_);
+  cudaError_t status = cudaMallocAsync(&p, bytes, stream_);
+  if (status == cudaErrorMemoryAllocation) {
+    // What the pool kept may be the memory that is missing: once given back
+    // to the driver, it can serve this size (or NCCL's own allocations).
+    (void)cudaGetLastError();
+    MESHTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    cudaMemPool_t pool = nullptr;
+    MESHTRAIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+    MESHTRAIN_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+    status = cudaMallocAsync(&p, bytes, stream_);
+  }
   if (status == cudaErrorMemoryAllocation)
     throw DeviceError("out of GPU memory on " + name() + " allocating " + std::to_string(bytes >> 20) + " MiB");
   MESHTRAIN_CUDA_CHECK(status);

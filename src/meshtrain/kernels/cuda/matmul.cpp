@@ -372,10 +372,13 @@ std::unique_ptr<Plan> CublasLtContext::State::make_plan(const Call& call) {
                                                                plan->d, preference.pref, 1, &result, &found);
   const bool none = status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0);
   // The general product with a bias has a way without cuBLASLt's epilogue
-  // (gemm() adds the bias itself), so any refusal takes it: a library may
-  // answer an fp32 bias on bf16 output with INVALID_VALUE, or a failed
-  // result, rather than NOT_SUPPORTED.
-  const bool refused = none || status != CUBLAS_STATUS_SUCCESS || result.state != CUBLAS_STATUS_SUCCESS;
+  // (gemm() adds the bias itself), so a refusal of the epilogue takes it: a
+  // library may answer an fp32 bias on bf16 output with INVALID_VALUE, or a
+  // failed result, rather than NOT_SUPPORTED. Other failures (allocation,
+  // internal) stay errors: the plan is kept for the run, and a rank that
+  // fell back on a passing failure would no longer have its peers' bits.
+  const bool refused = none || status == CUBLAS_STATUS_INVALID_VALUE ||
+                       (status == CUBLAS_STATUS_SUCCESS && result.state != CUBLAS_STATUS_SUCCESS);
   if (refused && key.form == Form::General && key.epilogue == Epilogue::Bias) {
     plan->found = false;
     return plan;

@@ -51,7 +51,6 @@ struct GradientSyncStats {
                          // host-staged, finish_backward()'s wait; over NCCL, the device's time from
                          // backward's end on the compute stream to the last bucket's end
   size_t bytes = 0;      // gradient bytes all-reduced by this rank
-  double hidden_share() const { return busy_s > 0 ? 1.0 - std::min(1.0, exposed_s / busy_s) : 1.0; }
 };
 
 struct ExpertReduction {

@@ -96,7 +96,9 @@ void ZeroEngine::end_evaluation() {
 }
 
 ZeroCommunication ZeroEngine::communication() {
-  return {.time = ledger_.settle(), .gathers_on_demand = params_.take_gathers_on_demand()};
+  ZeroCommunication c{.time = ledger_.settle(), .gathers_on_demand = std::nullopt};
+  if (stage_ >= 3) c.gathers_on_demand = params_.take_gathers_on_demand();
+  return c;
 }
 
 size_t ZeroEngine::next_block(size_t unit, UnitPass pass) const {

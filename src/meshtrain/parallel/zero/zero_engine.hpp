@@ -41,10 +41,10 @@
 
 namespace meshtrain::parallel {
 
-// A step's communication, for the overlap report.
+// The engine's communication since the last read, for the overlap report.
 struct ZeroCommunication {
-  comm::CommTime time;           // every gather and reduce-scatter, and the waits for them
-  size_t gathers_on_demand = 0;  // stage 3: block gathers the prefetch did not start
+  comm::CommTime time;                      // every gather and reduce-scatter, and the waits for them
+  std::optional<size_t> gathers_on_demand;  // stage 3: block gathers the prefetch did not start
 };
 
 class ZeroEngine final : public UnitObserver {

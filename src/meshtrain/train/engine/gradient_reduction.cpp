@@ -44,15 +44,13 @@ class AllReduceGradients : public SoloGradients {
   }
   void finish_backward() override {
     const parallel::GradientSyncStats stats = sync_.finish_backward();
-    comm_ = {.busy_s = stats.busy_s, .exposed_s = stats.exposed_s, .gathers_on_demand = std::nullopt};
+    all_reduce_ = {.busy_s = stats.busy_s, .exposed_s = stats.exposed_s};
   }
-  StepCommunication communication() override { return comm_; }
-
- protected:
-  StepCommunication comm_;  // this step's, from finish_backward()
+  StepCommunication communication() override { return {.time = all_reduce_, .gathers_on_demand = std::nullopt}; }
 
  private:
   parallel::GradientSync& sync_;
+  comm::CommTime all_reduce_;  // this step's, from finish_backward()
 };
 
 // What every ZeRO stage shares: the engine around the step and evaluation,
@@ -73,15 +71,18 @@ class ZeroUpdate {
     optimizer.update(zero_.update_buffers(), lr);
     zero_.after_update();
   }
-  // The engine's gathers and reduce-scatters since its last read, added to `comm`.
-  void add_engine_communication(StepCommunication& comm) {
-    const parallel::ZeroCommunication engine = zero_.communication();
-    comm.busy_s += engine.time.busy_s;
-    comm.exposed_s += engine.time.exposed_s;
-    if (zero_.stage() >= 3) comm.gathers_on_demand = engine.gathers_on_demand;
+  // At finish_backward(): the engine's gathers and reduce-scatters since its last read.
+  void read_engine_communication() { engine_ = zero_.communication(); }
+  // The step's: the engine's, with `more` (stage 1's all-reduce) added.
+  StepCommunication engine_communication(comm::CommTime more = {}) const {
+    more += engine_.time;
+    return {.time = more, .gathers_on_demand = engine_.gathers_on_demand};
   }
 
   parallel::ZeroEngine& zero_;
+
+ private:
+  parallel::ZeroCommunication engine_;
 };
 
 // Stage 1: gradients all-reduced whole; optimizer state sharded.
@@ -97,7 +98,10 @@ class Zero1Gradients : public AllReduceGradients, ZeroUpdate {
   }
   void finish_backward() override {
     AllReduceGradients::finish_backward();
-    add_engine_communication(comm_);
+    read_engine_communication();
+  }
+  StepCommunication communication() override {
+    return engine_communication(AllReduceGradients::communication().time);
   }
   void update(Optimizer& optimizer, float lr) override { update_shard(optimizer, lr); }
   void begin_evaluation() override { zero_.begin_evaluation(); }
@@ -113,19 +117,15 @@ class ShardedGradients : public GradientReduction, ZeroUpdate {
   void begin_step() override { begin(store_); }
   void begin_micro_batch(int64_t m, bool) override { next_micro_batch(m); }
   void end_micro_batch() override { zero_.finish_backward(); }
-  void finish_backward() override {
-    comm_ = {};
-    add_engine_communication(comm_);
-  }
+  void finish_backward() override { read_engine_communication(); }
   HeldGradients gradients() override { return {zero_.grad_shard(), zero_.layout().segments(), true}; }
   void update(Optimizer& optimizer, float lr) override { update_shard(optimizer, lr); }
-  StepCommunication communication() override { return comm_; }
+  StepCommunication communication() override { return engine_communication(); }
   void begin_evaluation() override { zero_.begin_evaluation(); }
   void end_evaluation() override { zero_.end_evaluation(); }
 
  private:
   ParamStore& store_;
-  StepCommunication comm_;  // this step's, from finish_backward()
 };
 
 }  // namespace

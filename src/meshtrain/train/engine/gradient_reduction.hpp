@@ -26,20 +26,19 @@
 //   gradients()         what this rank holds: for the 1/M scale, the norm
 //                       and clipping
 //   update(optimizer, lr)
-//   communication()     the step's, for the overlap report (also after a
-//                       step that skips its update): read at
-//                       finish_backward(), where the norm waits for the
-//                       device anyway; ZeRO 1-2's gather after the update
-//                       counts in the next step's
+//   communication()     the step's, for the overlap report, as read at
+//                       finish_backward() (where the norm waits for the
+//                       device anyway: ZeRO 1-2's gather after the update
+//                       counts in the next step's)
 // Evaluation brackets its forwards with begin_evaluation() and
 // end_evaluation() (stage 3 gathers the parameters there).
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "meshtrain/comm/device/overlap_ledger.hpp"
 #include "meshtrain/core/flat_segment.hpp"
 #include "meshtrain/core/param_store.hpp"
 #include "meshtrain/optim/optimizer.hpp"
@@ -51,10 +50,8 @@ namespace meshtrain {
 // A step's communication, for the overlap report: data parallelism's
 // all-reduce, ZeRO's gathers and reduce-scatters (comm/device/overlap_ledger.hpp).
 struct StepCommunication {
-  double busy_s = 0;     // the transport's time on it
-  double exposed_s = 0;  // how long the compute waited for it
+  comm::CommTime time;
   std::optional<size_t> gathers_on_demand;  // ZeRO-3: block gathers its prefetch did not start
-  double hidden_share() const { return busy_s > 0 ? 1.0 - std::min(1.0, exposed_s / busy_s) : 1.0; }
 };
 
 // The gradients one rank holds after finish_backward().

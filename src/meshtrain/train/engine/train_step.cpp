@@ -71,6 +71,7 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   comm::flight::set_phase(comm::flight::Phase::Communication);
   StepResult r;
   gradients.finish_backward();
+  r.comm = gradients.communication();
   const HeldGradients held = gradients.gradients();
   ctx.micro_batches.finish_gradients(held);
   // The sum of the micro-batches' mean gradients -> the batch's mean.
@@ -90,12 +91,10 @@ StepResult run_train_step(const StepContext& ctx, const Batch& batch, int64_t st
   r.lr = scheduled_lr(ctx.settings.schedule, ctx.settings.base_lr, step);
   if (ctx.guard && ctx.guard->skip_update(r.loss, r.grad_norm)) {
     r.skipped = "spike";  // the gradients are dropped; the next step zeroes them
-    r.comm = gradients.communication();
     return r;
   }
   comm::flight::set_phase(comm::flight::Phase::Optimizer);
   gradients.update(ctx.optimizer, static_cast<float>(r.lr));
-  r.comm = gradients.communication();
   if (ctx.moe) {
     ctx.moe->after_update();
     r.moe = ctx.moe->report();

@@ -46,8 +46,8 @@ void add_layout_fields(nlohmann::json& record, const comm::DeviceMesh& mesh, int
 }
 
 void add_overlap_fields(nlohmann::json& record, const StepCommunication& comm) {
-  record["comm_ms"] = comm.busy_s * 1e3;
-  record["comm_hidden_share"] = comm.hidden_share();
+  record["comm_ms"] = comm.time.busy_s * 1e3;
+  record["comm_hidden_share"] = comm.time.hidden_share();
   if (comm.gathers_on_demand) record["comm_gathers_on_demand"] = *comm.gathers_on_demand;
 }
 

@@ -359,7 +359,7 @@ int64_t SyncTrainer::train_steps(int64_t step, Clock::time_point run_start) {
     timing.per_s = reporter_->step_done(step, r.loss, batch_.batch_size * workers_.data_size(), timing.step_s);
     const bool log_now = step % tc.log_every == 0 || step == last_step_;
     // A checkpoint's time counts in the step after it, logged or not.
-    interval_.add_step(timing.step_s + checkpoint_s, data_s, r.comm.exposed_s, checkpoint_s);
+    interval_.add_step(timing.step_s + checkpoint_s, data_s, r.comm.time.exposed_s, checkpoint_s);
     const nlohmann::json ranks = log_now && workers_.workers() > 1 ? gather_ranks(step) : nlohmann::json::object();
     if (log_now && lead_) log_step(step, r, timing, run_start, ranks);
     const double elapsed = seconds_since(run_start);
@@ -396,7 +396,7 @@ void SyncTrainer::log_step(int64_t step, const StepResult& r, const StepTiming& 
   if (workers_.workers() > 1) {
     add_layout_fields(rec, workers_.mesh(), step_.zero_stage);
     rec["comm_bytes"] = timing.comm_bytes;  // sent by this worker in the step (loss and norm sums included)
-    rec["comm_exposed_ms"] = r.comm.exposed_s * 1e3;
+    rec["comm_exposed_ms"] = r.comm.time.exposed_s * 1e3;
   }
   if (machinery_.sync || machinery_.zero) add_overlap_fields(rec, r.comm);
   if (timing.host_syncs >= 0) rec["host_syncs"] = timing.host_syncs;

@@ -73,6 +73,7 @@ TEST(OverlapLedger, WithoutMarksEachGroupCostsTheHostsTimeToItsLastWait) {
   MarkingCollectives staged_like(false);
   OverlapLedger ledger;
   int reads = 0;
+  const auto start = std::chrono::steady_clock::now();
   ledger.begin_waits(staged_like);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ledger.waited(std::make_unique<EndedWork>(5.0, &reads));  // a device's answer is not asked for
@@ -81,9 +82,11 @@ TEST(OverlapLedger, WithoutMarksEachGroupCostsTheHostsTimeToItsLastWait) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ledger.waited(std::make_unique<EndedWork>(5.0, &reads));
   const CommTime step = ledger.settle();
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(reads, 0);
   EXPECT_GE(step.exposed_s, 0.04);
-  EXPECT_LT(step.exposed_s, 0.2);
+  // The 200 ms between the groups (at least that, however loaded the machine) are left out.
+  EXPECT_LE(step.exposed_s, total - 0.2);
   EXPECT_DOUBLE_EQ(step.busy_s, 0.5);
 }
 

@@ -302,7 +302,7 @@ void expect_like_solo(Strategy how, int ranks, int64_t micro_batches) {
     for (int r = 0; r < ranks; ++r) {
       const StepCommunication& comm = recs[size_t(r)].comm[t];
       if (ranks > 1) {
-        EXPECT_GT(comm.busy_s, 0.0) << "rank " << r;
+        EXPECT_GT(comm.time.busy_s, 0.0) << "rank " << r;
       }
       ASSERT_EQ(comm.gathers_on_demand.has_value(), how.zero_stage == 3) << "rank " << r;
       if (how.zero_stage == 3 && t > 0) {

@@ -15,10 +15,9 @@ namespace meshtrain::kernels::cuda {
 // allocation that fails gives the pool's memory back and tries once more.
 CudaAllocator::CudaAllocator(cudaStream_t stream) : stream_(stream) {
   MESHTRAIN_CUDA_CHECK(cudaGetDevice(&device_));
-  cudaMemPool_t pool = nullptr;
-  MESHTRAIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+  MESHTRAIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, device_));
   uint64_t keep_all = UINT64_MAX;
-  MESHTRAIN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  MESHTRAIN_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_all));
 }
 
 void* CudaAllocator::allocate(size_t bytes) {
@@ -29,9 +28,7 @@ void* CudaAllocator::allocate(size_t bytes) {
     // to the driver, it can serve this size (or NCCL's own allocations).
     (void)cudaGetLastError();
     MESHTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    cudaMemPool_t pool = nullptr;
-    MESHTRAIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
-    MESHTRAIN_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+    MESHTRAIN_CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
     status = cudaMallocAsync(&p, bytes, stream_);
   }
   if (status == cudaErrorMemoryAllocation)

@@ -48,6 +48,7 @@ class CudaAllocator final : public DeviceAllocator {
   cudaStream_t stream_;
   std::atomic<int64_t> downloads_{0};
   int device_ = 0;
+  cudaMemPool_t pool_ = nullptr;  // the device's default pool, which allocate() draws from
   PinnedHostMemory staging_;
 };
 

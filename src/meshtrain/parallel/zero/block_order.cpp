@@ -9,11 +9,11 @@ void BlockOrder::begin_step() {
   on_record_ = !followed_.empty();
 }
 
-size_t BlockOrder::enter(size_t unit, size_t unknown) {
+std::optional<size_t> BlockOrder::enter(size_t unit) {
   const size_t at = entered_.size();
   entered_.push_back(unit);
   on_record_ = on_record_ && at < followed_.size() && followed_[at] == unit;
-  if (!on_record_) return unknown;
+  if (!on_record_) return std::nullopt;
   for (size_t next = at + 1; next < followed_.size(); ++next)
     if (followed_[next] != unit) return followed_[next];
   return npos;

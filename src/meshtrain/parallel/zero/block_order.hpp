@@ -10,6 +10,7 @@
 // a step that leaves the record (a different schedule, a resumed job's
 // first step) is followed from the next one on.
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace meshtrain::parallel {
@@ -22,9 +23,9 @@ class BlockOrder {
   void begin_step();
   // Entering block `unit`: records it. Returns the next block other than
   // `unit` that the record entered after this point (npos: none, the
-  // step's end), or `unknown` where this step has left the record (or
-  // there is none yet).
-  size_t enter(size_t unit, size_t unknown);
+  // step's end), or nothing where this step has left the record (or there
+  // is none yet).
+  std::optional<size_t> enter(size_t unit);
   // The block the record entered first (npos: no record).
   size_t first() const { return followed_.empty() ? npos : followed_.front(); }
 

@@ -87,6 +87,7 @@ void ParamGatherer::release_all() {
 }
 
 void ParamGatherer::start_gather(size_t unit, Slot& slot) {
+  wait(slot);  // what it was receiving: a prefetch that was not needed after all
   slot.unit = unit;
   slot.work = gather(layout_.unit(unit), slot.data.raw(), slot.data16.raw());
 }
@@ -122,7 +123,6 @@ void ParamGatherer::acquire(size_t unit, size_t next) {
       throw Error("zero-3: unit " + store_.units()[unit].name + " needs a gather buffer, but units " +
                   store_.units()[slots_[0].unit].name + " and " + store_.units()[slots_[1].unit].name +
                   " still use both");
-    wait(*slot);  // a prefetch that was not needed after all
     start_gather(unit, *slot);
     ++gathers_on_demand_;
   }
@@ -136,7 +136,6 @@ void ParamGatherer::prefetch(size_t unit) {
   if (holding(unit)) return;
   Slot* slot = free_slot(npos);
   if (!slot) return;  // both in use: gathered when needed
-  wait(*slot);
   start_gather(unit, *slot);
 }
 

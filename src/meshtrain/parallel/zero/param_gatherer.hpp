@@ -104,6 +104,7 @@ class ParamGatherer {
   Slot* holding(size_t unit);
   // A buffer not in use: an empty one, else one not holding `keep`; null: both in use.
   Slot* free_slot(size_t keep);
+  // Waits for what `slot` was receiving, then starts gathering `unit` into it.
   void start_gather(size_t unit, Slot& slot);
   void wait(Slot& slot);
   // Starts gathering u's slices from the shard into `out` (under bf16

@@ -1,5 +1,6 @@
 #include "meshtrain/parallel/zero/zero_engine.hpp"
 
+#include <optional>
 #include <string>
 
 #include "meshtrain/core/error.hpp"
@@ -116,8 +117,8 @@ size_t ZeroEngine::next_block(size_t unit, UnitPass pass) const {
 void ZeroEngine::before_unit(size_t unit, UnitPass pass) {
   if (layout_.unit(unit).whole_step) return;  // gathered and staged for the whole step
   if (stage_ >= 3) {
-    const size_t in_store_order = next_block(unit, pass);
-    params_.acquire(unit, evaluating_ ? in_store_order : order_.enter(unit, in_store_order));
+    const std::optional<size_t> on_record = evaluating_ ? std::nullopt : order_.enter(unit);
+    params_.acquire(unit, on_record ? *on_record : next_block(unit, pass));
   }
   if (grads_ && pass == UnitPass::Backward) grads_->acquire(unit);
 }

@@ -14,11 +14,11 @@ namespace {
 
 constexpr size_t kUnknown = 99;
 
-// What enter() answers for each block of `step`, in a new step.
+// What enter() answers for each block of `step`, in a new step (kUnknown: nothing).
 std::vector<size_t> answers(BlockOrder& order, const std::vector<size_t>& step) {
   order.begin_step();
   std::vector<size_t> out;
-  for (size_t unit : step) out.push_back(order.enter(unit, kUnknown));
+  for (size_t unit : step) out.push_back(order.enter(unit).value_or(kUnknown));
   return out;
 }
 

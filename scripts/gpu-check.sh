@@ -115,9 +115,9 @@ stage() {
     result="skipped: out of time"
     stage_rc=124
   else
-    note "== $name (limit ${limit} s)"
-    running_stage=$name
+    running_stage=$name  # before its line: a signal seen after the line names the stage
     running_since=$SECONDS
+    note "== $name (limit ${limit} s)"
     timeout --kill-after=5 "$limit" "$@" > "$out/$name.out" 2> "$out/$name.err" &
     wait $! || stage_rc=$?
     running_stage=""

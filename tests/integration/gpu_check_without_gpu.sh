@@ -59,8 +59,15 @@ chmod +x "$WORK/slow-bin/nvidia-smi"
 PATH="$WORK/slow-bin:$PATH" TMPDIR="$WORK" OUT="$WORK/stopped" setsid bash "$SRC/scripts/gpu-check.sh" \
   "$WORK/gpu-bundle.tar.gz" > stopped.log 2>&1 &
 check_pid=$!
-for _ in $(seq 100); do grep -q "== nvidia_smi" "$WORK/stopped/gpu-check.log" 2> /dev/null && break; sleep 0.1; done
+# Up to 60 s for the stage to begin: a loaded machine (the whole suite at -j2) unpacks the
+# bundle slowly, and a TERM before the stage would test something else.
+began=0
+for _ in $(seq 600); do
+  if grep -q "== nvidia_smi" "$WORK/stopped/gpu-check.log" 2> /dev/null; then began=1; break; fi
+  sleep 0.1
+done
 kill -TERM -- "-$check_pid"
+[ "$began" -eq 1 ] || { wait "$check_pid" || true; cat stopped.log; fail "gpu-check.sh's nvidia_smi stage never began"; }
 wait "$check_pid" || true
 python3 - "$WORK/stopped/summary.json" <<'PY' || { cat stopped.log; fail "gpu-check.sh stopped by TERM"; }
 import json, sys
